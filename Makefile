@@ -1,0 +1,60 @@
+# Tidal: the two commands a new user needs.
+#   make demo   set up .venv, then run the demo pipeline (Spark local mode, SQLite buffers)
+#   make test   set up .venv, then ruff, import-linter and the whole pytest suite
+# Each target creates or refreshes .venv by itself; packages are re-installed only when
+# pyproject.toml or constraints.txt changed.
+
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+VPY := $(abspath $(VENV))/bin/python
+STAMP := $(VENV)/.installed
+
+# Spark's Python workers must run the venv's interpreter, and nothing should listen beyond loopback.
+export PYSPARK_PYTHON := $(VPY)
+export PYSPARK_DRIVER_PYTHON := $(VPY)
+export SPARK_LOCAL_IP := 127.0.0.1
+
+.PHONY: demo test lint unit integration bench check-java venv clean
+
+demo: $(STAMP) check-java
+	$(VENV)/bin/tidal demo
+
+test: $(STAMP) check-java lint
+	$(VPY) -m pytest -q tests
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check src tests bench
+	$(VENV)/bin/lint-imports
+
+unit: $(STAMP)
+	$(VPY) -m pytest -q tests/unit
+
+integration: $(STAMP) check-java
+	$(VPY) -m pytest -q tests/integration
+
+bench: $(STAMP) check-java
+	$(VENV)/bin/tidal bench all
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml constraints.txt
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' || \
+	  { echo "Tidal needs Python >= 3.11 (found $$($(PYTHON) --version 2>&1)). Set PYTHON=/path/to/python3.11." >&2; exit 1; }
+	@test -x $(VPY) || $(PYTHON) -m venv $(VENV)
+	$(VPY) -m pip install --quiet --disable-pip-version-check --upgrade pip
+	$(VPY) -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev]'
+	@touch $(STAMP)
+
+check-java:
+	@v=$$(java -version 2>&1 | awk -F'"' '/version/ {print $$2; exit}'); \
+	major=$${v%%.*}; [ "$$major" = "1" ] && major=$$(echo "$$v" | cut -d. -f2); \
+	if [ -z "$$v" ] || [ "$$major" -lt 17 ] 2>/dev/null; then \
+	  echo "Spark needs Java >= 17 (found: $${v:-none})." >&2; \
+	  echo "Install it with:  sudo apt-get install -y openjdk-17-jre-headless" >&2; \
+	  echo "(or set JAVA_HOME / PATH to a JDK 17+), then run make again." >&2; \
+	  exit 1; \
+	fi
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis runs

@@ -1,0 +1,38 @@
+"""Tidal: autoscaling streaming data pipelines on Apache Spark (PySpark).
+
+The public surface is small: this module, :mod:`tidal.scaling` (the pure decision core) and
+:mod:`tidal.errors`. Everything else is runtime machinery.
+"""
+
+from tidal.errors import (
+    BufferError,
+    BufferFull,
+    BufferNotFound,
+    BufferUnavailable,
+    MessageTooLarge,
+    SourceError,
+    SpecError,
+    TidalError,
+    UdfError,
+)
+from tidal.scaling import Decision, KpaSpec, NumaflowScale, Rule, VertexKind
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BufferError",
+    "BufferFull",
+    "BufferNotFound",
+    "BufferUnavailable",
+    "Decision",
+    "KpaSpec",
+    "MessageTooLarge",
+    "NumaflowScale",
+    "Rule",
+    "SourceError",
+    "SpecError",
+    "TidalError",
+    "UdfError",
+    "VertexKind",
+    "__version__",
+]

@@ -1,0 +1,111 @@
+"""Every error Tidal raises, in one tree.
+
+    TidalError                      base of everything below
+    ├── SpecError                   fix the pipeline or scale spec (field path, value, fix)
+    ├── BufferError                 inter-step buffer (ISB) problems
+    │   ├── BufferFull              the batch would pass bufferMaxLength: retry later (back pressure)
+    │   ├── BufferNotFound          the named buffer does not exist: create it or fix the name
+    │   ├── MessageTooLarge         a message exceeds the backend's limit: shrink it
+    │   └── BufferUnavailable       the backend cannot be reached (names the URL): retry or fix the URL
+    ├── UdfError                    a user function raised (names the vertex and message id)
+    └── SourceError                 a user source raised
+
+The branches group by what the caller can do: a ``SpecError`` is fixed by editing input and is
+never retried; ``BufferFull`` and ``BufferUnavailable`` are transient and retried; ``UdfError``
+carries the message that failed so it can go to a dead letter instead of being dropped.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BufferError",
+    "BufferFull",
+    "BufferNotFound",
+    "BufferUnavailable",
+    "MessageTooLarge",
+    "SourceError",
+    "SpecError",
+    "TidalError",
+    "UdfError",
+]
+
+
+class TidalError(Exception):
+    """Base class of every error Tidal raises on purpose."""
+
+
+class SpecError(TidalError, ValueError):
+    """Invalid pipeline or scale spec. ``path`` names the field (``vertices[2].scale.max``)."""
+
+    def __init__(self, path: str, problem: str, fix: str = "") -> None:
+        self.path = path
+        self.problem = problem
+        self.fix = fix
+        message = f"{path}: {problem}" if path else problem
+        if fix:
+            message += f" ({fix})"
+        super().__init__(message)
+
+
+class BufferError(TidalError):
+    """A problem with an inter-step buffer."""
+
+
+class BufferFull(BufferError):
+    """Appending the batch would pass the buffer's ``bufferMaxLength``; nothing was stored."""
+
+    def __init__(self, buffer: str, length: int, batch: int, max_length: int) -> None:
+        self.buffer = buffer
+        self.length = length
+        self.batch = batch
+        self.max_length = max_length
+        super().__init__(
+            f"buffer {buffer!r} is full: {length} stored + {batch} new > bufferMaxLength "
+            f"{max_length}; nothing of the batch was stored (retry after the reader commits)"
+        )
+
+
+class BufferNotFound(BufferError, KeyError):
+    """The named buffer does not exist."""
+
+    def __init__(self, buffer: str) -> None:
+        self.buffer = buffer
+        super().__init__(f"buffer {buffer!r} does not exist (create it first, or check the name)")
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0])
+
+
+class MessageTooLarge(BufferError):
+    """A message is larger than the backend accepts."""
+
+    def __init__(self, buffer: str, size: int, limit: int) -> None:
+        self.buffer = buffer
+        self.size = size
+        self.limit = limit
+        super().__init__(
+            f"message of {size} bytes is larger than {limit} bytes allowed by buffer {buffer!r} "
+            "(shrink the message, or raise the server's max_payload)"
+        )
+
+
+class BufferUnavailable(BufferError, ConnectionError):
+    """The buffer backend cannot be reached."""
+
+
+class UdfError(TidalError):
+    """A user-defined function raised while processing a message."""
+
+    def __init__(self, vertex: str, message_id: str, cause: BaseException, attempts: int) -> None:
+        self.vertex = vertex
+        self.message_id = message_id
+        self.cause = cause
+        self.attempts = attempts
+        super().__init__(
+            f"vertex {vertex!r}: UDF failed on message {message_id!r} after {attempts} "
+            f"attempt(s): {type(cause).__name__}: {cause}"
+        )
+
+
+class SourceError(TidalError):
+    """A user-defined source raised."""

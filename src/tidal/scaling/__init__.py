@@ -1,0 +1,94 @@
+"""Tidal's scaling core: Numaflow's and Knative's autoscalers as a pure, explainable library.
+
+Nothing in this package does I/O, starts threads or reads a clock: every call takes ``now`` in
+seconds. That is what lets the simulator, dry runs and the Spark runtime share one decision code.
+
+    >>> from tidal.scaling import NumaflowScale, VertexObservation, PartitionMetrics, VertexKind, decide
+    >>> obs = VertexObservation("in", VertexKind.SOURCE, replicas=2, ready_replicas=2,
+    ...                         last_scaled_at=0.0,
+    ...                         partitions=[PartitionMetrics("in", rate=10000, pending=60000)])
+    >>> d = decide(NumaflowScale(target_processing_seconds=3), obs, now=1000.0)
+    >>> d.desired, str(d.rule)
+    (4, 'scale-up')
+    >>> d.reason
+    'pending 60000 at 10000/s over 2 replicas, target 3 s → 4'
+"""
+
+from tidal.scaling.backpressure import (
+    BACK_PRESSURE_THRESHOLD,
+    BufferLoad,
+    Edge,
+    OnFull,
+    Pressure,
+    PressureCheck,
+)
+from tidal.scaling.backpressure import check as check_back_pressure
+from tidal.scaling.cron import CronExpr, CronSchedule, CronSpec
+from tidal.scaling.decision import Decision, Rule
+from tidal.scaling.kpa import (
+    Aggregation,
+    KpaDecider,
+    KpaMetric,
+    KpaResult,
+    KpaScaler,
+    KpaSpec,
+    activator_count,
+    initial_excess_burst_capacity,
+)
+from tidal.scaling.numaflow import (
+    DEFAULT_READ_BATCH_SIZE,
+    BufferInfo,
+    NumaflowScale,
+    PartitionMetrics,
+    VertexKind,
+    VertexObservation,
+    decide,
+    desired_replicas,
+)
+from tidal.scaling.rates import CounterWindow, GaugeWindow, adaptive_lookback
+from tidal.scaling.windows import (
+    MaxTimeWindow,
+    TimedBuckets,
+    WeightedBuckets,
+    round_half_away,
+    smoothing_coefficient,
+)
+
+__all__ = [
+    "BACK_PRESSURE_THRESHOLD",
+    "DEFAULT_READ_BATCH_SIZE",
+    "Aggregation",
+    "BufferInfo",
+    "BufferLoad",
+    "CounterWindow",
+    "CronExpr",
+    "CronSchedule",
+    "CronSpec",
+    "Decision",
+    "Edge",
+    "GaugeWindow",
+    "KpaDecider",
+    "KpaMetric",
+    "KpaResult",
+    "KpaScaler",
+    "KpaSpec",
+    "MaxTimeWindow",
+    "NumaflowScale",
+    "OnFull",
+    "PartitionMetrics",
+    "Pressure",
+    "PressureCheck",
+    "Rule",
+    "TimedBuckets",
+    "VertexKind",
+    "VertexObservation",
+    "WeightedBuckets",
+    "activator_count",
+    "adaptive_lookback",
+    "check_back_pressure",
+    "decide",
+    "desired_replicas",
+    "initial_excess_burst_capacity",
+    "round_half_away",
+    "smoothing_coefficient",
+]

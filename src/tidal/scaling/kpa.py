@@ -1,0 +1,487 @@
+"""Knative's Pod Autoscaler (KPA) as pure, stateful values: ``spec/knative.md`` §1–2.
+
+* :class:`KpaSpec` — the config-autoscaler keys and revision annotations with upstream defaults and
+  validation ranges, and the resolved target (``max(0.01, total × utilization)``).
+* :class:`KpaDecider` — ``Scale(now)``: stable (60 s) and panic (6 s) window averages of the
+  revision-wide observed metric, rate limits (up ×1000, down ÷2), panic entry at 2.0 × the ready
+  pods and its exit one stable window after the last over-threshold tick, no scale-down while
+  panicking, activation scale, scale-down delay (max over a window) and excess burst capacity.
+  "No data" is a :class:`Decision` with rule ``kpa-no-data``, and the last decision stands.
+* :class:`KpaScaler` — the KPA reconciler's part: min/max/initial scale, and the scale-to-zero gate
+  (a revision active for less than one stable window goes to 1 first; then ``max(grace,
+  retention)`` of inactivity, or grace minus the time the activator has been in the path).
+
+Everything takes ``now`` in seconds. Differences from upstream, all deliberate:
+
+* Upstream's decider reads the wall clock once when created (to start in panic); here creation
+  takes ``now``.
+* The activator probe is not modelled: Tidal's activator (the buffer wake-up) is in-process and
+  always reachable, so the probe always succeeds.
+* A changed ``scaleDownDelay`` takes effect (the delay window is rebuilt) — upstream keeps the old
+  window until the decider is recreated (#15619).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+
+from tidal import errors
+from tidal.scaling.decision import Decision, Rule
+from tidal.scaling.windows import MaxTimeWindow, TimedBuckets, WeightedBuckets, round_half_away
+
+__all__ = [
+    "Aggregation",
+    "KpaDecider",
+    "KpaMetric",
+    "KpaResult",
+    "KpaScaler",
+    "KpaSpec",
+    "activator_count",
+    "initial_excess_burst_capacity",
+]
+
+TICK_SECONDS = 2.0  # the decider's tick; also the max-window granularity
+
+
+class KpaMetric(StrEnum):
+    CONCURRENCY = "concurrency"
+    RPS = "rps"
+
+
+class Aggregation(StrEnum):
+    LINEAR = "linear"
+    WEIGHTED_EXPONENTIAL = "weighted-exponential"
+
+
+def _check(condition: bool, path: str, problem: str, fix: str) -> None:
+    if not condition:
+        raise errors.SpecError(path, problem, fix)
+
+
+@dataclass(frozen=True, slots=True)
+class KpaSpec:
+    """KPA parameters. Names follow Knative's keys in snake case; defaults are upstream's."""
+
+    metric: KpaMetric = KpaMetric.CONCURRENCY
+    target: float | None = None
+    container_concurrency: int = 0
+    target_utilization: float = 0.7
+    target_burst_capacity: float = 211.0
+    stable_window: float = 60.0
+    panic_window_percentage: float = 10.0
+    panic_threshold_percentage: float = 200.0
+    max_scale_up_rate: float = 1000.0
+    max_scale_down_rate: float = 2.0
+    enable_scale_to_zero: bool = True
+    scale_to_zero_grace_period: float = 30.0
+    scale_to_zero_pod_retention_period: float = 0.0
+    scale_down_delay: float = 0.0
+    activator_capacity: float = 100.0
+    initial_scale: int = 1
+    allow_zero_initial_scale: bool = False
+    min_scale: int = 0
+    max_scale: int = 0
+    activation_scale: int = 0
+    aggregation: Aggregation = Aggregation.LINEAR
+    reachable: bool = True
+
+    def __post_init__(self) -> None:
+        tu = self.target_utilization
+        if tu > 1:  # Knative accepts a percentage and divides it by 100
+            tu = tu / 100
+            object.__setattr__(self, "target_utilization", tu)
+        _check(0 < tu <= 1, "kpa.targetUtilization", f"{tu} is outside (0, 1]", "use e.g. 0.7 or 70")
+        _check(
+            0 <= self.container_concurrency <= 1000,
+            "kpa.containerConcurrency",
+            f"{self.container_concurrency} is outside [0, 1000]",
+            "use 0 for unlimited",
+        )
+        if self.target is not None:
+            _check(self.target >= 0.01, "kpa.target", f"{self.target} is below 0.01", "use 0.01 or more")
+        _check(
+            self.target_burst_capacity >= 0 or self.target_burst_capacity == -1,
+            "kpa.targetBurstCapacity",
+            f"{self.target_burst_capacity} is invalid",
+            "use 0 or more, or -1 to keep the activator always in the path",
+        )
+        _check(
+            6 <= self.stable_window <= 3600 and float(self.stable_window).is_integer(),
+            "kpa.stableWindow",
+            f"{self.stable_window} is outside [6, 3600] whole seconds",
+            "use e.g. 60",
+        )
+        _check(
+            1 <= self.panic_window_percentage <= 100,
+            "kpa.panicWindowPercentage",
+            f"{self.panic_window_percentage} is outside [1, 100]",
+            "use e.g. 10",
+        )
+        _check(
+            110 <= self.panic_threshold_percentage <= 1000,
+            "kpa.panicThresholdPercentage",
+            f"{self.panic_threshold_percentage} is outside [110, 1000]",
+            "use e.g. 200",
+        )
+        _check(
+            self.max_scale_up_rate > 1,
+            "kpa.maxScaleUpRate",
+            f"{self.max_scale_up_rate} must be > 1",
+            "use e.g. 1000",
+        )
+        _check(
+            self.max_scale_down_rate > 1,
+            "kpa.maxScaleDownRate",
+            f"{self.max_scale_down_rate} must be > 1",
+            "use e.g. 2",
+        )
+        _check(
+            self.scale_to_zero_grace_period > 0,
+            "kpa.scaleToZeroGracePeriod",
+            f"{self.scale_to_zero_grace_period} must be > 0",
+            "use e.g. 30",
+        )
+        _check(
+            0 <= self.scale_to_zero_pod_retention_period <= 3600,
+            "kpa.scaleToZeroPodRetentionPeriod",
+            f"{self.scale_to_zero_pod_retention_period} is outside [0, 3600]",
+            "use 0 to disable",
+        )
+        _check(
+            0 <= self.scale_down_delay <= 3600 and float(self.scale_down_delay).is_integer(),
+            "kpa.scaleDownDelay",
+            f"{self.scale_down_delay} is outside [0, 3600] whole seconds",
+            "use 0 to disable",
+        )
+        _check(
+            self.activator_capacity >= 1,
+            "kpa.activatorCapacity",
+            f"{self.activator_capacity} < 1",
+            "use e.g. 100",
+        )
+        _check(
+            self.initial_scale >= 0, "kpa.initialScale", f"{self.initial_scale} is negative", "use 1 or more"
+        )
+        _check(
+            self.initial_scale > 0 or self.allow_zero_initial_scale,
+            "kpa.initialScale",
+            "0 requires allowZeroInitialScale: true",
+            "set allowZeroInitialScale or use 1",
+        )
+        _check(self.min_scale >= 0, "kpa.minScale", f"{self.min_scale} is negative", "use 0 or more")
+        _check(self.max_scale >= 0, "kpa.maxScale", f"{self.max_scale} is negative", "use 0 for unbounded")
+        _check(
+            self.max_scale == 0 or self.min_scale <= self.max_scale,
+            "kpa.maxScale",
+            f"{self.max_scale} is below minScale {self.min_scale}",
+            "raise maxScale or lower minScale",
+        )
+        _check(
+            self.activation_scale >= 0 and (self.max_scale == 0 or self.activation_scale <= self.max_scale),
+            "kpa.activationScale",
+            f"{self.activation_scale} is outside [0, maxScale]",
+            "use 2 or more, not above maxScale",
+        )
+
+    @property
+    def total_value(self) -> float:
+        """The 100 % capacity of one replica for the chosen metric."""
+        if self.metric == KpaMetric.RPS:
+            return self.target if self.target is not None else 200.0
+        total = float(self.container_concurrency or 100)
+        if self.target is not None:
+            total = (
+                min(self.target, self.container_concurrency) if self.container_concurrency else self.target
+            )
+        return total
+
+    @property
+    def target_value(self) -> float:
+        """What one replica should carry: ``max(0.01, total × utilization)``."""
+        return max(0.01, self.total_value * self.target_utilization)
+
+    @property
+    def panic_window(self) -> float:
+        return max(1.0, round_half_away(self.stable_window * self.panic_window_percentage / 100))
+
+    @property
+    def panic_threshold(self) -> float:
+        return self.panic_threshold_percentage / 100
+
+
+def initial_excess_burst_capacity(spec: KpaSpec) -> float:
+    """EBC before the first tick: TBC itself for 0 and −1, else ``initialScale × total − TBC``."""
+    tbc = spec.target_burst_capacity
+    if tbc in (0, -1):
+        return tbc
+    return float(math.trunc(spec.initial_scale * spec.total_value - tbc))
+
+
+def activator_count(spec: KpaSpec, ready: int) -> int:
+    """How many activators front a revision in Proxy mode (knative.md §1.6)."""
+    tbc = spec.target_burst_capacity
+    if tbc == 0:
+        return 2
+    demand = ready * spec.total_value + max(tbc, 0)
+    return max(2, math.ceil(demand / spec.activator_capacity))
+
+
+@dataclass(frozen=True, slots=True)
+class KpaResult:
+    """A decider tick: ``valid`` is False for "no decision" (the decision says why)."""
+
+    decision: Decision
+    excess_burst_capacity: float
+    valid: bool
+    stable: float = 0.0
+    panic: float = 0.0
+    panicking: bool = False
+
+    @property
+    def activator_in_path(self) -> bool:
+        """Serve (activator out) needs desired > 0 and EBC ≥ 0; anything else is Proxy."""
+        return not (self.decision.desired > 0 and self.excess_burst_capacity >= 0)
+
+
+def _buckets(spec: KpaSpec, window: float) -> TimedBuckets:
+    cls = WeightedBuckets if spec.aggregation == Aggregation.WEIGHTED_EXPONENTIAL else TimedBuckets
+    return cls(window)
+
+
+class KpaDecider:
+    """One revision's (vertex's) KPA decider: record observations, then ``scale(now, ready)``."""
+
+    def __init__(self, name: str, spec: KpaSpec, now: float, ready: int = 0) -> None:
+        self.name = name
+        self._spec = spec
+        self._stable = _buckets(spec, spec.stable_window)
+        self._panic = _buckets(spec, spec.panic_window)
+        self._delay = (
+            MaxTimeWindow(spec.scale_down_delay, TICK_SECONDS) if spec.scale_down_delay > 0 else None
+        )
+        # Start in panic when more than one replica is ready: a restarted autoscaler has no
+        # history and must not scale down before it has some (Knative PR #4795).
+        self._panic_time: float | None = now if ready > 1 else None
+        self._max_panic_pods = ready
+        self.last: KpaResult | None = None
+
+    @property
+    def spec(self) -> KpaSpec:
+        return self._spec
+
+    def update(self, spec: KpaSpec, now: float) -> None:
+        """Swap the spec; windows are resized and the delay window rebuilt if it changed."""
+        if spec.stable_window != self._spec.stable_window:
+            self._stable.resize(now, spec.stable_window)
+        if spec.panic_window != self._spec.panic_window:
+            self._panic.resize(now, spec.panic_window)
+        if spec.scale_down_delay != self._spec.scale_down_delay:
+            self._delay = (
+                MaxTimeWindow(spec.scale_down_delay, TICK_SECONDS) if spec.scale_down_delay > 0 else None
+            )
+        self._spec = spec
+
+    def record(self, now: float, value: float, proxied: float = 0.0) -> None:
+        """Record one observation of the metric (revision-wide total); proxied load is excluded."""
+        self._stable.record(now, value - proxied)
+        self._panic.record(now, value - proxied)
+
+    def wants_poke(self, value: float) -> bool:
+        """Knative's poke: at desired 0, a non-zero observation should tick the decider at once."""
+        return value > 0 and self.last is not None and self.last.decision.desired == 0
+
+    def scale(self, now: float, ready: int | None, current: int | None = None) -> KpaResult:
+        """Knative ``Scale(now)``. ``ready=None`` means the pod count could not be read."""
+        spec = self._spec
+        current = current if current is not None else (ready or 0)
+        if ready is None:
+            return self._invalid(now, current, "ready replica count unavailable: no decision")
+        if self._stable.is_empty(now) and spec.target_burst_capacity != -1:
+            return self._invalid(now, current, "no metric data in the stable window: keep the last decision")
+        r0 = ready
+        r = max(1, r0)
+        stable = self._stable.window_average(now)
+        panic = self._panic.window_average(now)
+        max_up = math.ceil(spec.max_scale_up_rate * r)
+        max_down = math.floor(r / spec.max_scale_down_rate) if spec.reachable else 0
+        target = spec.target_value
+        dspc = math.ceil(stable / target)
+        dppc = math.ceil(panic / target)
+        stable_pods = min(max(dspc, max_down), max_up)
+        panic_pods = min(max(dppc, max_down), max_up)
+        if spec.activation_scale > 1:
+            if dspc > 0 and stable_pods < spec.activation_scale:
+                stable_pods = spec.activation_scale
+            if dppc > 0 and panic_pods < spec.activation_scale:
+                panic_pods = spec.activation_scale
+        over = dppc / r >= spec.panic_threshold
+        if over:
+            self._panic_time = now
+        elif self._panic_time is not None and self._panic_time + spec.stable_window < now:
+            self._panic_time = None
+            self._max_panic_pods = 0
+        panicking = self._panic_time is not None
+        metric = "concurrency" if spec.metric == KpaMetric.CONCURRENCY else "rps"
+        inputs: dict[str, object] = {
+            "metric": metric,
+            "stable": stable,
+            "panic": panic,
+            "target": target,
+            "ready": r0,
+            "maxScaleUp": max_up,
+            "maxScaleDown": max_down,
+        }
+        if panicking:
+            desired = max(stable_pods, panic_pods)
+            self._max_panic_pods = max(self._max_panic_pods, desired)
+            desired = self._max_panic_pods
+            rule = Rule.KPA_PANIC
+            reason = (
+                f"panic: {metric} {panic:g} over {spec.panic_window:g} s / target {target:g} = "
+                f"{dppc} pods ≥ {spec.panic_threshold:g} × {r} ready; holding the high-water mark {desired}"
+            )
+        else:
+            desired = stable_pods
+            rule = Rule.KPA_STABLE
+            reason = (
+                f"stable: {metric} {stable:g} over {spec.stable_window:g} s / target {target:g} → {desired}"
+            )
+            if stable_pods != dspc:
+                reason += f" (rate-limited from {dspc} to [{max_down}, {max_up}])"
+        if self._delay is not None and spec.reachable:
+            self._delay.record(now, desired)
+            delayed = int(self._delay.current())
+            if delayed > desired:
+                reason += f"; scale-down delay {spec.scale_down_delay:g} s keeps the window max {delayed}"
+                rule = Rule.KPA_SCALE_DOWN_DELAY
+                desired = delayed
+        tbc = spec.target_burst_capacity
+        if tbc == 0:
+            ebc = 0.0
+        elif tbc == -1:
+            ebc = -1.0
+        else:
+            ebc = float(math.floor(r0 * spec.total_value - tbc - panic))
+        inputs["excessBurstCapacity"] = ebc
+        decision = Decision(self.name, now, current, desired, rule, reason, inputs, desired)
+        result = KpaResult(decision, ebc, True, stable, panic, panicking)
+        self.last = result
+        return result
+
+    def _invalid(self, now: float, current: int, reason: str) -> KpaResult:
+        ebc = self.last.excess_burst_capacity if self.last else initial_excess_burst_capacity(self._spec)
+        decision = Decision(self.name, now, current, current, Rule.KPA_NO_DATA, reason, {})
+        return KpaResult(decision, ebc, False)
+
+
+class _Phase(StrEnum):
+    ACTIVE = "active"
+    INACTIVE = "inactive"
+
+
+@dataclass(slots=True)
+class _GateState:
+    phase: _Phase = _Phase.ACTIVE
+    since: float = 0.0
+    proxy_since: float | None = None
+    initialized: bool = False
+    history: list[str] = field(default_factory=list)
+
+
+class KpaScaler:
+    """Decider plus the KPA reconciler: bounds, initial scale and the scale-to-zero gate.
+
+    ``decide(now, ready, current)`` returns the replica count to apply, as a :class:`Decision`.
+    """
+
+    def __init__(self, name: str, spec: KpaSpec, now: float, ready: int = 0) -> None:
+        self.decider = KpaDecider(name, spec, now, ready)
+        self._state = _GateState(since=now)
+
+    @property
+    def spec(self) -> KpaSpec:
+        return self.decider.spec
+
+    def record(self, now: float, value: float, proxied: float = 0.0) -> None:
+        self.decider.record(now, value, proxied)
+        if value > 0 and self._state.phase == _Phase.INACTIVE:
+            # Traffic for an inactive revision: it is activating again.
+            self._state = replace(self._state, phase=_Phase.ACTIVE, since=now, proxy_since=None)
+
+    def decide(self, now: float, ready: int | None, current: int) -> Decision:
+        spec = self.spec
+        result = self.decider.scale(now, ready, current)
+        if not result.valid:
+            return result.decision
+        d = result.decision
+        want = d.desired
+        state = self._state
+        low = 0 if not spec.reachable else spec.min_scale
+        if not state.initialized and spec.reachable and spec.initial_scale > 1:
+            low = max(low, spec.initial_scale)
+        if (ready or 0) >= max(low, 1):
+            state.initialized = True
+        bounded = max(want, low)
+        if spec.max_scale:
+            bounded = min(bounded, spec.max_scale)
+        note = f" (bounded to {bounded} by min {low}/max {spec.max_scale or '∞'})" if bounded != want else ""
+        if result.activator_in_path:
+            if state.proxy_since is None:
+                state.proxy_since = now
+        else:
+            state.proxy_since = None
+        if bounded > 0:
+            if state.phase == _Phase.INACTIVE:
+                state.phase, state.since = _Phase.ACTIVE, now
+            return replace(d, desired=bounded, reason=d.reason + note)
+        # bounded == 0: the scale-to-zero gate
+        if not spec.enable_scale_to_zero:
+            return replace(d, desired=1, reason=d.reason + "; scale to zero disabled: keep 1")
+        if state.phase == _Phase.ACTIVE:
+            active_for = now - state.since
+            if active_for >= spec.stable_window:
+                state.phase, state.since = _Phase.INACTIVE, now
+                if state.proxy_since is None:
+                    state.proxy_since = now
+                return replace(
+                    d,
+                    desired=current,
+                    rule=Rule.KPA_ZERO_GRACE,
+                    reason=d.reason + "; now inactive: activator in the path, zero after the grace period",
+                )
+            return replace(
+                d,
+                desired=1,
+                rule=Rule.KPA_ZERO_GRACE,
+                reason=d.reason + f"; active only {active_for:.0f} s < stable window: keep 1 before 0",
+            )
+        inactive_for = now - state.since
+        retention = spec.scale_to_zero_pod_retention_period if spec.reachable else 0.0
+        grace = spec.scale_to_zero_grace_period
+        if inactive_for >= max(grace, retention):
+            return replace(
+                d, desired=0, rule=Rule.SCALE_TO_ZERO, reason=d.reason + f"; inactive {inactive_for:.0f} s: 0"
+            )
+        if retention > 0 and inactive_for < retention:
+            return replace(
+                d,
+                desired=current,
+                rule=Rule.KPA_ZERO_GRACE,
+                reason=d.reason + f"; pod retention {retention:g} s: inactive only {inactive_for:.0f} s",
+            )
+        proxy_for = now - state.proxy_since if state.proxy_since is not None else 0.0
+        if grace - proxy_for <= 0:
+            return replace(
+                d,
+                desired=0,
+                rule=Rule.SCALE_TO_ZERO,
+                reason=d.reason + f"; activator in path {proxy_for:.0f} s ≥ grace: 0",
+            )
+        return replace(
+            d,
+            desired=current,
+            rule=Rule.KPA_ZERO_GRACE,
+            reason=d.reason + f"; grace period: {grace - proxy_for:.0f} s left before 0",
+        )
