@@ -283,8 +283,15 @@ def desired_replicas(scale: NumaflowScale, obs: VertexObservation) -> _Estimate:
     return best
 
 
-def _hold(obs: VertexObservation, now: float, rule: Rule, reason: str, **inputs: object) -> Decision:
-    return Decision(obs.vertex, now, obs.replicas, obs.replicas, rule, reason, inputs)
+def _hold(
+    obs: VertexObservation,
+    now: float,
+    rule: Rule,
+    reason: str,
+    recommended: int | None = None,
+    **inputs: object,
+) -> Decision:
+    return Decision(obs.vertex, now, obs.replicas, obs.replicas, rule, reason, inputs, recommended)
 
 
 def _move(
@@ -313,6 +320,7 @@ def _step_toward(
                 Rule.SCALE_UP_COOLDOWN,
                 f"{why}; scale-up cooldown: last scaled {since:.0f} s ago "
                 f"< {scale.scale_up_cooldown_seconds:.0f} s",
+                target,
                 target=target,
             )
         return _move(obs, now, current + step, rule, f"{why}: +{step}", target, target=target)
@@ -324,6 +332,7 @@ def _step_toward(
             Rule.SCALE_DOWN_COOLDOWN,
             f"{why}; scale-down cooldown: last scaled {since:.0f} s ago "
             f"< {scale.scale_down_cooldown_seconds:.0f} s",
+            target,
             target=target,
         )
     return _move(obs, now, current - step, rule, f"{why}: −{step}", target, target=target)
@@ -475,6 +484,7 @@ def decide(
                 Rule.SCALE_DOWN_COOLDOWN,
                 f"{reason}; scale-down cooldown: last scaled {since:.0f} s ago "
                 f"< {scale.scale_down_cooldown_seconds:.0f} s",
+                clamped,
                 **inputs,
             )
         target = current - step
@@ -500,6 +510,7 @@ def decide(
                 now,
                 Rule.BACK_PRESSURE_AT_FLOOR,
                 f"wanted {clamped} but {pressure.reason}; already at max(min, 1): hold",
+                clamped,
                 **inputs,
             )
         if pressure.level == Pressure.DOWNSTREAM:
@@ -508,6 +519,7 @@ def decide(
                 now,
                 Rule.BACK_PRESSURE_DOWNSTREAM,
                 f"wanted {clamped} but {pressure.reason}: hold",
+                clamped,
                 **inputs,
                 pressureBuffer=pressure.buffer,
             )
@@ -519,9 +531,10 @@ def decide(
                 Rule.SCALE_UP_COOLDOWN,
                 f"{reason}; scale-up cooldown: last scaled {since:.0f} s ago "
                 f"< {scale.scale_up_cooldown_seconds:.0f} s",
+                clamped,
                 **inputs,
             )
         step_note = f" (step +{step} of {clamped - current})" if step < clamped - current else ""
         return _move(obs, now, current + step, Rule.SCALE_UP, f"{reason}{step_note}", clamped, **inputs)
 
-    return _hold(obs, now, Rule.STEADY, f"{reason}: already at {current}", **inputs)
+    return _hold(obs, now, Rule.STEADY, f"{reason}: already at {current}", clamped, **inputs)
