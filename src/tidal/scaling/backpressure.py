@@ -77,7 +77,10 @@ class PressureCheck:
 
     @classmethod
     def none(cls) -> PressureCheck:
-        return cls(Pressure.NONE)
+        return _NO_PRESSURE
+
+
+_NO_PRESSURE = PressureCheck(Pressure.NONE)
 
 
 def downstream_edges(vertex: str, edges: Iterable[Edge]) -> list[Edge]:

@@ -76,7 +76,12 @@ class Decision:
     def __post_init__(self) -> None:
         if self.desired < 0:
             raise ValueError(f"desired replicas must be >= 0, got {self.desired}")
-        object.__setattr__(self, "inputs", MappingProxyType(dict(self.inputs)))
+        inputs = self.inputs
+        if not isinstance(inputs, MappingProxyType):
+            # Callers hand over a fresh dict; wrapping it (not copying) keeps decisions cheap.
+            object.__setattr__(
+                self, "inputs", MappingProxyType(inputs if isinstance(inputs, dict) else dict(inputs))
+            )
 
     @property
     def changed(self) -> bool:

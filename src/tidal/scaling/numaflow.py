@@ -243,6 +243,8 @@ def desired_replicas(scale: NumaflowScale, obs: VertexObservation) -> _Estimate:
             continue
         if obs.kind == VertexKind.SOURCE or p <= buffer_length - target_available:
             raw = (p / r) / t * ready
+            if not raw <= p:  # also catches inf from a vanishing rate: the cap at pending applies anyway
+                raw = p
             d = int(round_half_away(raw))
             model = "time"
             reason = f"pending {_fmt(p)} at {_fmt(r)}/s over {ready} replicas, target {_fmt(t)} s"
@@ -289,9 +291,9 @@ def _hold(
     rule: Rule,
     reason: str,
     recommended: int | None = None,
-    **inputs: object,
+    inputs: dict[str, object] | None = None,
 ) -> Decision:
-    return Decision(obs.vertex, now, obs.replicas, obs.replicas, rule, reason, inputs, recommended)
+    return Decision(obs.vertex, now, obs.replicas, obs.replicas, rule, reason, inputs or {}, recommended)
 
 
 def _move(
@@ -301,9 +303,9 @@ def _move(
     rule: Rule,
     reason: str,
     recommended: int | None = None,
-    **inputs: object,
+    inputs: dict[str, object] | None = None,
 ) -> Decision:
-    return Decision(obs.vertex, now, obs.replicas, desired, rule, reason, inputs, recommended)
+    return Decision(obs.vertex, now, obs.replicas, desired, rule, reason, inputs or {}, recommended)
 
 
 def _step_toward(
@@ -321,9 +323,9 @@ def _step_toward(
                 f"{why}; scale-up cooldown: last scaled {since:.0f} s ago "
                 f"< {scale.scale_up_cooldown_seconds:.0f} s",
                 target,
-                target=target,
+                {"target": target},
             )
-        return _move(obs, now, current + step, rule, f"{why}: +{step}", target, target=target)
+        return _move(obs, now, current + step, rule, f"{why}: +{step}", target, {"target": target})
     step = min(current - target, scale.replicas_per_scale_down)
     if since < scale.scale_down_cooldown_seconds:
         return _hold(
@@ -333,9 +335,9 @@ def _step_toward(
             f"{why}; scale-down cooldown: last scaled {since:.0f} s ago "
             f"< {scale.scale_down_cooldown_seconds:.0f} s",
             target,
-            target=target,
+            {"target": target},
         )
-    return _move(obs, now, current - step, rule, f"{why}: −{step}", target, target=target)
+    return _move(obs, now, current - step, rule, f"{why}: −{step}", target, {"target": target})
 
 
 def decide(
@@ -360,7 +362,8 @@ def decide(
             now,
             Rule.COOLDOWN,
             f"last scaled {since:.0f} s ago, within both cooldowns (≥ {shortest:.0f} s)",
-            sinceLastScaled=since,
+            None,
+            {"sinceLastScaled": since},
         )
     if obs.desired_replicas is not None and obs.desired_replicas != current:
         return _hold(
@@ -368,7 +371,8 @@ def decide(
             now,
             Rule.CONVERGING,
             f"{current} replicas running, {obs.desired_replicas} requested: waiting",
-            requested=obs.desired_replicas,
+            None,
+            {"requested": obs.desired_replicas},
         )
 
     low, high = scale.min, scale.max
@@ -403,9 +407,9 @@ def decide(
                     Rule.WAKE_ON_PENDING,
                     f"{waiting} messages in the buffer: wake to 1",
                     1,
-                    pending=waiting,
+                    {"pending": waiting},
                 )
-            return _hold(obs, now, Rule.ZERO_WAIT, "at 0 and the buffer is empty", pending=0)
+            return _hold(obs, now, Rule.ZERO_WAIT, "at 0 and the buffer is empty", None, {"pending": 0})
         if since >= scale.zero_replica_sleep_seconds:
             return _move(
                 obs,
@@ -426,7 +430,8 @@ def decide(
     if obs.ready_replicas == 0:
         return _hold(obs, now, Rule.NOT_READY, f"{current} replicas, none ready yet")
 
-    if not obs.partitions or not all(p.available for p in obs.partitions):
+    partitions = obs.partitions
+    if not partitions or not all([p.available for p in partitions]):
         missing = [p.name for p in obs.partitions if not p.available] or ["(no partitions)"]
         return _hold(
             obs,
@@ -457,7 +462,7 @@ def decide(
                 now,
                 Rule.RATE_LIMITED,
                 f"rate {total_rate:.0f}/s at the rate limit {max_rate:.0f}/s: no scale-up (wanted {desired})",
-                **inputs,
+                inputs,
             )
 
     clamped = min(max(desired, low), high)
@@ -472,7 +477,7 @@ def decide(
             Rule.INTO_BOUNDS,
             f"{current} outside [{low}, {high}]; {reason}",
             clamped,
-            **inputs,
+            inputs,
         )
 
     if clamped < current:
@@ -485,12 +490,12 @@ def decide(
                 f"{reason}; scale-down cooldown: last scaled {since:.0f} s ago "
                 f"< {scale.scale_down_cooldown_seconds:.0f} s",
                 clamped,
-                **inputs,
+                inputs,
             )
         target = current - step
         rule = Rule.SCALE_TO_ZERO if target == 0 else Rule.SCALE_DOWN
         step_note = f" (step −{step} of {current - clamped})" if step < current - clamped else ""
-        return _move(obs, now, target, rule, f"{reason}{step_note}", clamped, **inputs)
+        return _move(obs, now, target, rule, f"{reason}{step_note}", clamped, inputs)
 
     if clamped > current:
         if pressure.level == Pressure.DIRECT:
@@ -502,8 +507,7 @@ def decide(
                     Rule.BACK_PRESSURE_DIRECT,
                     f"wanted {clamped} but {pressure.reason}: −1",
                     clamped,
-                    **inputs,
-                    pressureBuffer=pressure.buffer,
+                    inputs | {"pressureBuffer": pressure.buffer},
                 )
             return _hold(
                 obs,
@@ -511,7 +515,7 @@ def decide(
                 Rule.BACK_PRESSURE_AT_FLOOR,
                 f"wanted {clamped} but {pressure.reason}; already at max(min, 1): hold",
                 clamped,
-                **inputs,
+                inputs,
             )
         if pressure.level == Pressure.DOWNSTREAM:
             return _hold(
@@ -520,8 +524,7 @@ def decide(
                 Rule.BACK_PRESSURE_DOWNSTREAM,
                 f"wanted {clamped} but {pressure.reason}: hold",
                 clamped,
-                **inputs,
-                pressureBuffer=pressure.buffer,
+                inputs | {"pressureBuffer": pressure.buffer},
             )
         step = min(clamped - current, scale.replicas_per_scale_up)
         if since < scale.scale_up_cooldown_seconds:
@@ -532,9 +535,9 @@ def decide(
                 f"{reason}; scale-up cooldown: last scaled {since:.0f} s ago "
                 f"< {scale.scale_up_cooldown_seconds:.0f} s",
                 clamped,
-                **inputs,
+                inputs,
             )
         step_note = f" (step +{step} of {clamped - current})" if step < clamped - current else ""
-        return _move(obs, now, current + step, Rule.SCALE_UP, f"{reason}{step_note}", clamped, **inputs)
+        return _move(obs, now, current + step, Rule.SCALE_UP, f"{reason}{step_note}", clamped, inputs)
 
-    return _hold(obs, now, Rule.STEADY, f"{reason}: already at {current}", clamped, **inputs)
+    return _hold(obs, now, Rule.STEADY, f"{reason}: already at {current}", clamped, inputs)

@@ -31,8 +31,8 @@ from __future__ import annotations
 import bisect
 import math
 from collections import deque
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from typing import NamedTuple
 
 __all__ = [
     "DEFAULT_CAPACITY",
@@ -46,7 +46,7 @@ DEFAULT_CAPACITY = 360  # Numaflow: 30 min of 5 s ticks
 MAX_LOOKBACK_SECONDS = 600.0
 
 
-def _start_index(timestamps: list[float], now: float, lookback: float) -> int | None:
+def _start_index(timestamps: Sequence[float], now: float, lookback: float) -> int | None:
     """Numaflow ``findStartIndex``: the first sample at or after ``now − lookback``.
 
     ``None`` when there are fewer than two samples or the second newest is already too old.
@@ -61,14 +61,20 @@ def _start_index(timestamps: list[float], now: float, lookback: float) -> int | 
     return bisect.bisect_left(timestamps, cutoff, 0, n - 2)
 
 
-@dataclass(slots=True)
-class _CounterSample:
+class _CounterSample(NamedTuple):
+    """A plain tuple of floats: the garbage collector untracks those, which matters with
+    thousands of windows alive (full collections otherwise walk every sample)."""
+
     timestamp: float
-    counts: dict[str, float] = field(default_factory=dict)
+    total: float  # sum of every replica's counter at this tick
+    processed: float  # running sum of increments up to and including this tick
 
 
 class CounterWindow:
     """Cumulative per-replica counters sampled over time; gives a vertex's processing rate.
+
+    Each tick's increment (over the replica's last seen count) is computed once, when recorded,
+    and kept as a running sum, so ``rate()`` costs a binary search whatever the window length.
 
     >>> w = CounterWindow()
     >>> for t, c in [(0, 0), (1, 100), (2, 200), (3, 300)]:
@@ -77,12 +83,15 @@ class CounterWindow:
     100.0
     """
 
-    __slots__ = ("_samples",)
+    __slots__ = ("_last_seen", "_processed", "_samples", "_timestamps")
 
     def __init__(self, capacity: int = DEFAULT_CAPACITY) -> None:
         if capacity < 2:
             raise ValueError(f"capacity must be >= 2 samples, got {capacity}")
         self._samples: deque[_CounterSample] = deque(maxlen=capacity)
+        self._timestamps: deque[float] = deque(maxlen=capacity)
+        self._last_seen: dict[str, float] = {}
+        self._processed = 0.0
 
     def __len__(self) -> int:
         return len(self._samples)
@@ -90,60 +99,67 @@ class CounterWindow:
     def record(self, now: float, counts: Mapping[str, float]) -> None:
         """One tick's cumulative counters, by replica. A tick with no replica adds nothing.
 
-        Samples must come in time order; a sample at the newest timestamp merges into it.
+        Samples must come in time order; a second call for the newest timestamp merges into it.
         """
         if not counts:
             return
         samples = self._samples
+        merge = bool(samples) and samples[-1].timestamp == now
         if samples and now < samples[-1].timestamp:
             raise ValueError(f"samples must be recorded in time order: {now} < {samples[-1].timestamp}")
-        if samples and samples[-1].timestamp == now:
-            samples[-1].counts.update(counts)
-        else:
-            samples.append(_CounterSample(now, dict(counts)))
+        increment = 0.0
+        total = 0.0
+        last_seen = self._last_seen
+        for pod, current in counts.items():
+            previous = last_seen.get(pod, 0.0)
+            increment += current - previous if current >= previous else current
+            last_seen[pod] = current
+            total += current
+        self._processed += increment
+        if merge:
+            old = samples.pop()
+            self._timestamps.pop()
+            total += old.total
+        samples.append(_CounterSample(now, total, self._processed))
+        self._timestamps.append(now)
 
     def timestamps(self) -> list[float]:
-        return [s.timestamp for s in self._samples]
+        return list(self._timestamps)
 
     def totals(self) -> list[tuple[float, float]]:
-        """``(timestamp, sum of every replica's counter)`` per sample."""
-        return [(s.timestamp, sum(s.counts.values())) for s in self._samples]
+        """``(timestamp, sum of the replicas' counters)`` per sample."""
+        return [(s.timestamp, s.total) for s in self._samples]
 
     def rate(self, now: float, lookback: float) -> float | None:
         """Messages per second over the lookback window, or ``None`` when not available."""
-        samples = list(self._samples)
-        timestamps = [s.timestamp for s in samples]
-        start = _start_index(timestamps, now, lookback)
+        start = _start_index(self._timestamps, now, lookback)
         if start is None:
             return None
-        end = len(samples) - 2
-        dt = timestamps[end] - timestamps[start]
+        samples = self._samples
+        first, last = samples[start], samples[len(samples) - 2]
+        dt = last.timestamp - first.timestamp
         if dt <= 0:
             return None
-        last_seen: dict[str, float] = {}
-        for sample in samples[: start + 1]:
-            last_seen.update(sample.counts)
-        total = 0.0
-        for i in range(start, end):
-            for pod, current in samples[i + 1].counts.items():
-                previous = last_seen.get(pod, 0.0)
-                total += current - previous if current >= previous else current
-                last_seen[pod] = current
-        return total / dt
+        return (last.processed - first.processed) / dt
 
 
 class GaugeWindow:
     """A gauge (pending messages) sampled over time; gives its mean over the lookback window.
 
-    ``None`` or a negative sample means "not available" and is dropped.
+    ``None`` or a negative sample means "not available" and is dropped. Running sums of the
+    available samples make ``average()`` a binary search.
     """
 
-    __slots__ = ("_samples",)
+    __slots__ = ("_count", "_samples", "_sum", "_timestamps")
 
     def __init__(self, capacity: int = DEFAULT_CAPACITY) -> None:
         if capacity < 2:
             raise ValueError(f"capacity must be >= 2 samples, got {capacity}")
-        self._samples: deque[tuple[float, float | None]] = deque(maxlen=capacity)
+        # (timestamp, value, running sum before this sample, running count before this sample)
+        self._samples: deque[tuple[float, float | None, int, int]] = deque(maxlen=capacity)
+        self._timestamps: deque[float] = deque(maxlen=capacity)
+        self._sum = 0
+        self._count = 0
 
     def __len__(self) -> int:
         return len(self._samples)
@@ -154,24 +170,30 @@ class GaugeWindow:
             raise ValueError(f"samples must be recorded in time order: {now} < {samples[-1][0]}")
         if value is not None and (value < 0 or math.isnan(value)):
             value = None
-        if samples and samples[-1][0] == now:
-            samples[-1] = (now, value)
-        else:
-            samples.append((now, value))
+        if samples and samples[-1][0] == now:  # replace the newest sample
+            _, _, before_sum, before_count = samples.pop()
+            self._timestamps.pop()
+            self._sum, self._count = before_sum, before_count
+        before = (self._sum, self._count)
+        if value is not None:
+            self._sum += int(value)
+            self._count += 1
+        samples.append((now, value, *before))
+        self._timestamps.append(now)
 
     def latest(self) -> float | None:
         return self._samples[-1][1] if self._samples else None
 
     def average(self, now: float, lookback: float) -> float | None:
         """Floored mean of the available samples in the window, or ``None`` when not available."""
-        samples = list(self._samples)
-        start = _start_index([t for t, _ in samples], now, lookback)
+        start = _start_index(self._timestamps, now, lookback)
         if start is None:
             return None
-        values = [int(v) for _, v in samples[start:] if v is not None]
-        if not values:
+        _, _, sum_before, count_before = self._samples[start]
+        count = self._count - count_before
+        if count == 0:
             return None
-        return float(sum(values) // len(values))
+        return float((self._sum - sum_before) // count)
 
 
 def adaptive_lookback(

@@ -250,6 +250,12 @@ def test_buffer_limits_from_last_buffer():
     assert desired_replicas(NumaflowScale(), obs).inputs["bufferLengthLimit"] == 24000
 
 
+def test_vanishing_rate_does_not_overflow():
+    # found by hypothesis: pending / 5e-324 is inf
+    obs = source(replicas=1, ready_replicas=1, partitions=parts((5e-324, 1.0)))
+    assert desired_replicas(NumaflowScale(target_processing_seconds=1), obs).desired == 1
+
+
 def test_huge_values_do_not_wrap():
     obs = source(replicas=10, ready_replicas=10, partitions=parts((1e-4, 1e6)))
     est = desired_replicas(NumaflowScale(target_processing_seconds=1), obs)
