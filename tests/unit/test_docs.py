@@ -1,0 +1,23 @@
+"""The examples in the docs run: a doc that drifts from the code fails here."""
+
+import doctest
+from pathlib import Path
+
+import pytest
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+
+
+@pytest.mark.parametrize("name", ["scaling.md"])
+def test_doc_examples_run(name):
+    result = doctest.testfile(str(DOCS / name), module_relative=False, optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0
+    assert result.failed == 0
+
+
+@pytest.mark.parametrize("module", ["tidal.scaling", "tidal.scaling.windows", "tidal.scaling.rates"])
+def test_module_doctests(module):
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(module))
+    assert result.failed == 0
