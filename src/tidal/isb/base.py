@@ -1,0 +1,149 @@
+"""The inter-step buffer (ISB) protocol: bounded, replayable, de-duplicating queues between vertices.
+
+A buffer holds messages in sequence order. Writers ``append`` a batch with one id per message;
+the batch is refused whole (:class:`tidal.errors.BufferFull`, nothing stored) when it would pass
+``max_length``, and ids seen within the de-duplication window are stored once, even after the
+original was committed and trimmed. That is what makes a replayed micro-batch harmless.
+Readers ``read`` by sequence (replayable until committed) and ``commit`` up to a sequence, which
+trims. ``pending`` = appended − committed.
+
+Two backends implement it: :mod:`tidal.isb.sqlite` (default, one host) and
+:mod:`tidal.isb.jetstream` (NATS JetStream, many hosts). One conformance suite tests both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+__all__ = [
+    "DEFAULT_DEDUP_WINDOW_SECONDS",
+    "DEFAULT_MAX_LENGTH",
+    "DEFAULT_USAGE_LIMIT",
+    "AppendResult",
+    "Buffer",
+    "BufferLimits",
+    "BufferStats",
+    "BufferStore",
+    "Message",
+]
+
+DEFAULT_MAX_LENGTH = 30000
+DEFAULT_USAGE_LIMIT = 0.8
+DEFAULT_DEDUP_WINDOW_SECONDS = 120.0  # JetStream's default duplicate window is 2 minutes
+
+
+@dataclass(frozen=True, slots=True)
+class BufferLimits:
+    """``bufferMaxLength`` and ``bufferUsageLimit`` (Numaflow's names, Numaflow's defaults)."""
+
+    max_length: int = DEFAULT_MAX_LENGTH
+    usage_limit: float = DEFAULT_USAGE_LIMIT
+
+    def __post_init__(self) -> None:
+        from tidal.errors import SpecError
+
+        if self.max_length < 1:
+            raise SpecError("limits.bufferMaxLength", f"{self.max_length} is below 1", "use e.g. 30000")
+        if not 0 < self.usage_limit <= 1:
+            raise SpecError(
+                "limits.bufferUsageLimit", f"{self.usage_limit} is outside (0, 1]", "use a fraction, e.g. 0.8"
+            )
+
+    @property
+    def usable_length(self) -> float:
+        """``max_length × usage_limit``: past this a buffer is "full" for its writers."""
+        return self.max_length * self.usage_limit
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    seq: int
+    id: str
+    payload: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    """Sequences written (``first_seq..last_seq``; 0, 0 when nothing new) and duplicates skipped."""
+
+    first_seq: int
+    last_seq: int
+    appended: int
+    duplicates: int
+
+
+@dataclass(frozen=True, slots=True)
+class BufferStats:
+    name: str
+    last_seq: int  # highest sequence ever appended
+    committed: int  # highest sequence committed by the reader
+    length: int  # messages stored now (not yet trimmed)
+    limits: BufferLimits
+
+    @property
+    def pending(self) -> int:
+        return self.last_seq - self.committed
+
+    @property
+    def usage(self) -> float:
+        """Stored messages over ``max_length`` (Numaflow's buffer usage)."""
+        return self.length / self.limits.max_length
+
+    @property
+    def full(self) -> bool:
+        """Over the usage limit: writers should hold back (back pressure)."""
+        return self.usage >= self.limits.usage_limit
+
+
+@runtime_checkable
+class Buffer(Protocol):
+    """One bounded buffer."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def limits(self) -> BufferLimits: ...
+
+    def append(self, payloads: Sequence[bytes], ids: Sequence[str]) -> AppendResult:
+        """Append a batch atomically. Raises ``BufferFull`` (nothing stored) past ``max_length``."""
+        ...
+
+    def read(self, after: int, limit: int) -> list[Message]:
+        """Up to ``limit`` messages with ``seq > after``, in order. Replayable until committed."""
+        ...
+
+    def read_range(self, first: int, last: int) -> list[Message]:
+        """Messages with ``first <= seq <= last``, in order."""
+        ...
+
+    def commit(self, seq: int) -> None:
+        """Everything up to ``seq`` is processed: trim it. Committing backwards is a no-op."""
+        ...
+
+    def stats(self) -> BufferStats: ...
+
+    def pending(self) -> int: ...
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class BufferStore(Protocol):
+    """The buffers of one pipeline."""
+
+    def create(self, name: str, limits: BufferLimits = ...) -> Buffer:
+        """Create the buffer if needed (idempotent) and return it."""
+        ...
+
+    def open(self, name: str) -> Buffer:
+        """An existing buffer; raises ``BufferNotFound``."""
+        ...
+
+    def list(self) -> list[str]: ...
+
+    def drop(self, name: str) -> None: ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,381 @@
+"""Buffers on NATS JetStream (Numaflow's own ISB), for pipelines that span hosts.
+
+One stream per buffer, ``max_msgs = bufferMaxLength`` with ``discard=new`` and file storage.
+The calls are synchronous; a private event loop thread per process runs the nats-py client.
+
+* **append**: a batch is published as JetStream atomic batches (ADR-50, up to 1000 messages
+  each), so the server stores a chunk whole or refuses it whole; before publishing, the stream's
+  length is checked so a batch that would pass ``max_length`` is refused whole with
+  ``BufferFull``. Ids go in ``Nats-Msg-Id`` (the server de-duplicates within its duplicate
+  window, also after the original was purged). The server refuses an atomic batch containing any
+  known id, so such a batch falls back to acknowledged single publishes, and the server skips
+  exactly the duplicates. Batches over 1000 messages are atomic per 1000-message chunk.
+* **read**: batched direct get by sequence (stateless, replayable).
+* **commit**: purge the stream below ``seq + 1``; the stream's first sequence is the commit point.
+
+Traps avoided (measured, ``shared/design.md``): nats-py ``publish_async`` never completes a
+refused publish, and publishing without waiting for acks lost messages, so every publish here is
+acknowledged; ``fetch`` is slow, so reads are hand-written direct-get requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import threading
+import uuid
+from collections.abc import Coroutine, Sequence
+from typing import Any, TypeVar
+
+from tidal import errors
+from tidal.isb.base import (
+    DEFAULT_DEDUP_WINDOW_SECONDS,
+    AppendResult,
+    BufferLimits,
+    BufferStats,
+    Message,
+)
+
+__all__ = ["JetStreamBuffer", "JetStreamStore"]
+
+T = TypeVar("T")
+_ATOMIC_MAX = 1000
+_TIMEOUT = 10.0
+_ERR_DUPLICATE_IN_BATCH = 10201
+_ERR_MAX_MESSAGES = 10077
+_ERR_MAX_PAYLOAD = "maximum payload"
+
+
+def _stream_name(pipeline: str, buffer: str) -> str:
+    safe = f"{pipeline}_{buffer}".replace(".", "_").replace("-", "_")
+    return f"TIDAL_{safe}"
+
+
+class _Loop:
+    """One asyncio loop in a daemon thread per process; sync callers submit coroutines to it."""
+
+    _instance: _Loop | None = None
+    _pid = -1
+    _lock = threading.Lock()
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="tidal-nats", daemon=True)
+        self.thread.start()
+
+    @classmethod
+    def get(cls) -> _Loop:
+        with cls._lock:
+            if cls._instance is None or cls._pid != os.getpid():
+                cls._instance, cls._pid = cls(), os.getpid()
+            return cls._instance
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float = _TIMEOUT * 3) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+
+class JetStreamStore:
+    """The buffers of one pipeline on a JetStream server or cluster at ``url``."""
+
+    def __init__(self, url: str, pipeline: str, dedup_window: float = DEFAULT_DEDUP_WINDOW_SECONDS) -> None:
+        self.url = url
+        self.pipeline = pipeline
+        self.dedup_window = dedup_window
+        self._loop = _Loop.get()
+        self._nc: Any = None
+        self._pid = os.getpid()
+        self._connect()
+
+    def _connect(self) -> None:
+        import nats
+
+        async def connect() -> Any:
+            return await nats.connect(
+                self.url,
+                connect_timeout=3,
+                max_reconnect_attempts=3,
+                allow_reconnect=True,
+                pending_size=64 * 1024 * 1024,
+            )
+
+        try:
+            self._nc = self._loop.run(connect())
+        except Exception as exc:
+            raise errors.BufferUnavailable(
+                f"cannot reach NATS JetStream at {self.url}: {type(exc).__name__}: {exc} "
+                "(is the server running? check the URL)"
+            ) from exc
+
+    @property
+    def nc(self) -> Any:
+        if self._pid != os.getpid():  # forked: the parent's connection is not ours
+            self._loop, self._pid = _Loop.get(), os.getpid()
+            self._connect()
+        return self._nc
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        return self._loop.run(coro)
+
+    def create(self, name: str, limits: BufferLimits | None = None) -> JetStreamBuffer:
+        from nats.js import api
+
+        limits = limits or BufferLimits()
+        stream = _stream_name(self.pipeline, name)
+        config = api.StreamConfig(
+            name=stream,
+            subjects=[f"tidal.{self.pipeline}.{name}"],
+            max_msgs=limits.max_length,
+            discard=api.DiscardPolicy.NEW,
+            storage=api.StorageType.FILE,
+            duplicate_window=self.dedup_window,
+            allow_direct=True,
+            allow_atomic=True,
+            metadata={"tidal.usage_limit": str(limits.usage_limit), "tidal.buffer": name},
+        )
+
+        async def create() -> None:
+            jsm = self.nc.jsm()
+            try:
+                await jsm.add_stream(config)
+            except Exception:
+                await jsm.update_stream(config)
+
+        self.run(create())
+        return JetStreamBuffer(self, name, stream, limits)
+
+    def open(self, name: str) -> JetStreamBuffer:
+        from nats.js.errors import NotFoundError
+
+        stream = _stream_name(self.pipeline, name)
+
+        async def info() -> Any:
+            return await self.nc.jsm().stream_info(stream)
+
+        try:
+            si = self.run(info())
+        except NotFoundError:
+            raise errors.BufferNotFound(name) from None
+        meta = si.config.metadata or {}
+        limits = BufferLimits(int(si.config.max_msgs), float(meta.get("tidal.usage_limit", "0.8")))
+        return JetStreamBuffer(self, name, stream, limits)
+
+    def list(self) -> list[str]:
+        prefix = _stream_name(self.pipeline, "")
+
+        async def names() -> list[str]:
+            out = []
+            for si in await self.nc.jsm().streams_info():
+                if si.config.name.startswith(prefix):
+                    out.append((si.config.metadata or {}).get("tidal.buffer", si.config.name[len(prefix) :]))
+            return sorted(out)
+
+        return self.run(names())
+
+    def drop(self, name: str) -> None:
+        from nats.js.errors import NotFoundError
+
+        async def delete() -> None:
+            await self.nc.jsm().delete_stream(_stream_name(self.pipeline, name))
+
+        try:
+            self.run(delete())
+        except NotFoundError:
+            raise errors.BufferNotFound(name) from None
+
+    def close(self) -> None:
+        if self._nc is not None and self._pid == os.getpid():
+            with contextlib.suppress(Exception):  # closing a broken connection is best effort
+                self.run(self._nc.close())
+        self._nc = None
+
+
+class JetStreamBuffer:
+    """One buffer: a JetStream stream."""
+
+    def __init__(self, store: JetStreamStore, name: str, stream: str, limits: BufferLimits) -> None:
+        self._store = store
+        self._name = name
+        self._stream = stream
+        self._subject = f"tidal.{store.pipeline}.{name}"
+        self._limits = limits
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def limits(self) -> BufferLimits:
+        return self._limits
+
+    # -- state ---------------------------------------------------------------------------------
+
+    async def _state(self) -> Any:
+        from nats.js.errors import NotFoundError
+
+        try:
+            return (await self._store.nc.jsm().stream_info(self._stream)).state
+        except NotFoundError:
+            raise errors.BufferNotFound(self._name) from None
+
+    def stats(self) -> BufferStats:
+        state = self._store.run(self._state())
+        committed = max(0, state.first_seq - 1)
+        return BufferStats(self._name, state.last_seq, committed, state.messages, self._limits)
+
+    def pending(self) -> int:
+        return self.stats().pending
+
+    # -- append --------------------------------------------------------------------------------
+
+    def append(self, payloads: Sequence[bytes], ids: Sequence[str]) -> AppendResult:
+        if len(payloads) != len(ids):
+            raise TypeError(f"append: {len(payloads)} payloads but {len(ids)} ids (one id per message)")
+        for message_id, payload in zip(ids, payloads, strict=True):
+            if not isinstance(payload, bytes | bytearray | memoryview):
+                raise TypeError(
+                    f"append: payloads must be bytes, got {type(payload).__name__} for id {message_id!r}"
+                )
+            if not isinstance(message_id, str):
+                raise TypeError(f"append: ids must be str, got {type(message_id).__name__}")
+        if not payloads:
+            return AppendResult(0, 0, 0, 0)
+        return self._store.run(self._append([bytes(p) for p in payloads], list(ids)))
+
+    async def _append(self, payloads: list[bytes], ids: list[str]) -> AppendResult:
+        state = await self._state()
+        if state.messages + len(payloads) > self._limits.max_length:
+            raise errors.BufferFull(self._name, state.messages, len(payloads), self._limits.max_length)
+        first = last = 0
+        appended = duplicates = 0
+        for i in range(0, len(payloads), _ATOMIC_MAX):
+            chunk_p, chunk_i = payloads[i : i + _ATOMIC_MAX], ids[i : i + _ATOMIC_MAX]
+            result = await self._atomic(chunk_p, chunk_i)
+            if result is None:  # the chunk holds a known id: publish one by one, skipping duplicates
+                result = await self._singles(chunk_p, chunk_i)
+            if result.appended:
+                first = first or result.first_seq
+                last = result.last_seq
+            appended += result.appended
+            duplicates += result.duplicates
+        return AppendResult(first, last, appended, duplicates)
+
+    def _raise_for(self, reply: dict[str, Any], batch: int) -> None:
+        error = reply["error"]
+        code = error.get("err_code")
+        text = error.get("description", "")
+        if code == _ERR_MAX_MESSAGES:
+            raise errors.BufferFull(self._name, -1, batch, self._limits.max_length)
+        if _ERR_MAX_PAYLOAD in text:
+            raise errors.MessageTooLarge(self._name, -1, int(self._store.nc.max_payload))
+        raise errors.BufferError(
+            f"buffer {self._name!r}: JetStream refused the publish: {text} (code {code})"
+        )
+
+    async def _atomic(self, payloads: list[bytes], ids: list[str]) -> AppendResult | None:
+        nc = self._store.nc
+        batch_id = uuid.uuid4().hex
+        n = len(payloads)
+        self._check_sizes(payloads)
+        for j, (payload, message_id) in enumerate(zip(payloads, ids, strict=True), 1):
+            headers = {"Nats-Batch-Id": batch_id, "Nats-Batch-Sequence": str(j), "Nats-Msg-Id": message_id}
+            if j == n:
+                headers["Nats-Batch-Commit"] = "1"
+            if j in (1, n):
+                reply = json.loads(
+                    (await nc.request(self._subject, payload, headers=headers, timeout=_TIMEOUT)).data
+                    or b"{}"
+                )
+                if "error" in reply:
+                    if reply["error"].get("err_code") == _ERR_DUPLICATE_IN_BATCH:
+                        return None
+                    self._raise_for(reply, n)
+                if j == n:
+                    last = int(reply["seq"])
+                    return AppendResult(last - n + 1, last, n, 0)
+            else:
+                await nc.publish(self._subject, payload, headers=headers)
+        raise AssertionError("unreachable")
+
+    async def _singles(self, payloads: list[bytes], ids: list[str]) -> AppendResult:
+        js = self._store.nc.jetstream()
+        first = last = appended = duplicates = 0
+        for payload, message_id in zip(payloads, ids, strict=True):
+            try:
+                ack = await js.publish(
+                    self._subject, payload, headers={"Nats-Msg-Id": message_id}, timeout=_TIMEOUT
+                )
+            except Exception as exc:
+                if "maximum messages" in str(exc):
+                    raise errors.BufferFull(self._name, -1, len(payloads), self._limits.max_length) from exc
+                raise
+            if ack.duplicate:
+                duplicates += 1
+                continue
+            first = first or ack.seq
+            last = ack.seq
+            appended += 1
+        return AppendResult(first, last, appended, duplicates)
+
+    def _check_sizes(self, payloads: list[bytes]) -> None:
+        limit = int(self._store.nc.max_payload) - 1024  # headers travel in the same frame
+        for payload in payloads:
+            if len(payload) > limit:
+                raise errors.MessageTooLarge(self._name, len(payload), limit)
+
+    # -- read / commit -------------------------------------------------------------------------
+
+    async def _direct_get(self, seq: int, batch: int) -> list[Message]:
+        nc = self._store.nc
+        out: list[Message] = []
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        async def on_message(msg: Any) -> None:
+            headers = msg.headers or {}
+            if "Status" in headers:
+                if not done.done():
+                    done.set_result(None)
+                return
+            out.append(Message(int(headers["Nats-Sequence"]), headers.get("Nats-Msg-Id", ""), msg.data))
+            if len(out) >= batch and not done.done():
+                done.set_result(None)
+
+        inbox = nc.new_inbox()
+        sub = await nc.subscribe(inbox, cb=on_message)
+        try:
+            request = json.dumps({"seq": seq, "batch": batch}).encode()
+            await nc.publish(f"$JS.API.DIRECT.GET.{self._stream}", request, reply=inbox)
+            await asyncio.wait_for(done, _TIMEOUT)
+        finally:
+            await sub.unsubscribe()
+        return out
+
+    def read(self, after: int, limit: int) -> list[Message]:
+        if limit <= 0:
+            return []
+        return self._store.run(self._direct_get(after + 1, limit))
+
+    def read_range(self, first: int, last: int) -> list[Message]:
+        if last < first:
+            return []
+        messages = self._store.run(self._direct_get(first, last - first + 1))
+        return [m for m in messages if m.seq <= last]
+
+    def commit(self, seq: int) -> None:
+        async def purge() -> None:
+            state = await self._state()
+            target = min(seq, state.last_seq)
+            if target >= state.first_seq:
+                await self._store.nc.jsm().purge_stream(self._stream, seq=target + 1)
+
+        self._store.run(purge())
+
+    def committed(self) -> int:
+        return self.stats().committed
+
+    def last_seq(self) -> int:
+        return self.stats().last_seq
+
+    def close(self) -> None:
+        """Buffers share the store's connection; closing the store closes it."""

@@ -1,0 +1,261 @@
+"""The default buffer backend: SQLite in WAL mode, one database file per pipeline.
+
+Each buffer is a table ``buf_<name>`` keyed by ``seq INTEGER PRIMARY KEY AUTOINCREMENT`` (without
+AUTOINCREMENT, SQLite reuses sequences after the table is trimmed to empty, which breaks replay by
+sequence). Appends check the length and insert in one ``BEGIN IMMEDIATE`` transaction, so a batch
+is stored whole or not at all, even when the writer is killed mid-batch (WAL rolls it back).
+Message ids live in ``ids_<name>`` for ``dedup_window`` seconds, independent of trimming, so a
+replay after a crash is de-duplicated even when the original was already committed.
+
+Many processes on one host may use the same file: each process opens its own connection (a
+forked Spark Python worker never reuses its parent's). Measured facts (``shared/design.md``): a
+single ``SELECT min(), max()`` scans the table, so the bounds are two sub-selects.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+from tidal import errors
+from tidal.isb.base import (
+    DEFAULT_DEDUP_WINDOW_SECONDS,
+    AppendResult,
+    BufferLimits,
+    BufferStats,
+    Message,
+)
+
+__all__ = ["SqliteBuffer", "SqliteStore"]
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+_CHUNK = 500  # ids per IN (...) query
+_BUSY_TIMEOUT_S = 30.0
+
+
+def _check_name(name: str) -> str:
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise errors.SpecError(
+            "buffer",
+            f"invalid buffer name {name!r}",
+            "use letters, digits, '_', '-', '.', starting with a letter or digit",
+        )
+    return name
+
+
+class SqliteStore:
+    """The buffers of one pipeline, in one SQLite file."""
+
+    def __init__(self, path: str | Path, dedup_window: float = DEFAULT_DEDUP_WINDOW_SECONDS) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.dedup_window = dedup_window
+        self._conn: sqlite3.Connection | None = None
+        self._pid = -1
+        with self.transaction() as db:
+            db.execute(
+                "CREATE TABLE IF NOT EXISTS isb_buffers (name TEXT PRIMARY KEY, max_length INTEGER NOT NULL,"
+                " usage_limit REAL NOT NULL, committed INTEGER NOT NULL DEFAULT 0)"
+            )
+
+    # -- connection ----------------------------------------------------------------------------
+
+    @property
+    def db(self) -> sqlite3.Connection:
+        """This process's connection (a forked child opens its own)."""
+        if self._conn is None or self._pid != os.getpid():
+            conn = sqlite3.connect(
+                self.path, isolation_level=None, timeout=_BUSY_TIMEOUT_S, check_same_thread=False
+            )
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute(f"PRAGMA busy_timeout={int(_BUSY_TIMEOUT_S * 1000)}")
+            self._conn, self._pid = conn, os.getpid()
+        return self._conn
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        db = self.db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            yield db
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+
+    def close(self) -> None:
+        if self._conn is not None and self._pid == os.getpid():
+            self._conn.close()
+        self._conn = None
+
+    # -- buffers -------------------------------------------------------------------------------
+
+    def create(self, name: str, limits: BufferLimits | None = None) -> SqliteBuffer:
+        _check_name(name)
+        limits = limits or BufferLimits()
+        with self.transaction() as db:
+            db.execute(
+                f'CREATE TABLE IF NOT EXISTS "buf_{name}" (seq INTEGER PRIMARY KEY AUTOINCREMENT,'
+                " id TEXT NOT NULL, payload BLOB NOT NULL)"
+            )
+            db.execute(
+                f'CREATE TABLE IF NOT EXISTS "ids_{name}" (id TEXT PRIMARY KEY, at REAL NOT NULL) WITHOUT ROWID'
+            )
+            db.execute(f'CREATE INDEX IF NOT EXISTS "ids_{name}_at" ON "ids_{name}" (at)')
+            db.execute(
+                "INSERT INTO isb_buffers (name, max_length, usage_limit) VALUES (?, ?, ?) "
+                "ON CONFLICT(name) DO UPDATE SET "
+                "max_length=excluded.max_length, usage_limit=excluded.usage_limit",
+                (name, limits.max_length, limits.usage_limit),
+            )
+        return SqliteBuffer(self, name, limits)
+
+    def open(self, name: str) -> SqliteBuffer:
+        row = self.db.execute(
+            "SELECT max_length, usage_limit FROM isb_buffers WHERE name=?", (name,)
+        ).fetchone()
+        if row is None:
+            raise errors.BufferNotFound(name)
+        return SqliteBuffer(self, name, BufferLimits(int(row[0]), float(row[1])))
+
+    def list(self) -> list[str]:
+        return [r[0] for r in self.db.execute("SELECT name FROM isb_buffers ORDER BY name")]
+
+    def drop(self, name: str) -> None:
+        _check_name(name)
+        with self.transaction() as db:
+            if db.execute("SELECT 1 FROM isb_buffers WHERE name=?", (name,)).fetchone() is None:
+                raise errors.BufferNotFound(name)
+            db.execute(f'DROP TABLE IF EXISTS "buf_{name}"')
+            db.execute(f'DROP TABLE IF EXISTS "ids_{name}"')
+            db.execute("DELETE FROM isb_buffers WHERE name=?", (name,))
+            db.execute("DELETE FROM sqlite_sequence WHERE name=?", (f"buf_{name}",))
+
+
+class SqliteBuffer:
+    """One buffer in a :class:`SqliteStore`."""
+
+    def __init__(self, store: SqliteStore, name: str, limits: BufferLimits) -> None:
+        self._store = store
+        self._name = name
+        self._limits = limits
+        self._table = f'"buf_{name}"'
+        self._ids = f'"ids_{name}"'
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def limits(self) -> BufferLimits:
+        return self._limits
+
+    def _length(self, db: sqlite3.Connection) -> int:
+        lo, hi = db.execute(
+            f"SELECT (SELECT min(seq) FROM {self._table}), (SELECT max(seq) FROM {self._table})"
+        ).fetchone()
+        return 0 if lo is None else hi - lo + 1
+
+    def _last_seq(self, db: sqlite3.Connection) -> int:
+        row = db.execute("SELECT seq FROM sqlite_sequence WHERE name=?", (f"buf_{self._name}",)).fetchone()
+        return int(row[0]) if row else 0
+
+    def _committed(self, db: sqlite3.Connection) -> int:
+        row = db.execute("SELECT committed FROM isb_buffers WHERE name=?", (self._name,)).fetchone()
+        if row is None:
+            raise errors.BufferNotFound(self._name)
+        return int(row[0])
+
+    def append(self, payloads: Sequence[bytes], ids: Sequence[str]) -> AppendResult:
+        if len(payloads) != len(ids):
+            raise TypeError(f"append: {len(payloads)} payloads but {len(ids)} ids (one id per message)")
+        try:
+            with self._store.transaction() as db:
+                return self._append(db, payloads, ids)
+        except sqlite3.OperationalError as exc:
+            if "no such table" in str(exc):
+                raise errors.BufferNotFound(self._name) from exc
+            raise
+
+    def _append(self, db: sqlite3.Connection, payloads: Sequence[bytes], ids: Sequence[str]) -> AppendResult:
+        seen: set[str] = set()
+        for i in range(0, len(ids), _CHUNK):
+            chunk = ids[i : i + _CHUNK]
+            marks = ",".join("?" * len(chunk))
+            seen.update(r[0] for r in db.execute(f"SELECT id FROM {self._ids} WHERE id IN ({marks})", chunk))
+        rows: list[tuple[str, bytes]] = []
+        for message_id, payload in zip(ids, payloads, strict=True):
+            if message_id in seen:
+                continue
+            if not isinstance(payload, bytes | bytearray | memoryview):
+                raise TypeError(
+                    f"append: payloads must be bytes, got {type(payload).__name__} for id {message_id!r}"
+                )
+            if not isinstance(message_id, str):
+                raise TypeError(f"append: ids must be str, got {type(message_id).__name__}")
+            seen.add(message_id)
+            rows.append((message_id, bytes(payload)))
+        duplicates = len(ids) - len(rows)
+        if not rows:
+            return AppendResult(0, 0, 0, duplicates)
+        length = self._length(db)
+        if length + len(rows) > self._limits.max_length:
+            raise errors.BufferFull(self._name, length, len(rows), self._limits.max_length)
+        db.executemany(f"INSERT INTO {self._table} (id, payload) VALUES (?, ?)", rows)
+        last = int(db.execute("SELECT last_insert_rowid()").fetchone()[0])
+        now = time.time()
+        db.executemany(
+            f"INSERT OR REPLACE INTO {self._ids} (id, at) VALUES (?, ?)", [(r[0], now) for r in rows]
+        )
+        return AppendResult(last - len(rows) + 1, last, len(rows), duplicates)
+
+    def read(self, after: int, limit: int) -> list[Message]:
+        rows = self._store.db.execute(
+            f"SELECT seq, id, payload FROM {self._table} WHERE seq > ? ORDER BY seq LIMIT ?", (after, limit)
+        ).fetchall()
+        return [Message(s, i, p) for s, i, p in rows]
+
+    def read_range(self, first: int, last: int) -> list[Message]:
+        rows = self._store.db.execute(
+            f"SELECT seq, id, payload FROM {self._table} WHERE seq BETWEEN ? AND ? ORDER BY seq",
+            (first, last),
+        ).fetchall()
+        return [Message(s, i, p) for s, i, p in rows]
+
+    def commit(self, seq: int) -> None:
+        with self._store.transaction() as db:
+            committed = self._committed(db)
+            if seq <= committed:
+                return
+            seq = min(seq, self._last_seq(db))
+            db.execute("UPDATE isb_buffers SET committed=? WHERE name=?", (seq, self._name))
+            db.execute(f"DELETE FROM {self._table} WHERE seq <= ?", (seq,))
+            db.execute(f"DELETE FROM {self._ids} WHERE at < ?", (time.time() - self._store.dedup_window,))
+
+    def committed(self) -> int:
+        return self._committed(self._store.db)
+
+    def last_seq(self) -> int:
+        return self._last_seq(self._store.db)
+
+    def stats(self) -> BufferStats:
+        db = self._store.db
+        db.execute("BEGIN")
+        try:
+            return BufferStats(
+                self._name, self._last_seq(db), self._committed(db), self._length(db), self._limits
+            )
+        finally:
+            db.execute("COMMIT")
+
+    def pending(self) -> int:
+        return self.stats().pending
+
+    def close(self) -> None:
+        """Buffers share the store's connection; closing the store closes it."""

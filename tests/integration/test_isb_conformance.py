@@ -1,0 +1,254 @@
+"""One conformance suite for every buffer backend: real SQLite files and a real nats-server."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from tidal import errors
+from tidal.isb import BufferLimits
+
+from . import isb_workers
+
+pytestmark = pytest.mark.nats
+
+
+@pytest.fixture(params=["sqlite", "jetstream"])
+def backend(request, tmp_path, nats_server):
+    kind = request.param
+    where = str(tmp_path / "pipeline.db") if kind == "sqlite" else nats_server.url
+    store = isb_workers.open_store(kind, where)
+    yield kind, where, store
+    for name in store.list():
+        store.drop(name)
+    store.close()
+
+
+def payloads(n: int, tag: str = "m") -> tuple[list[bytes], list[str]]:
+    return [f"{tag}{i}".encode() for i in range(n)], [f"{tag}-{i}" for i in range(n)]
+
+
+def test_append_read_commit_and_stats(backend):
+    _, _, store = backend
+    buf = store.create("b1", BufferLimits(max_length=100, usage_limit=0.8))
+    r = buf.append(*payloads(10))
+    assert (r.first_seq, r.last_seq, r.appended, r.duplicates) == (1, 10, 10, 0)
+    got = buf.read(after=0, limit=4)
+    assert [m.seq for m in got] == [1, 2, 3, 4]
+    assert [m.payload for m in got] == [b"m0", b"m1", b"m2", b"m3"]
+    assert got[0].id == "m-0"
+    s = buf.stats()
+    assert (s.last_seq, s.committed, s.pending, s.length) == (10, 0, 10, 10)
+    assert s.usage == pytest.approx(0.1) and not s.full
+    buf.commit(4)
+    s = buf.stats()
+    assert (s.committed, s.pending, s.length) == (4, 6, 6)
+    assert [m.seq for m in buf.read(0, 100)] == list(range(5, 11))
+
+
+def test_replay_of_a_range_returns_the_same_messages(backend):
+    _, _, store = backend
+    buf = store.create("replay")
+    buf.append(*payloads(50))
+    first = buf.read_range(11, 30)
+    again = buf.read_range(11, 30)
+    assert first == again and [m.seq for m in first] == list(range(11, 31))
+    buf.commit(30)
+    assert [m.seq for m in buf.read(10, 5)] == [31, 32, 33, 34, 35]
+
+
+def test_duplicate_ids_are_stored_once_even_after_trim(backend):
+    _, _, store = backend
+    buf = store.create("dups")
+    assert buf.append([b"a", b"b"], ["x", "y"]).appended == 2
+    r = buf.append([b"a", b"b", b"c"], ["x", "y", "z"])
+    assert (r.appended, r.duplicates) == (1, 2)
+    buf.commit(buf.last_seq())
+    r = buf.append([b"a", b"d"], ["x", "w"])  # x was committed and trimmed: still a duplicate
+    assert (r.appended, r.duplicates) == (1, 1)
+    assert [m.id for m in buf.read(0, 10)] == ["w"]
+
+
+def test_batch_that_would_overflow_is_refused_whole(backend):
+    _, _, store = backend
+    buf = store.create("small", BufferLimits(max_length=10))
+    buf.append(*payloads(8))
+    with pytest.raises(errors.BufferFull) as err:
+        buf.append(*payloads(3, "n"))
+    assert "buffer 'small' is full" in str(err.value)
+    assert buf.stats().length == 8
+    assert [m.id for m in buf.read(0, 20)] == [f"m-{i}" for i in range(8)]
+    buf.commit(5)
+    assert buf.append(*payloads(3, "n")).appended == 3  # room again after the reader commits
+
+
+def test_full_flag_follows_usage_limit(backend):
+    _, _, store = backend
+    buf = store.create("usage", BufferLimits(max_length=10, usage_limit=0.5))
+    buf.append(*payloads(4))
+    assert not buf.stats().full
+    buf.append(*payloads(1, "z"))
+    assert buf.stats().full and buf.stats().usage == 0.5
+
+
+def test_reader_that_restarts_resumes_from_last_commit(backend):
+    kind, where, store = backend
+    buf = store.create("resume")
+    buf.append(*payloads(20))
+    buf.commit(7)
+    fresh = isb_workers.open_store(kind, where)
+    try:
+        again = fresh.open("resume")
+        assert again.stats().committed == 7
+        assert again.read(again.stats().committed, 3)[0].seq == 8
+        assert again.limits == buf.limits
+    finally:
+        fresh.close()
+
+
+def test_two_writer_processes_at_once(backend):
+    kind, where, store = backend
+    buf = store.create("two", BufferLimits(max_length=100_000))
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(2) as pool:
+        results = pool.starmap(
+            isb_workers.write_batches,
+            [(kind, where, "two", "w1", 20, 200), (kind, where, "two", "w2", 20, 200)],
+        )
+    assert results == [4000, 4000]
+    messages = buf.read(0, 10_000)
+    assert len(messages) == 8000
+    assert len({m.id for m in messages}) == 8000
+    assert [m.seq for m in messages] == list(range(1, 8001))
+    assert buf.stats().pending == 8000
+
+
+def test_pending_and_usage_under_concurrent_use(backend):
+    kind, where, store = backend
+    buf = store.create("busy", BufferLimits(max_length=100_000))
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(1) as pool:
+        job = pool.apply_async(isb_workers.write_batches, (kind, where, "busy", "w", 30, 100))
+        committed = 0
+        while not job.ready():
+            got = buf.read(committed, 150)
+            if got:
+                committed = got[-1].seq
+                buf.commit(committed)
+            s = buf.stats()
+            assert s.pending == s.last_seq - s.committed >= 0
+        assert job.get() == 3000
+    s = buf.stats()
+    assert s.last_seq == 3000
+    assert s.pending == 3000 - s.committed == s.length
+
+
+def test_writer_killed_mid_batch_leaves_no_half_batch(backend, tmp_path):
+    kind, where, store = backend
+    buf = store.create("kill", BufferLimits(max_length=50_000))
+    size = 1000
+    proc = subprocess.Popen(
+        [sys.executable, isb_workers.__file__, kind, where, "kill", str(size)],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=str(Path(isb_workers.__file__).parent),
+    )
+    try:
+        deadline = time.monotonic() + 60
+        seen = 0
+        while seen < 5 and time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if line:
+                seen = int(line)
+        assert seen >= 5, "writer did not get going"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    counts = Counter(m.id.split("-")[0] for m in buf.read(buf.stats().committed, 100_000))
+    assert counts, "nothing stored"
+    assert set(counts.values()) == {size}, f"partial batches: {counts}"
+
+
+def test_errors_are_clear(backend):
+    _, _, store = backend
+    with pytest.raises(errors.BufferNotFound, match="'nope' does not exist"):
+        store.open("nope")
+    with pytest.raises(errors.BufferNotFound):
+        store.drop("nope")
+    buf = store.create("types")
+    with pytest.raises(TypeError, match="payloads must be bytes"):
+        buf.append(["text"], ["id"])
+    with pytest.raises(TypeError, match="one id per message"):
+        buf.append([b"a", b"b"], ["only-one"])
+
+
+def test_list_and_drop(backend):
+    _, _, store = backend
+    store.create("a")
+    store.create("b")
+    assert {"a", "b"} <= set(store.list())
+    store.drop("a")
+    assert "a" not in store.list()
+
+
+def test_sqlite_rejects_bad_buffer_names(tmp_path):
+    from tidal.isb.sqlite import SqliteStore
+
+    with pytest.raises(errors.SpecError, match="invalid buffer name"):
+        SqliteStore(tmp_path / "x.db").create('bad"; DROP TABLE')
+
+
+def test_jetstream_unreachable_names_the_url():
+    from tidal.isb.jetstream import JetStreamStore
+
+    with pytest.raises(errors.BufferUnavailable, match=r"nats://127\.0\.0\.1:1"):
+        JetStreamStore("nats://127.0.0.1:1", "p")
+
+
+def test_jetstream_message_too_large(nats_server):
+    from tidal.isb.jetstream import JetStreamStore
+
+    store = JetStreamStore(nats_server.url, "big")
+    try:
+        buf = store.create("huge")
+        with pytest.raises(errors.MessageTooLarge, match="larger than"):
+            buf.append([b"x" * (2 * 1024 * 1024)], ["one"])
+        assert buf.stats().length == 0
+    finally:
+        store.drop("huge")
+        store.close()
+
+
+def test_jetstream_data_survives_a_server_restart(tmp_path):
+    from tidal.isb.jetstream import JetStreamStore
+    from tidal.isb.natsd import NatsServer
+
+    server = NatsServer(tmp_path / "nats").start()
+    try:
+        store = JetStreamStore(server.url, "durable")
+        buf = store.create("keep")
+        buf.append(*payloads(100))
+        buf.commit(40)
+        store.close()
+        port = server.port
+        server.stop()
+        server = NatsServer(tmp_path / "nats", port=port).start()
+        store = JetStreamStore(server.url, "durable")
+        again = store.open("keep")
+        s = again.stats()
+        assert (s.last_seq, s.committed, s.length) == (100, 40, 60)
+        assert again.read(40, 1)[0].payload == b"m40"
+        store.close()
+    finally:
+        server.stop()
