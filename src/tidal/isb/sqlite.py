@@ -105,7 +105,8 @@ class SqliteStore:
                 " id TEXT NOT NULL, payload BLOB NOT NULL)"
             )
             db.execute(
-                f'CREATE TABLE IF NOT EXISTS "ids_{name}" (id TEXT PRIMARY KEY, at REAL NOT NULL) WITHOUT ROWID'
+                f'CREATE TABLE IF NOT EXISTS "ids_{name}" '
+                "(id TEXT PRIMARY KEY, at REAL NOT NULL) WITHOUT ROWID"
             )
             db.execute(f'CREATE INDEX IF NOT EXISTS "ids_{name}_at" ON "ids_{name}" (at)')
             db.execute(
