@@ -1,0 +1,1 @@
+"""The Spark runtime: the only package that imports pyspark."""

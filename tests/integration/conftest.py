@@ -1,0 +1,19 @@
+"""Integration fixtures: one SparkSession for the whole run (getOrCreate costs ~10 s)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[object]:
+    """Local mode, UI off, quiet logs, small shuffle partitions, bound to loopback; stopped at the end."""
+    from tidal.spark.datasource import BufferDataSource
+    from tidal.spark.session import build_session
+
+    session = build_session("tidal-tests", "local[2]", shuffle_partitions=2)
+    session.dataSource.register(BufferDataSource)
+    yield session
+    session.stop()
