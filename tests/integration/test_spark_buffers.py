@@ -41,7 +41,9 @@ def wait_committed(buffer, seq, query, timeout=120.0):
 
 
 def fill(buffer, start, n):
-    buffer.append([f"p{i}".encode() for i in range(start, start + n)], [f"m{i}" for i in range(start, start + n)])
+    buffer.append(
+        [f"p{i}".encode() for i in range(start, start + n)], [f"m{i}" for i in range(start, start + n)]
+    )
 
 
 def test_replicas_set_the_task_count_and_nothing_is_lost(spark, tmp_path):

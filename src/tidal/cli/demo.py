@@ -32,7 +32,9 @@ def _enrich(batches: Iterator[object]) -> Iterator[object]:
         assert isinstance(batch, pa.RecordBatch)
         text = pc.cast(batch.column("payload"), pa.string())
         upper = pc.cast(pc.utf8_upper(text), pa.binary())
-        yield pa.RecordBatch.from_arrays([batch.column("seq"), batch.column("id"), upper], names=batch.schema.names)
+        yield pa.RecordBatch.from_arrays(
+            [batch.column("seq"), batch.column("id"), upper], names=batch.schema.names
+        )
 
 
 def run(run_root: str | Path = "runs") -> int:
@@ -55,8 +57,13 @@ def run(run_root: str | Path = "runs") -> int:
     control.set_replicas("enrich", 1)
     started = time.perf_counter()
     for i in range(0, MESSAGES, 1000):
-        source.append([f"order {n:08d} from tidal".encode() for n in range(i, i + 1000)], [f"m{n}" for n in range(i, i + 1000)])
-    console.print(f"generated {MESSAGES} messages into buffer [cyan]in[/] in {time.perf_counter() - started:.2f} s")
+        source.append(
+            [f"order {n:08d} from tidal".encode() for n in range(i, i + 1000)],
+            [f"m{n}" for n in range(i, i + 1000)],
+        )
+    console.print(
+        f"generated {MESSAGES} messages into buffer [cyan]in[/] in {time.perf_counter() - started:.2f} s"
+    )
 
     started = time.perf_counter()
     from tidal.spark.datasource import SCHEMA, BufferDataSource
@@ -93,7 +100,9 @@ def run(run_root: str | Path = "runs") -> int:
             if not switched and out.stats().last_seq >= MESSAGES // 4:
                 control.set_replicas("enrich", 2)
                 switched = True
-                console.print("[yellow]replicas 1 → 2[/] (control record); the next micro-batches split in 2 tasks")
+                console.print(
+                    "[yellow]replicas 1 → 2[/] (control record); the next micro-batches split in 2 tasks"
+                )
             if time.perf_counter() - started > 300:
                 raise TimeoutError("the demo pipeline did not drain within 300 s")
             if query.exception() is not None:

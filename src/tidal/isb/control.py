@@ -36,7 +36,8 @@ class ControlStore:
             )
             db.execute(
                 "CREATE TABLE IF NOT EXISTS batches (vertex TEXT NOT NULL, batch_id INTEGER NOT NULL, "
-                "tasks INTEGER NOT NULL, rows INTEGER NOT NULL, at REAL NOT NULL, PRIMARY KEY (vertex, batch_id))"
+                "tasks INTEGER NOT NULL, rows INTEGER NOT NULL, at REAL NOT NULL, "
+                "PRIMARY KEY (vertex, batch_id))"
             )
 
     def set_replicas(self, vertex: str, replicas: int) -> None:
@@ -56,12 +57,14 @@ class ControlStore:
     def record_batch(self, vertex: str, batch_id: int, tasks: int, rows: int) -> None:
         with self._store.transaction() as db:
             db.execute(
-                "INSERT OR REPLACE INTO batches VALUES (?, ?, ?, ?, ?)", (vertex, batch_id, tasks, rows, time.time())
+                "INSERT OR REPLACE INTO batches VALUES (?, ?, ?, ?, ?)",
+                (vertex, batch_id, tasks, rows, time.time()),
             )
 
     def batches(self, vertex: str) -> list[BatchRecord]:
         rows = self._store.db.execute(
-            "SELECT vertex, batch_id, tasks, rows, at FROM batches WHERE vertex=? ORDER BY batch_id", (vertex,)
+            "SELECT vertex, batch_id, tasks, rows, at FROM batches WHERE vertex=? ORDER BY batch_id",
+            (vertex,),
         )
         return [BatchRecord(v, int(b), int(t), int(r), float(a)) for v, b, t, r, a in rows]
 

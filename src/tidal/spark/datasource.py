@@ -87,7 +87,9 @@ class _BufferReader(DataSourceStreamReader):
     def __init__(self, options: dict[str, str]) -> None:
         for key in ("db", "buffer", "vertex"):
             if key not in options:
-                raise errors.SpecError(f"readStream.option({key!r})", "is required", "pass the pipeline's value")
+                raise errors.SpecError(
+                    f"readStream.option({key!r})", "is required", "pass the pipeline's value"
+                )
         self.options = options
         self.vertex = options["vertex"]
         self.read_batch_size = int(options.get("readbatchsize", "500"))
@@ -128,7 +130,9 @@ class _BufferWriter(DataSourceStreamWriter):
     def __init__(self, options: dict[str, str]) -> None:
         for key in ("db", "out", "vertex"):
             if key not in options:
-                raise errors.SpecError(f"writeStream.option({key!r})", "is required", "pass the pipeline's value")
+                raise errors.SpecError(
+                    f"writeStream.option({key!r})", "is required", "pass the pipeline's value"
+                )
         self.options = options
         self.vertex = options["vertex"]
 
