@@ -27,6 +27,7 @@ __all__ = [
     "BufferStats",
     "BufferStore",
     "Message",
+    "check_batch",
 ]
 
 DEFAULT_MAX_LENGTH = 30000
@@ -95,6 +96,19 @@ class BufferStats:
     def full(self) -> bool:
         """Over the usage limit: writers should hold back (back pressure)."""
         return self.usage >= self.limits.usage_limit
+
+
+def check_batch(payloads: Sequence[object], ids: Sequence[object]) -> None:
+    """The shape every backend requires of ``append``: one ``str`` id per ``bytes`` payload."""
+    if len(payloads) != len(ids):
+        raise TypeError(f"append: {len(payloads)} payloads but {len(ids)} ids (one id per message)")
+    for message_id, payload in zip(ids, payloads, strict=True):
+        if not isinstance(payload, bytes | bytearray | memoryview):
+            raise TypeError(
+                f"append: payloads must be bytes, got {type(payload).__name__} for id {message_id!r}"
+            )
+        if not isinstance(message_id, str):
+            raise TypeError(f"append: ids must be str, got {type(message_id).__name__}")
 
 
 @runtime_checkable

@@ -36,6 +36,7 @@ from tidal.isb.base import (
     BufferLimits,
     BufferStats,
     Message,
+    check_batch,
 )
 
 __all__ = ["JetStreamBuffer", "JetStreamStore"]
@@ -230,15 +231,7 @@ class JetStreamBuffer:
     # -- append --------------------------------------------------------------------------------
 
     def append(self, payloads: Sequence[bytes], ids: Sequence[str]) -> AppendResult:
-        if len(payloads) != len(ids):
-            raise TypeError(f"append: {len(payloads)} payloads but {len(ids)} ids (one id per message)")
-        for message_id, payload in zip(ids, payloads, strict=True):
-            if not isinstance(payload, bytes | bytearray | memoryview):
-                raise TypeError(
-                    f"append: payloads must be bytes, got {type(payload).__name__} for id {message_id!r}"
-                )
-            if not isinstance(message_id, str):
-                raise TypeError(f"append: ids must be str, got {type(message_id).__name__}")
+        check_batch(payloads, ids)
         if not payloads:
             return AppendResult(0, 0, 0, 0)
         return self._store.run(self._append([bytes(p) for p in payloads], list(ids)))

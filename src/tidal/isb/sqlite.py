@@ -29,6 +29,7 @@ from tidal.isb.base import (
     BufferLimits,
     BufferStats,
     Message,
+    check_batch,
 )
 
 __all__ = ["SqliteBuffer", "SqliteStore"]
@@ -174,8 +175,7 @@ class SqliteBuffer:
         return int(row[0])
 
     def append(self, payloads: Sequence[bytes], ids: Sequence[str]) -> AppendResult:
-        if len(payloads) != len(ids):
-            raise TypeError(f"append: {len(payloads)} payloads but {len(ids)} ids (one id per message)")
+        check_batch(payloads, ids)
         try:
             with self._store.transaction() as db:
                 return self._append(db, payloads, ids)
@@ -194,12 +194,6 @@ class SqliteBuffer:
         for message_id, payload in zip(ids, payloads, strict=True):
             if message_id in seen:
                 continue
-            if not isinstance(payload, bytes | bytearray | memoryview):
-                raise TypeError(
-                    f"append: payloads must be bytes, got {type(payload).__name__} for id {message_id!r}"
-                )
-            if not isinstance(message_id, str):
-                raise TypeError(f"append: ids must be str, got {type(message_id).__name__}")
             seen.add(message_id)
             rows.append((message_id, bytes(payload)))
         duplicates = len(ids) - len(rows)
