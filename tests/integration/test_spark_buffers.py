@@ -9,26 +9,21 @@ import pytest
 from tidal.isb import BufferLimits
 from tidal.isb.control import ControlStore
 from tidal.isb.sqlite import SqliteStore
+from tidal.spark.vertex import start_vertex
 
 pytestmark = pytest.mark.spark
 
 
 def start_query(spark, db, checkpoint, read_batch_size=500):
-    return (
-        spark.readStream.format("tidal_buffer")
-        .option("db", str(db))
-        .option("buffer", "in")
-        .option("vertex", "v")
-        .option("readBatchSize", str(read_batch_size))
-        .load()
-        .writeStream.format("tidal_buffer")
-        .option("db", str(db))
-        .option("out", "out")
-        .option("in", "in")
-        .option("vertex", "v")
-        .option("checkpointLocation", str(checkpoint))
-        .trigger(processingTime="200 milliseconds")
-        .start()
+    return start_vertex(
+        spark,
+        db=db,
+        vertex="v",
+        source="in",
+        sink="out",
+        checkpoint=checkpoint,
+        read_batch_size=read_batch_size,
+        trigger_seconds=0.2,
     )
 
 

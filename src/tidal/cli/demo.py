@@ -66,31 +66,24 @@ def run(run_root: str | Path = "runs") -> int:
     )
 
     started = time.perf_counter()
-    from tidal.spark.datasource import SCHEMA, BufferDataSource
+    from tidal.spark.datasource import BufferDataSource
     from tidal.spark.session import build_session
+    from tidal.spark.vertex import start_vertex
 
     spark = build_session("tidal-demo")
     spark.dataSource.register(BufferDataSource)
     session_s = time.perf_counter() - started
     console.print(f"Spark session (local[2], loopback, UI off) ready in {session_s:.1f} s")
 
-    query = (
-        spark.readStream.format("tidal_buffer")
-        .option("db", str(db))
-        .option("buffer", "in")
-        .option("vertex", "enrich")
-        .option("readBatchSize", str(READ_BATCH_SIZE))
-        .load()
-        .mapInArrow(_enrich, SCHEMA)
-        .writeStream.format("tidal_buffer")
-        .option("db", str(db))
-        .option("out", "out")
-        .option("in", "in")
-        .option("vertex", "enrich")
-        .option("checkpointLocation", str(run_dir / "checkpoints" / "enrich"))
-        .trigger(processingTime="500 milliseconds")
-        .queryName("enrich")
-        .start()
+    query = start_vertex(
+        spark,
+        db=db,
+        vertex="enrich",
+        source="in",
+        sink="out",
+        checkpoint=run_dir / "checkpoints" / "enrich",
+        read_batch_size=READ_BATCH_SIZE,
+        transform=_enrich,
     )
     started = time.perf_counter()
     switched = False
