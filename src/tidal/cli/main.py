@@ -13,7 +13,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"tidal {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("demo", help="run the demo on the embedded defaults (Spark local mode, SQLite)")
+    bench = sub.add_parser("bench", help="run a benchmark; results go to bench/results/")
+    bench.add_argument("name", choices=[*BENCHMARKS, "all"], help="which benchmark")
     return parser
+
+
+# name → module under tidal.bench with a ``main(out) -> int``
+BENCHMARKS = {"scaling": "scaling"}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -22,6 +28,15 @@ def main(argv: list[str] | None = None) -> int:
         from tidal.cli import demo
 
         return demo.run()
+    if args.command == "bench":
+        import importlib
+
+        names = list(BENCHMARKS) if args.name == "all" else [args.name]
+        status = 0
+        for name in names:
+            module = importlib.import_module(f"tidal.bench.{BENCHMARKS[name]}")
+            status |= module.main()
+        return status
     return 2
 
 

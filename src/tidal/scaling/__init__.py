@@ -38,6 +38,7 @@ from tidal.scaling.kpa import (
 from tidal.scaling.numaflow import (
     DEFAULT_READ_BATCH_SIZE,
     BufferInfo,
+    Estimate,
     NumaflowScale,
     PartitionMetrics,
     VertexKind,
@@ -45,7 +46,7 @@ from tidal.scaling.numaflow import (
     decide,
     desired_replicas,
 )
-from tidal.scaling.rates import CounterWindow, GaugeWindow, adaptive_lookback
+from tidal.scaling.rates import CounterWindow, GaugeWindow, Rater, adaptive_lookback
 from tidal.scaling.windows import (
     MaxTimeWindow,
     TimedBuckets,
@@ -66,6 +67,7 @@ __all__ = [
     "CronSpec",
     "Decision",
     "Edge",
+    "Estimate",
     "GaugeWindow",
     "KpaDecider",
     "KpaMetric",
@@ -78,6 +80,7 @@ __all__ = [
     "PartitionMetrics",
     "Pressure",
     "PressureCheck",
+    "Rater",
     "Rule",
     "TimedBuckets",
     "VertexKind",

@@ -9,13 +9,12 @@ understands: ``pending 60000 at 10000/s over 2 replicas, target 3 s → 4``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
 from enum import StrEnum
 from types import MappingProxyType
 from typing import Any
 
-__all__ = ["Decision", "Rule"]
+__all__ = ["Decision", "Inputs", "Rule", "Text"]
 
 
 class Rule(StrEnum):
@@ -55,33 +54,79 @@ class Rule(StrEnum):
     KPA_ZERO_GRACE = "kpa-zero-grace"
 
 
-@dataclass(frozen=True, slots=True)
+Text = str | Callable[[], str]
+"""A reason: the string, or a function that renders it when somebody reads it."""
+Inputs = Mapping[str, Any] | Callable[[], Mapping[str, Any]]
+"""The inputs: the mapping, or a function that builds it when somebody reads it."""
+
+
 class Decision:
     """The outcome of one evaluation of one vertex (or KPA revision).
 
     ``desired`` is what the actuator should apply; it equals ``current`` for every hold or skip.
     ``recommended`` is what the policy computed before steps, cooldowns and back pressure (or
     ``None`` when it got that far) — useful in dry-run mode and plots.
+
+    A decision is a value: compare it, hash it, derive a new one with :meth:`replace`; do not
+    assign to its attributes. ``reason`` and ``inputs`` may be handed over as functions and are
+    then rendered on first read: a controller ticking 10,000 vertices a second reads few of them,
+    and formatting every explanation eagerly cost more than the decisions themselves
+    (``bench/scaling_tick.py``).
     """
+
+    __slots__ = ("_inputs", "_reason", "at", "current", "desired", "recommended", "rule", "vertex")
 
     vertex: str
     at: float
     current: int
     desired: int
     rule: Rule
-    reason: str
-    inputs: Mapping[str, Any] = field(default_factory=dict)
-    recommended: int | None = None
+    recommended: int | None
 
-    def __post_init__(self) -> None:
-        if self.desired < 0:
-            raise ValueError(f"desired replicas must be >= 0, got {self.desired}")
-        inputs = self.inputs
+    def __init__(
+        self,
+        vertex: str,
+        at: float,
+        current: int,
+        desired: int,
+        rule: Rule,
+        reason: Text,
+        inputs: Inputs | None = None,
+        recommended: int | None = None,
+    ) -> None:
+        if desired < 0:
+            raise ValueError(f"desired replicas must be >= 0, got {desired}")
+        # Plain slot stores: a frozen dataclass's object.__setattr__ per field tripled the cost.
+        self.vertex = vertex
+        self.at = at
+        self.current = current
+        self.desired = desired
+        self.rule = rule
+        self._reason = reason
+        self._inputs = inputs
+        self.recommended = recommended
+
+    @property
+    def reason(self) -> str:
+        """One line a person understands: ``pending 60000 at 10000/s over 2 replicas … → 4``."""
+        reason = self._reason
+        if not isinstance(reason, str):
+            reason = reason()
+            self._reason = reason
+        return reason
+
+    @property
+    def inputs(self) -> Mapping[str, Any]:
+        """The numbers the rule used, read-only (``{"pending": 60000.0, "rate": 10000.0, …}``)."""
+        inputs = self._inputs
+        if inputs is None:
+            inputs = _EMPTY
+        elif callable(inputs):
+            inputs = inputs()
         if not isinstance(inputs, MappingProxyType):
-            # Callers hand over a fresh dict; wrapping it (not copying) keeps decisions cheap.
-            object.__setattr__(
-                self, "inputs", MappingProxyType(inputs if isinstance(inputs, dict) else dict(inputs))
-            )
+            inputs = MappingProxyType(inputs if isinstance(inputs, dict) else dict(inputs))
+        self._inputs = inputs
+        return inputs
 
     @property
     def changed(self) -> bool:
@@ -91,6 +136,51 @@ class Decision:
     @property
     def delta(self) -> int:
         return self.desired - self.current
+
+    def replace(self, **changes: Any) -> Decision:
+        """A copy with some fields changed (``reason``/``inputs`` may again be functions)."""
+        fields = {
+            "vertex": self.vertex,
+            "at": self.at,
+            "current": self.current,
+            "desired": self.desired,
+            "rule": self.rule,
+            "reason": self._reason,
+            "inputs": self._inputs,
+            "recommended": self.recommended,
+        }
+        unknown = changes.keys() - fields.keys()
+        if unknown:
+            raise TypeError(f"Decision has no field(s) {sorted(unknown)}")
+        fields.update(changes)
+        return Decision(**fields)
+
+    def _key(self) -> tuple[Any, ...]:
+        return (
+            self.vertex,
+            self.at,
+            self.current,
+            self.desired,
+            self.rule,
+            self.reason,
+            tuple(sorted(self.inputs.items())),
+            self.recommended,
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Decision):
+            return NotImplemented
+        return self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash((self.vertex, self.at, self.current, self.desired, self.rule, self.recommended))
+
+    def __repr__(self) -> str:
+        return (
+            f"Decision(vertex={self.vertex!r}, at={self.at!r}, current={self.current}, "
+            f"desired={self.desired}, rule={self.rule!s}, reason={self.reason!r}, "
+            f"recommended={self.recommended})"
+        )
 
     def explain(self) -> str:
         """``vertex: 2 → 4 [scale-up] pending 60000 at 10000/s …``"""
@@ -119,6 +209,9 @@ class Decision:
             desired=int(record["desired"]),
             rule=Rule(record["rule"]),
             reason=record["reason"],
-            inputs=record.get("inputs", {}),
+            inputs=dict(record.get("inputs") or {}),
             recommended=record.get("recommended"),
         )
+
+
+_EMPTY: Mapping[str, Any] = MappingProxyType({})

@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
+from typing import NamedTuple
 
 from tidal import errors
 from tidal.scaling.decision import Decision, Rule
@@ -228,8 +229,7 @@ def activator_count(spec: KpaSpec, ready: int) -> int:
     return max(2, math.ceil(demand / spec.activator_capacity))
 
 
-@dataclass(frozen=True, slots=True)
-class KpaResult:
+class KpaResult(NamedTuple):
     """A decider tick: ``valid`` is False for "no decision" (the decision says why)."""
 
     decision: Decision
@@ -324,37 +324,20 @@ class KpaDecider:
             self._max_panic_pods = 0
         panicking = self._panic_time is not None
         metric = "concurrency" if spec.metric == KpaMetric.CONCURRENCY else "rps"
-        inputs: dict[str, object] = {
-            "metric": metric,
-            "stable": stable,
-            "panic": panic,
-            "target": target,
-            "ready": r0,
-            "maxScaleUp": max_up,
-            "maxScaleDown": max_down,
-        }
         if panicking:
             desired = max(stable_pods, panic_pods)
             self._max_panic_pods = max(self._max_panic_pods, desired)
             desired = self._max_panic_pods
             rule = Rule.KPA_PANIC
-            reason = (
-                f"panic: {metric} {panic:g} over {spec.panic_window:g} s / target {target:g} = "
-                f"{dppc} pods ≥ {spec.panic_threshold:g} × {r} ready; holding the high-water mark {desired}"
-            )
         else:
             desired = stable_pods
             rule = Rule.KPA_STABLE
-            reason = (
-                f"stable: {metric} {stable:g} over {spec.stable_window:g} s / target {target:g} → {desired}"
-            )
-            if stable_pods != dspc:
-                reason += f" (rate-limited from {dspc} to [{max_down}, {max_up}])"
+        wanted = desired
+        delayed = 0
         if self._delay is not None and spec.reachable:
             self._delay.record(now, desired)
             delayed = int(self._delay.current())
             if delayed > desired:
-                reason += f"; scale-down delay {spec.scale_down_delay:g} s keeps the window max {delayed}"
                 rule = Rule.KPA_SCALE_DOWN_DELAY
                 desired = delayed
         tbc = spec.target_burst_capacity
@@ -364,7 +347,38 @@ class KpaDecider:
             ebc = -1.0
         else:
             ebc = float(math.floor(r0 * spec.total_value - tbc - panic))
-        inputs["excessBurstCapacity"] = ebc
+
+        # Rendered only when read (Decision.reason / .inputs): most ticks are never looked at.
+        def reason() -> str:
+            if panicking:
+                text = (
+                    f"panic: {metric} {panic:g} over {spec.panic_window:g} s / target {target:g} = "
+                    f"{dppc} pods ≥ {spec.panic_threshold:g} × {r} ready; holding the high-water mark "
+                    f"{wanted}"
+                )
+            else:
+                text = (
+                    f"stable: {metric} {stable:g} over {spec.stable_window:g} s / target {target:g} "
+                    f"→ {wanted}"
+                )
+                if stable_pods != dspc:
+                    text += f" (rate-limited from {dspc} to [{max_down}, {max_up}])"
+            if delayed > wanted:
+                text += f"; scale-down delay {spec.scale_down_delay:g} s keeps the window max {delayed}"
+            return text
+
+        def inputs() -> dict[str, object]:
+            return {
+                "metric": metric,
+                "stable": stable,
+                "panic": panic,
+                "target": target,
+                "ready": r0,
+                "maxScaleUp": max_up,
+                "maxScaleDown": max_down,
+                "excessBurstCapacity": ebc,
+            }
+
         decision = Decision(self.name, now, current, desired, rule, reason, inputs, desired)
         result = KpaResult(decision, ebc, True, stable, panic, panicking)
         self.last = result
@@ -426,7 +440,7 @@ class KpaScaler:
         bounded = max(want, low)
         if spec.max_scale:
             bounded = min(bounded, spec.max_scale)
-        note = f" (bounded to {bounded} by min {low}/max {spec.max_scale or '∞'})" if bounded != want else ""
+        max_scale = spec.max_scale or "∞"
         if result.activator_in_path:
             if state.proxy_since is None:
                 state.proxy_since = now
@@ -435,53 +449,61 @@ class KpaScaler:
         if bounded > 0:
             if state.phase == _Phase.INACTIVE:
                 state.phase, state.since = _Phase.ACTIVE, now
-            return replace(d, desired=bounded, reason=d.reason + note)
+            if bounded == want:
+                return d
+            return d.replace(
+                desired=bounded,
+                reason=lambda: f"{d.reason} (bounded to {bounded} by min {low}/max {max_scale})",
+            )
         # bounded == 0: the scale-to-zero gate
         if not spec.enable_scale_to_zero:
-            return replace(d, desired=1, reason=d.reason + "; scale to zero disabled: keep 1")
+            return d.replace(desired=1, reason=lambda: d.reason + "; scale to zero disabled: keep 1")
         if state.phase == _Phase.ACTIVE:
             active_for = now - state.since
             if active_for >= spec.stable_window:
                 state.phase, state.since = _Phase.INACTIVE, now
                 if state.proxy_since is None:
                     state.proxy_since = now
-                return replace(
-                    d,
+                return d.replace(
                     desired=current,
                     rule=Rule.KPA_ZERO_GRACE,
-                    reason=d.reason + "; now inactive: activator in the path, zero after the grace period",
+                    reason=lambda: (
+                        d.reason + "; now inactive: activator in the path, zero after the grace period"
+                    ),
                 )
-            return replace(
-                d,
+            return d.replace(
                 desired=1,
                 rule=Rule.KPA_ZERO_GRACE,
-                reason=d.reason + f"; active only {active_for:.0f} s < stable window: keep 1 before 0",
+                reason=lambda: (
+                    d.reason + f"; active only {active_for:.0f} s < stable window: keep 1 before 0"
+                ),
             )
         inactive_for = now - state.since
         retention = spec.scale_to_zero_pod_retention_period if spec.reachable else 0.0
         grace = spec.scale_to_zero_grace_period
         if inactive_for >= max(grace, retention):
-            return replace(
-                d, desired=0, rule=Rule.SCALE_TO_ZERO, reason=d.reason + f"; inactive {inactive_for:.0f} s: 0"
+            return d.replace(
+                desired=0,
+                rule=Rule.SCALE_TO_ZERO,
+                reason=lambda: d.reason + f"; inactive {inactive_for:.0f} s: 0",
             )
         if retention > 0 and inactive_for < retention:
-            return replace(
-                d,
+            return d.replace(
                 desired=current,
                 rule=Rule.KPA_ZERO_GRACE,
-                reason=d.reason + f"; pod retention {retention:g} s: inactive only {inactive_for:.0f} s",
+                reason=lambda: (
+                    d.reason + f"; pod retention {retention:g} s: inactive only {inactive_for:.0f} s"
+                ),
             )
         proxy_for = now - state.proxy_since if state.proxy_since is not None else 0.0
         if grace - proxy_for <= 0:
-            return replace(
-                d,
+            return d.replace(
                 desired=0,
                 rule=Rule.SCALE_TO_ZERO,
-                reason=d.reason + f"; activator in path {proxy_for:.0f} s ≥ grace: 0",
+                reason=lambda: d.reason + f"; activator in path {proxy_for:.0f} s ≥ grace: 0",
             )
-        return replace(
-            d,
+        return d.replace(
             desired=current,
             rule=Rule.KPA_ZERO_GRACE,
-            reason=d.reason + f"; grace period: {grace - proxy_for:.0f} s left before 0",
+            reason=lambda: d.reason + f"; grace period: {grace - proxy_for:.0f} s left before 0",
         )

@@ -44,19 +44,22 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
+from functools import partial
+from typing import NamedTuple
 
 from tidal import errors
 from tidal.scaling.backpressure import Pressure, PressureCheck
 from tidal.scaling.cron import CronSpec
-from tidal.scaling.decision import Decision, Rule
+from tidal.scaling.decision import Decision, Inputs, Rule, Text
 from tidal.scaling.rates import MAX_LOOKBACK_SECONDS
 from tidal.scaling.windows import round_half_away
 
 __all__ = [
     "DEFAULT_READ_BATCH_SIZE",
     "BufferInfo",
+    "Estimate",
     "NumaflowScale",
     "PartitionMetrics",
     "VertexKind",
@@ -72,6 +75,20 @@ class VertexKind(StrEnum):
     SOURCE = "source"
     UDF = "udf"
     SINK = "sink"
+
+
+# Enum members bound once: an attribute lookup on an Enum class costs ~0.1 µs, and the hot path
+# of decide() made a dozen of them per vertex per tick (bench/scaling_tick.py).
+_SOURCE = VertexKind.SOURCE
+_SCALE_UP = Rule.SCALE_UP
+_SCALE_DOWN = Rule.SCALE_DOWN
+_SCALE_TO_ZERO = Rule.SCALE_TO_ZERO
+_STEADY = Rule.STEADY
+_SCALE_UP_COOLDOWN = Rule.SCALE_UP_COOLDOWN
+_SCALE_DOWN_COOLDOWN = Rule.SCALE_DOWN_COOLDOWN
+_PRESSURE_NONE = Pressure.NONE
+_PRESSURE_DIRECT = Pressure.DIRECT
+_PRESSURE_DOWNSTREAM = Pressure.DOWNSTREAM
 
 
 def _check(condition: bool, path: str, problem: str, fix: str) -> None:
@@ -158,9 +175,14 @@ class NumaflowScale:
     def fixed(self) -> bool:
         return self.min == self.max
 
+    @property
+    def shortest_cooldown(self) -> float:
+        """The global cooldown (step 3): no decision at all within the shorter of the two."""
+        up, down = self.scale_up_cooldown_seconds, self.scale_down_cooldown_seconds
+        return up if up < down else down
 
-@dataclass(frozen=True, slots=True)
-class PartitionMetrics:
+
+class PartitionMetrics(NamedTuple):
     """Rate (messages/s over the lookback, all replicas) and averaged pending of one partition.
 
     ``None`` or a negative value means "not available".
@@ -175,8 +197,7 @@ class PartitionMetrics:
         return self.rate is not None and self.pending is not None and self.rate >= 0 and self.pending >= 0
 
 
-@dataclass(frozen=True, slots=True)
-class BufferInfo:
+class BufferInfo(NamedTuple):
     """An owned input buffer (UDF/sink): limits and the *current* pending count (for the wake)."""
 
     name: str
@@ -189,9 +210,14 @@ class BufferInfo:
         return int(self.max_length * self.usage_limit)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class VertexObservation:
-    """What the controller saw of one vertex at one tick."""
+    """What the controller saw of one vertex at one tick.
+
+    Treat it as a value (derive variants with ``dataclasses.replace``). It is not ``frozen``
+    because a frozen dataclass's ``__init__`` costs three times as much, and the controller
+    builds one per vertex per tick.
+    """
 
     vertex: str
     kind: VertexKind
@@ -204,11 +230,11 @@ class VertexObservation:
     running: bool = True
     rate_limit_max: float | None = None  # spec.limits.rateLimit.max
     read_batch_size: int = DEFAULT_READ_BATCH_SIZE
-    extra: dict[str, object] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
-class _Estimate:
+class Estimate(NamedTuple):
+    """What the time or buffer model asks for, before bounds, steps and cooldowns."""
+
     desired: int
     reason: str
     inputs: dict[str, object]
@@ -218,82 +244,134 @@ def _fmt(x: float) -> str:
     return f"{x:.0f}" if float(x).is_integer() else f"{x:.3g}"
 
 
-def desired_replicas(scale: NumaflowScale, obs: VertexObservation) -> _Estimate:
+class _Raw(NamedTuple):
+    """The winning partition's numbers; rendered into words only when somebody reads them."""
+
+    desired: int
+    model: str  # "none" | "zero" | "stalled" | "time" | "buffer-full" | "buffer"
+    partition: str
+    pending: float
+    rate: float
+    ready: int
+    note: str  # "", " (floored at 1)" or " (capped at pending N)"
+    limit: int
+    target_available: int
+
+
+_NO_ESTIMATE = _Raw(1, "none", "", 0.0, 0.0, 0, "", 0, 0)
+
+
+def _new_raw(fields: tuple[int, str, str, float, float, int, str, int, int]) -> _Raw:
+    # tuple.__new__ skips the NamedTuple's Python-level __new__: a third of _estimate's cost.
+    return tuple.__new__(_Raw, fields)
+
+
+def _estimate(scale: NumaflowScale, obs: VertexObservation) -> _Raw:
     """Numaflow ``desiredReplicas()`` (post-#2996): the max over partitions, starting from 1."""
     ready = obs.ready_replicas
     t = scale.target_processing_seconds
     buffer_length = limit = target_available = 0
-    if obs.kind != VertexKind.SOURCE and obs.buffers:
+    source = obs.kind == _SOURCE
+    if not source and obs.buffers:
         last = obs.buffers[-1]
         buffer_length = last.max_length
         limit = last.length_limit
         target_available = int(buffer_length * scale.target_buffer_availability / 100)
-    best = _Estimate(1, "no partition has both pending and rate: 1", {})
-    for part in obs.partitions:
-        p = float(part.pending or 0)
-        r = float(part.rate or 0)
+    best = _NO_ESTIMATE
+    for name, rate, pending in obs.partitions:
+        p = float(pending or 0)
+        r = float(rate or 0)
         if p == 0 or r == 0:
             if p > 0 and r == 0:
                 # Deliberate: a stalled partition keeps the ready replicas (MonoVertex behaviour).
                 d = max(ready, 1)
-                reason = f"pending {_fmt(p)} but no progress over the lookback: hold {d}"
-                inputs = {"pending": p, "rate": r, "ready": ready, "model": "stalled"}
-                if d > best.desired:
-                    best = _Estimate(d, reason, inputs)
+                if d > best[0]:
+                    best = _new_raw((d, "stalled", name, p, r, ready, "", limit, target_available))
             continue
-        if obs.kind == VertexKind.SOURCE or p <= buffer_length - target_available:
+        if source or p <= buffer_length - target_available:
             raw = (p / r) / t * ready
             if not raw <= p:  # also catches inf from a vanishing rate: the cap at pending applies anyway
                 raw = p
-            d = int(round_half_away(raw))
+            d = math.floor(raw + 0.5)  # round half away from zero; raw >= 0 here
             model = "time"
-            reason = f"pending {_fmt(p)} at {_fmt(r)}/s over {ready} replicas, target {_fmt(t)} s"
         elif p >= limit:
             d = obs.replicas + scale.replicas_per_scale_up
             model = "buffer-full"
-            reason = (
-                f"buffer pending {_fmt(p)} at its limit {limit}: "
-                f"{obs.replicas} + {scale.replicas_per_scale_up}"
-            )
         else:
-            contribution = (limit - p) / ready
-            d = int(round_half_away(target_available / contribution))
+            d = int(round_half_away(target_available / ((limit - p) / ready)))
             model = "buffer"
-            reason = (
-                f"buffer pending {_fmt(p)} of limit {limit}, target available {target_available}, "
-                f"{_fmt(contribution)} free per replica over {ready} replicas"
-            )
-        floor_note = ""
+        note = ""
         if d == 0:
             d = 1
-            floor_note = " (floored at 1)"
+            note = " (floored at 1)"
         if p > 0 and d > p:
             d = int(p)
-            floor_note = f" (capped at pending {int(p)})"
-        inputs = {
-            "partition": part.name,
-            "pending": p,
-            "rate": r,
-            "ready": ready,
-            "model": model,
-            "targetProcessingSeconds": t,
-        }
-        if model != "time":
-            inputs |= {"bufferLengthLimit": limit, "targetAvailableBufferLength": target_available}
-        if d > best.desired or not best.inputs:
-            best = _Estimate(d, f"{reason} → {d}{floor_note}", inputs)
+            note = f" (capped at pending {d})"
+        if d > best[0] or best is _NO_ESTIMATE:
+            best = _new_raw((d, model, name, p, r, ready, note, limit, target_available))
     return best
+
+
+def _estimate_reason(raw: _Raw, scale: NumaflowScale, replicas: int) -> str:
+    p, r, ready = raw.pending, raw.rate, raw.ready
+    model = raw.model
+    if model == "none":
+        return "no partition has both pending and rate: 1"
+    if model == "zero":
+        return "no pending and no processing over the lookback → 0"
+    if model == "stalled":
+        return f"pending {_fmt(p)} but no progress over the lookback: hold {raw.desired}"
+    if model == "time":
+        why = (
+            f"pending {_fmt(p)} at {_fmt(r)}/s over {ready} replicas, "
+            f"target {_fmt(scale.target_processing_seconds)} s"
+        )
+    elif model == "buffer-full":
+        why = f"buffer pending {_fmt(p)} at its limit {raw.limit}: {replicas} + {scale.replicas_per_scale_up}"
+    else:
+        why = (
+            f"buffer pending {_fmt(p)} of limit {raw.limit}, target available {raw.target_available}, "
+            f"{_fmt((raw.limit - p) / ready)} free per replica over {ready} replicas"
+        )
+    return f"{why} → {raw.desired}{raw.note}"
+
+
+def _estimate_inputs(raw: _Raw, scale: NumaflowScale) -> dict[str, object]:
+    if raw.model in ("none", "zero"):
+        return {}
+    inputs: dict[str, object] = {"pending": raw.pending, "rate": raw.rate, "ready": raw.ready}
+    if raw.model == "stalled":
+        inputs["model"] = "stalled"
+        return inputs
+    inputs = {"partition": raw.partition, **inputs, "model": raw.model}
+    inputs["targetProcessingSeconds"] = scale.target_processing_seconds
+    if raw.model != "time":
+        inputs["bufferLengthLimit"] = raw.limit
+        inputs["targetAvailableBufferLength"] = raw.target_available
+    return inputs
+
+
+def desired_replicas(scale: NumaflowScale, obs: VertexObservation) -> Estimate:
+    """Numaflow ``desiredReplicas()``: the models' answer for this observation, explained.
+
+    >>> obs = VertexObservation("in", VertexKind.SOURCE, replicas=2, ready_replicas=2,
+    ...     last_scaled_at=0, partitions=(PartitionMetrics("p0", 10000, 60000),))
+    >>> desired_replicas(NumaflowScale(target_processing_seconds=3), obs).reason
+    'pending 60000 at 10000/s over 2 replicas, target 3 s → 4'
+    """
+    raw = _estimate(scale, obs)
+    return Estimate(raw.desired, _estimate_reason(raw, scale, obs.replicas), _estimate_inputs(raw, scale))
 
 
 def _hold(
     obs: VertexObservation,
     now: float,
     rule: Rule,
-    reason: str,
+    reason: Text,
     recommended: int | None = None,
-    inputs: dict[str, object] | None = None,
+    inputs: Inputs | None = None,
 ) -> Decision:
-    return Decision(obs.vertex, now, obs.replicas, obs.replicas, rule, reason, inputs or {}, recommended)
+    return Decision(obs.vertex, now, obs.replicas, obs.replicas, rule, reason, inputs, recommended)
 
 
 def _move(
@@ -301,11 +379,15 @@ def _move(
     now: float,
     desired: int,
     rule: Rule,
-    reason: str,
+    reason: Text,
     recommended: int | None = None,
-    inputs: dict[str, object] | None = None,
+    inputs: Inputs | None = None,
 ) -> Decision:
-    return Decision(obs.vertex, now, obs.replicas, desired, rule, reason, inputs or {}, recommended)
+    return Decision(obs.vertex, now, obs.replicas, desired, rule, reason, inputs, recommended)
+
+
+def _cooldown_note(direction: str, since: float, cooldown: float) -> str:
+    return f"scale-{direction} cooldown: last scaled {since:.0f} s ago < {cooldown:.0f} s"
 
 
 def _step_toward(
@@ -313,31 +395,20 @@ def _step_toward(
 ) -> Decision:
     """Move toward ``target`` by at most one step, respecting the direction's cooldown."""
     current = obs.replicas
+    inputs = {"target": target}
     if target > current:
         step = min(target - current, scale.replicas_per_scale_up)
-        if since < scale.scale_up_cooldown_seconds:
-            return _hold(
-                obs,
-                now,
-                Rule.SCALE_UP_COOLDOWN,
-                f"{why}; scale-up cooldown: last scaled {since:.0f} s ago "
-                f"< {scale.scale_up_cooldown_seconds:.0f} s",
-                target,
-                {"target": target},
-            )
-        return _move(obs, now, current + step, rule, f"{why}: +{step}", target, {"target": target})
+        cooldown = scale.scale_up_cooldown_seconds
+        if since < cooldown:
+            note = _cooldown_note("up", since, cooldown)
+            return _hold(obs, now, _SCALE_UP_COOLDOWN, f"{why}; {note}", target, inputs)
+        return _move(obs, now, current + step, rule, f"{why}: +{step}", target, inputs)
     step = min(current - target, scale.replicas_per_scale_down)
-    if since < scale.scale_down_cooldown_seconds:
-        return _hold(
-            obs,
-            now,
-            Rule.SCALE_DOWN_COOLDOWN,
-            f"{why}; scale-down cooldown: last scaled {since:.0f} s ago "
-            f"< {scale.scale_down_cooldown_seconds:.0f} s",
-            target,
-            {"target": target},
-        )
-    return _move(obs, now, current - step, rule, f"{why}: −{step}", target, {"target": target})
+    cooldown = scale.scale_down_cooldown_seconds
+    if since < cooldown:
+        note = _cooldown_note("down", since, cooldown)
+        return _hold(obs, now, _SCALE_DOWN_COOLDOWN, f"{why}; {note}", target, inputs)
+    return _move(obs, now, current - step, rule, f"{why}: −{step}", target, inputs)
 
 
 def decide(
@@ -346,8 +417,11 @@ def decide(
     now: float,
     pressure: PressureCheck | None = None,
 ) -> Decision:
-    """One evaluation of one vertex. See the module docstring for the order of the checks."""
-    pressure = pressure or PressureCheck.none()
+    """One evaluation of one vertex. See the module docstring for the order of the checks.
+
+    The hot path (a vertex with metrics, between its bounds) builds no string and no dict: the
+    reason and the inputs are closures rendered when the decision is read or logged.
+    """
     current = obs.replicas
     since = now - obs.last_scaled_at
 
@@ -355,7 +429,7 @@ def decide(
         return _hold(obs, now, Rule.DISABLED, "autoscaling is disabled for this vertex")
     if not obs.running:
         return _hold(obs, now, Rule.NOT_RUNNING, "vertex is not running")
-    shortest = min(scale.scale_up_cooldown_seconds, scale.scale_down_cooldown_seconds)
+    shortest = scale.shortest_cooldown
     if since < shortest:
         return _hold(
             obs,
@@ -365,18 +439,20 @@ def decide(
             None,
             {"sinceLastScaled": since},
         )
-    if obs.desired_replicas is not None and obs.desired_replicas != current:
+    requested = obs.desired_replicas
+    if requested is not None and requested != current:
         return _hold(
             obs,
             now,
             Rule.CONVERGING,
-            f"{current} replicas running, {obs.desired_replicas} requested: waiting",
+            f"{current} replicas running, {requested} requested: waiting",
             None,
-            {"requested": obs.desired_replicas},
+            {"requested": requested},
         )
 
+    source = obs.kind == _SOURCE
     low, high = scale.min, scale.max
-    if obs.kind == VertexKind.SOURCE and scale.cron is not None:
+    if source and scale.cron is not None:
         active = scale.cron.active_bounds(now)
         if active is not None:
             index, low, high = active
@@ -391,153 +467,173 @@ def decide(
             return _move(obs, now, low, Rule.INTO_BOUNDS, f"min = max = {low}: set to {low}", low)
         return _hold(obs, now, Rule.FIXED, f"min = max = {low}: fixed replica count")
 
-    if obs.kind != VertexKind.SOURCE and not obs.buffers:
+    if not source and not obs.buffers:
         return _hold(obs, now, Rule.BUFFER_UNAVAILABLE, "no information about the input buffer")
 
     if current == 0:
-        if low > 0:
-            return _move(obs, now, low, Rule.INTO_BOUNDS, f"at 0, below min {low}: set to {low}", low)
-        if obs.kind != VertexKind.SOURCE:
-            waiting = sum(b.pending for b in obs.buffers)
-            if waiting > 0:
-                return _move(
-                    obs,
-                    now,
-                    1,
-                    Rule.WAKE_ON_PENDING,
-                    f"{waiting} messages in the buffer: wake to 1",
-                    1,
-                    {"pending": waiting},
-                )
-            return _hold(obs, now, Rule.ZERO_WAIT, "at 0 and the buffer is empty", None, {"pending": 0})
-        if since >= scale.zero_replica_sleep_seconds:
-            return _move(
-                obs,
-                now,
-                1,
-                Rule.PEEK,
-                f"at 0 for {since:.0f} s ≥ zeroReplicaSleepSeconds "
-                f"{scale.zero_replica_sleep_seconds:.0f}: peek with 1",
-                1,
-            )
-        return _hold(
-            obs,
-            now,
-            Rule.ZERO_WAIT,
-            f"at 0 for {since:.0f} s < zeroReplicaSleepSeconds {scale.zero_replica_sleep_seconds:.0f}",
-        )
+        return _decide_at_zero(scale, obs, now, since, low)
 
     if obs.ready_replicas == 0:
         return _hold(obs, now, Rule.NOT_READY, f"{current} replicas, none ready yet")
 
     partitions = obs.partitions
-    if not partitions or not all([p.available for p in partitions]):
-        missing = [p.name for p in obs.partitions if not p.available] or ["(no partitions)"]
-        return _hold(
-            obs,
-            now,
-            Rule.METRICS_UNAVAILABLE,
-            f"rate or pending not available for {', '.join(missing)}: leave alone",
-        )
+    total_pending = 0.0
+    total_rate = 0.0
+    for _, r, p in partitions:
+        if p is None or r is None or p < 0 or r < 0:
+            return _metrics_unavailable(obs, now)
+        total_pending += p
+        total_rate += r
+    if not partitions:
+        return _metrics_unavailable(obs, now)
 
-    total_pending = sum(float(p.pending or 0) for p in obs.partitions)
-    total_rate = sum(float(p.rate or 0) for p in obs.partitions)
     if total_pending == 0 and total_rate == 0:
-        estimate = _Estimate(0, "no pending and no processing over the lookback → 0", {})
+        raw = _Raw(0, "zero", "", 0.0, 0.0, obs.ready_replicas, "", 0, 0)
     else:
-        estimate = desired_replicas(scale, obs)
-    desired = estimate.desired
-    inputs: dict[str, object] = {
-        "totalPending": total_pending,
-        "totalRate": total_rate,
-        "ready": obs.ready_replicas,
-        **estimate.inputs,
-    }
+        raw = _estimate(scale, obs)
+    desired = raw.desired
+    ready = obs.ready_replicas
+    inputs = partial(_decision_inputs, raw, scale, total_pending, total_rate, ready, None)
 
     if obs.rate_limit_max is not None:
-        max_rate = obs.rate_limit_max * (obs.read_batch_size if obs.kind == VertexKind.SOURCE else 1)
+        max_rate = obs.rate_limit_max * (obs.read_batch_size if source else 1)
         if math.ceil(total_rate) >= max_rate and desired > current:
             return _hold(
                 obs,
                 now,
                 Rule.RATE_LIMITED,
                 f"rate {total_rate:.0f}/s at the rate limit {max_rate:.0f}/s: no scale-up (wanted {desired})",
+                desired,
                 inputs,
             )
 
     clamped = min(max(desired, low), high)
-    bounds_note = f" (clamped to [{low}, {high}])" if clamped != desired else ""
-    reason = f"{estimate.reason}{bounds_note}"
-
     if current > high or current < low:
+        prefix = f"{current} outside [{low}, {high}]; "
+        reason = partial(_decision_reason, raw, scale, current, low, high, prefix, "")
+        return _move(obs, now, clamped, Rule.INTO_BOUNDS, reason, clamped, inputs)
+
+    if clamped < current:
+        gap = current - clamped
+        step = min(gap, scale.replicas_per_scale_down)
+        cooldown = scale.scale_down_cooldown_seconds
+        if since < cooldown:
+            suffix = f"; {_cooldown_note('down', since, cooldown)}"
+            reason = partial(_decision_reason, raw, scale, current, low, high, "", suffix)
+            return _hold(obs, now, _SCALE_DOWN_COOLDOWN, reason, clamped, inputs)
+        target = current - step
+        suffix = f" (step −{step} of {gap})" if step < gap else ""
+        reason = partial(_decision_reason, raw, scale, current, low, high, "", suffix)
+        rule = _SCALE_TO_ZERO if target == 0 else _SCALE_DOWN
+        return _move(obs, now, target, rule, reason, clamped, inputs)
+
+    if clamped > current:
+        level = pressure.level if pressure is not None else _PRESSURE_NONE
+        if level != _PRESSURE_NONE:
+            assert pressure is not None
+            return _back_pressure(obs, now, pressure, clamped, low, raw, scale, total_pending, total_rate)
+        gap = clamped - current
+        step = min(gap, scale.replicas_per_scale_up)
+        cooldown = scale.scale_up_cooldown_seconds
+        if since < cooldown:
+            suffix = f"; {_cooldown_note('up', since, cooldown)}"
+            reason = partial(_decision_reason, raw, scale, current, low, high, "", suffix)
+            return _hold(obs, now, _SCALE_UP_COOLDOWN, reason, clamped, inputs)
+        suffix = f" (step +{step} of {gap})" if step < gap else ""
+        reason = partial(_decision_reason, raw, scale, current, low, high, "", suffix)
+        return _move(obs, now, current + step, _SCALE_UP, reason, clamped, inputs)
+
+    reason = partial(_decision_reason, raw, scale, current, low, high, "", f": already at {current}")
+    return _hold(obs, now, _STEADY, reason, clamped, inputs)
+
+
+def _decision_reason(
+    raw: _Raw, scale: NumaflowScale, current: int, low: int, high: int, prefix: str, suffix: str
+) -> str:
+    """``[prefix]<the model's reason>[ (clamped to [low, high])][suffix]``, rendered on read."""
+    clamped = min(max(raw.desired, low), high)
+    bounds = f" (clamped to [{low}, {high}])" if clamped != raw.desired else ""
+    return f"{prefix}{_estimate_reason(raw, scale, current)}{bounds}{suffix}"
+
+
+def _decision_inputs(
+    raw: _Raw,
+    scale: NumaflowScale,
+    total_pending: float,
+    total_rate: float,
+    ready: int,
+    extra: dict[str, object] | None,
+) -> dict[str, object]:
+    inputs = {"totalPending": total_pending, "totalRate": total_rate, "ready": ready}
+    inputs.update(_estimate_inputs(raw, scale))
+    if extra:
+        inputs.update(extra)
+    return inputs
+
+
+def _back_pressure(
+    obs: VertexObservation,
+    now: float,
+    pressure: PressureCheck,
+    clamped: int,
+    low: int,
+    raw: _Raw,
+    scale: NumaflowScale,
+    total_pending: float,
+    total_rate: float,
+) -> Decision:
+    """Step 16: wanted more replicas, but a buffer downstream is (nearly) full."""
+    current = obs.replicas
+    ready = obs.ready_replicas
+    with_buffer = {"pressureBuffer": pressure.buffer}
+    if pressure.level == _PRESSURE_DIRECT:
+        if current > low and current > 1:
+            inputs = partial(_decision_inputs, raw, scale, total_pending, total_rate, ready, with_buffer)
+            why = f"wanted {clamped} but {pressure.reason}: −1"
+            return _move(obs, now, current - 1, Rule.BACK_PRESSURE_DIRECT, why, clamped, inputs)
+        inputs = partial(_decision_inputs, raw, scale, total_pending, total_rate, ready, None)
+        why = f"wanted {clamped} but {pressure.reason}; already at max(min, 1): hold"
+        return _hold(obs, now, Rule.BACK_PRESSURE_AT_FLOOR, why, clamped, inputs)
+    inputs = partial(_decision_inputs, raw, scale, total_pending, total_rate, ready, with_buffer)
+    why = f"wanted {clamped} but {pressure.reason}: hold"
+    return _hold(obs, now, Rule.BACK_PRESSURE_DOWNSTREAM, why, clamped, inputs)
+
+
+def _metrics_unavailable(obs: VertexObservation, now: float) -> Decision:
+    def reason() -> str:
+        missing = [p.name for p in obs.partitions if not p.available] or ["(no partitions)"]
+        return f"rate or pending not available for {', '.join(missing)}: leave alone"
+
+    return _hold(obs, now, Rule.METRICS_UNAVAILABLE, reason)
+
+
+def _decide_at_zero(
+    scale: NumaflowScale, obs: VertexObservation, now: float, since: float, low: int
+) -> Decision:
+    """Step 8: a UDF/sink wakes on pending; a source peeks after ``zeroReplicaSleepSeconds``."""
+    if low > 0:
+        return _move(obs, now, low, Rule.INTO_BOUNDS, f"at 0, below min {low}: set to {low}", low)
+    if obs.kind != _SOURCE:
+        waiting = sum(b.pending for b in obs.buffers)
+        if waiting > 0:
+            return _move(
+                obs,
+                now,
+                1,
+                Rule.WAKE_ON_PENDING,
+                f"{waiting} messages in the buffer: wake to 1",
+                1,
+                {"pending": waiting},
+            )
+        return _hold(obs, now, Rule.ZERO_WAIT, "at 0 and the buffer is empty", None, {"pending": 0})
+    sleep = scale.zero_replica_sleep_seconds
+    if since >= sleep:
         return _move(
             obs,
             now,
-            clamped,
-            Rule.INTO_BOUNDS,
-            f"{current} outside [{low}, {high}]; {reason}",
-            clamped,
-            inputs,
+            1,
+            Rule.PEEK,
+            f"at 0 for {since:.0f} s ≥ zeroReplicaSleepSeconds {sleep:.0f}: peek with 1",
+            1,
         )
-
-    if clamped < current:
-        step = min(current - clamped, scale.replicas_per_scale_down)
-        if since < scale.scale_down_cooldown_seconds:
-            return _hold(
-                obs,
-                now,
-                Rule.SCALE_DOWN_COOLDOWN,
-                f"{reason}; scale-down cooldown: last scaled {since:.0f} s ago "
-                f"< {scale.scale_down_cooldown_seconds:.0f} s",
-                clamped,
-                inputs,
-            )
-        target = current - step
-        rule = Rule.SCALE_TO_ZERO if target == 0 else Rule.SCALE_DOWN
-        step_note = f" (step −{step} of {current - clamped})" if step < current - clamped else ""
-        return _move(obs, now, target, rule, f"{reason}{step_note}", clamped, inputs)
-
-    if clamped > current:
-        if pressure.level == Pressure.DIRECT:
-            if current > low and current > 1:
-                return _move(
-                    obs,
-                    now,
-                    current - 1,
-                    Rule.BACK_PRESSURE_DIRECT,
-                    f"wanted {clamped} but {pressure.reason}: −1",
-                    clamped,
-                    inputs | {"pressureBuffer": pressure.buffer},
-                )
-            return _hold(
-                obs,
-                now,
-                Rule.BACK_PRESSURE_AT_FLOOR,
-                f"wanted {clamped} but {pressure.reason}; already at max(min, 1): hold",
-                clamped,
-                inputs,
-            )
-        if pressure.level == Pressure.DOWNSTREAM:
-            return _hold(
-                obs,
-                now,
-                Rule.BACK_PRESSURE_DOWNSTREAM,
-                f"wanted {clamped} but {pressure.reason}: hold",
-                clamped,
-                inputs | {"pressureBuffer": pressure.buffer},
-            )
-        step = min(clamped - current, scale.replicas_per_scale_up)
-        if since < scale.scale_up_cooldown_seconds:
-            return _hold(
-                obs,
-                now,
-                Rule.SCALE_UP_COOLDOWN,
-                f"{reason}; scale-up cooldown: last scaled {since:.0f} s ago "
-                f"< {scale.scale_up_cooldown_seconds:.0f} s",
-                clamped,
-                inputs,
-            )
-        step_note = f" (step +{step} of {clamped - current})" if step < clamped - current else ""
-        return _move(obs, now, current + step, Rule.SCALE_UP, f"{reason}{step_note}", clamped, inputs)
-
-    return _hold(obs, now, Rule.STEADY, f"{reason}: already at {current}", clamped, inputs)
+    return _hold(obs, now, Rule.ZERO_WAIT, f"at 0 for {since:.0f} s < zeroReplicaSleepSeconds {sleep:.0f}")

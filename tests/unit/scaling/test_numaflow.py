@@ -423,3 +423,10 @@ def test_decision_round_trips_through_dict():
 def test_sink_kind_behaves_like_udf():
     obs = udf(pending=20000, rate=100, kind=VertexKind.SINK)
     assert desired_replicas(NumaflowScale(), obs).inputs["model"] == "buffer"
+
+
+def test_rate_limited_hold_recommends_what_the_model_wanted():
+    d = decide(FAST, source(rate_limit_max=20, read_batch_size=500), NOW)
+    assert d.rule == Rule.RATE_LIMITED
+    assert d.recommended == 4  # was mistakenly the inputs mapping
+    assert d.inputs["totalRate"] == 10000.0

@@ -1,8 +1,10 @@
 """Numaflow's rater: rate and pending over the lookback (numaflow.md §3.3–3.4)."""
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from tidal.scaling.rates import CounterWindow, GaugeWindow, adaptive_lookback
+from tidal.scaling.rates import CounterWindow, GaugeWindow, Rater, adaptive_lookback
 
 
 def counters(*samples: tuple[float, dict[str, float]]) -> CounterWindow:
@@ -156,3 +158,102 @@ def test_adaptive_lookback_shrinks_back_to_configured():
 
 def test_adaptive_lookback_with_too_few_samples_keeps_current():
     assert adaptive_lookback(CounterWindow(), 0, current=240, configured=120) == 240
+
+
+# -- the fused Rater, the sliding start index, compaction ------------------------------------
+
+
+def reference_start(timestamps: list[float], now: float, lookback: float) -> int | None:
+    """Numaflow findStartIndex by linear scan over indexes 0 … n − 2."""
+    n = len(timestamps)
+    if n < 2 or timestamps[n - 2] < now - lookback:
+        return None
+    for i in range(n - 1):
+        if timestamps[i] >= now - lookback:
+            return i
+    return n - 2
+
+
+# A run: per tick, a time step (0 = same timestamp again), two pods' counter steps (negative =
+# a restart), a pending value (negative = not available), and the lookback of a query after it.
+ticks = st.lists(
+    st.tuples(
+        st.sampled_from([0, 1, 1, 1, 2, 5, 30]),
+        st.integers(-50, 500),
+        st.integers(-50, 500),
+        st.integers(-5, 5000),
+        st.sampled_from([1, 3, 10, 60, 120, 600]),
+    ),
+    min_size=1,
+    max_size=120,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(ticks, st.integers(2, 20))
+def test_rater_equals_counter_plus_gauge_windows(run, capacity):
+    rater, counter, gauge = Rater(capacity), CounterWindow(capacity), GaugeWindow(capacity)
+    now, pods = 0.0, {"a": 0.0, "b": 0.0}
+    for step, da, db, pending, lookback in run:
+        now += step
+        pods = {"a": pods["a"] + da if da >= 0 else 0.0, "b": pods["b"] + db if db >= 0 else 0.0}
+        rater.record(now, dict(pods), pending)
+        counter.record(now, dict(pods))
+        gauge.record(now, pending)
+        assert rater.metrics(now, lookback) == (counter.rate(now, lookback), gauge.average(now, lookback))
+        assert len(rater) == len(gauge) <= capacity
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(st.sampled_from([1, 1, 1, 2, 7]), min_size=1, max_size=200),
+    st.lists(st.sampled_from([1, 2, 5, 30, 120, 600]), min_size=1, max_size=200),
+    st.integers(2, 50),
+)
+def test_sliding_start_index_matches_a_linear_scan(steps, lookbacks, capacity):
+    window = GaugeWindow(capacity)
+    kept: list[float] = []
+    now = 0.0
+    for i, step in enumerate(steps):
+        now += step
+        window.record(now, 1.0)
+        kept = [*kept, now][-capacity:]
+        lookback = lookbacks[i % len(lookbacks)]
+        found = window._start_index(now, lookback)
+        expected = reference_start(kept, now, lookback)
+        assert (None if found is None else found - window._start) == expected
+
+
+def test_windows_keep_working_across_compactions():
+    rater = Rater(capacity=4)
+    for t in range(1000):
+        rater.record(float(t), {"p": 10.0 * t}, pending=t)
+    assert len(rater) == 4
+    assert rater.metrics(999, 120) == (10.0, 997.0)  # samples 996 … 999; rate over 996 → 998
+    assert len(rater._ts) < 2 * 4  # compacted, not growing
+
+
+def test_rater_without_counters_counts_nothing_processed():
+    rater = Rater()
+    rater.record(0, {"p": 0}, 10)
+    rater.record(1, {}, 10)
+    rater.record(2, {}, 10)
+    assert rater.metrics(2, 120) == (0.0, 10.0)
+
+
+def test_rater_unavailable_pending_is_dropped():
+    rater = Rater()
+    for t, pending in enumerate([100, -1, None, float("nan"), 300]):
+        rater.record(t, {"p": t}, pending)
+    assert rater.pending(4, 120) == 200.0
+    assert rater.latest_pending() == 300.0
+
+
+def test_rater_same_timestamp_merges_counts_and_replaces_pending():
+    rater = Rater()
+    rater.record(0, {"a": 0}, 10)
+    rater.record(1, {"a": 100}, 20)
+    rater.record(1, {"b": 50}, 40)  # second report for t=1: pod b joins, pending replaced
+    rater.record(2, {"a": 100, "b": 50}, 40)
+    assert rater.metrics(2, 120) == (150.0, 30.0)
+    assert len(rater) == 3

@@ -1,28 +1,27 @@
 """Benchmark: one decision tick over 10,000 Numaflow vertices and over 10,000 KPA revisions.
 
-Every vertex has full windows (lookback 120 s of 1 s samples for rate and pending); every KPA
-revision has a full 60 s stable window. One tick = what the controller does each second:
-record the new sample, compute rate and pending over the lookback, decide. Reports the median
+Every vertex has full windows (lookback 120 s of 1 s samples for rate and pending, in a
+:class:`~tidal.scaling.Rater`, two replicas reporting counters); every KPA revision has a full
+60 s stable window. One tick = what the controller does each second: record the new sample,
+compute rate and pending over the lookback, build the observation, decide. Reports the median
 milliseconds per tick over several ticks. Goal on a 2-core machine: under 100 ms each.
 
-Run: ``tidal bench scaling`` (or ``python bench/scaling_tick.py``).
+Run: ``tidal bench scaling``.
 """
 
 from __future__ import annotations
 
-import json
 import statistics
-import sys
 import time
 from pathlib import Path
 
+from tidal.bench import RESULTS, write_result
 from tidal.scaling import (
-    CounterWindow,
-    GaugeWindow,
     KpaDecider,
     KpaSpec,
     NumaflowScale,
     PartitionMetrics,
+    Rater,
     VertexKind,
     VertexObservation,
     decide,
@@ -35,24 +34,22 @@ TICKS = 7
 
 def numaflow_tick_ms(n: int = N) -> list[float]:
     scale = NumaflowScale(target_processing_seconds=3)
-    counters = [CounterWindow() for _ in range(n)]
-    gauges = [GaugeWindow() for _ in range(n)]
+    raters = [Rater() for _ in range(n)]
     for t in range(LOOKBACK + 1):
         for i in range(n):
-            counters[i].record(t, {"r0": t * 100.0 + i, "r1": t * 50.0})
-            gauges[i].record(t, 1000.0 + (i % 50) * 100)
+            raters[i].record(t, {"r0": t * 100.0 + i, "r1": t * 50.0}, 1000.0 + (i % 50) * 100)
+    names = [f"v{i}" for i in range(n)]  # a controller knows its vertices' names
     timings = []
     now = float(LOOKBACK)
     for _ in range(TICKS):
         now += 1
         started = time.perf_counter()
         for i in range(n):
-            counters[i].record(now, {"r0": now * 100.0 + i, "r1": now * 50.0})
-            gauges[i].record(now, 1000.0 + (i % 50) * 100)
-            rate = counters[i].rate(now, LOOKBACK)
-            pending = gauges[i].average(now, LOOKBACK)
+            rater = raters[i]
+            rater.record(now, {"r0": now * 100.0 + i, "r1": now * 50.0}, 1000.0 + (i % 50) * 100)
+            rate, pending = rater.metrics(now, LOOKBACK)
             obs = VertexObservation(
-                f"v{i}",
+                names[i],
                 VertexKind.SOURCE,
                 replicas=2,
                 ready_replicas=2,
@@ -82,7 +79,7 @@ def kpa_tick_ms(n: int = N) -> list[float]:
     return timings
 
 
-def main() -> int:
+def main(out: Path = RESULTS) -> int:
     results = {}
     for name, fn in (("numaflow", numaflow_tick_ms), ("kpa", kpa_tick_ms)):
         t = fn()
@@ -100,11 +97,6 @@ def main() -> int:
             f"| {name} | {r['entities']} | {r['median_ms_per_tick']} | {r['min_ms']} | {r['max_ms']} "
             f"| {r['us_per_decision']} | < 100 ms |"
         )
-    out = Path(__file__).parent / "results"
-    out.mkdir(exist_ok=True)
-    (out / "scaling_tick.json").write_text(json.dumps(results, indent=2))
+    path = write_result("scaling_tick", results, out)
+    print(f"wrote {path}")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
