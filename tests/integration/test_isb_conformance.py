@@ -42,16 +42,16 @@ def test_append_read_commit_and_stats(backend):
     r = buf.append(*payloads(10))
     assert (r.first_seq, r.last_seq, r.appended, r.duplicates) == (1, 10, 10, 0)
     got = buf.read(after=0, limit=4)
-    assert [m.seq for m in got] == [1, 2, 3, 4]
-    assert [m.payload for m in got] == [b"m0", b"m1", b"m2", b"m3"]
-    assert got[0].id == "m-0"
+    assert [seq for seq, _, _ in got] == [1, 2, 3, 4]
+    assert [payload for _, _, payload in got] == [b"m0", b"m1", b"m2", b"m3"]
+    assert got[0][1] == "m-0"
     s = buf.stats()
     assert (s.last_seq, s.committed, s.pending, s.length) == (10, 0, 10, 10)
     assert s.usage == pytest.approx(0.1) and not s.full
     buf.commit(4)
     s = buf.stats()
     assert (s.committed, s.pending, s.length) == (4, 6, 6)
-    assert [m.seq for m in buf.read(0, 100)] == list(range(5, 11))
+    assert [seq for seq, _, _ in buf.read(0, 100)] == list(range(5, 11))
 
 
 def test_replay_of_a_range_returns_the_same_messages(backend):
@@ -60,9 +60,9 @@ def test_replay_of_a_range_returns_the_same_messages(backend):
     buf.append(*payloads(50))
     first = buf.read_range(11, 30)
     again = buf.read_range(11, 30)
-    assert first == again and [m.seq for m in first] == list(range(11, 31))
+    assert first == again and [seq for seq, _, _ in first] == list(range(11, 31))
     buf.commit(30)
-    assert [m.seq for m in buf.read(10, 5)] == [31, 32, 33, 34, 35]
+    assert [seq for seq, _, _ in buf.read(10, 5)] == [31, 32, 33, 34, 35]
 
 
 def test_duplicate_ids_are_stored_once_even_after_trim(backend):
@@ -74,7 +74,7 @@ def test_duplicate_ids_are_stored_once_even_after_trim(backend):
     buf.commit(buf.last_seq())
     r = buf.append([b"a", b"d"], ["x", "w"])  # x was committed and trimmed: still a duplicate
     assert (r.appended, r.duplicates) == (1, 1)
-    assert [m.id for m in buf.read(0, 10)] == ["w"]
+    assert [mid for _, mid, _ in buf.read(0, 10)] == ["w"]
 
 
 def test_batch_that_would_overflow_is_refused_whole(backend):
@@ -85,7 +85,7 @@ def test_batch_that_would_overflow_is_refused_whole(backend):
         buf.append(*payloads(3, "n"))
     assert "buffer 'small' is full" in str(err.value)
     assert buf.stats().length == 8
-    assert [m.id for m in buf.read(0, 20)] == [f"m-{i}" for i in range(8)]
+    assert [mid for _, mid, _ in buf.read(0, 20)] == [f"m-{i}" for i in range(8)]
     buf.commit(5)
     assert buf.append(*payloads(3, "n")).appended == 3  # room again after the reader commits
 
@@ -108,7 +108,7 @@ def test_reader_that_restarts_resumes_from_last_commit(backend):
     try:
         again = fresh.open("resume")
         assert again.stats().committed == 7
-        assert again.read(again.stats().committed, 3)[0].seq == 8
+        assert again.read(again.stats().committed, 3)[0][0] == 8
         assert again.limits == buf.limits
     finally:
         fresh.close()
@@ -126,8 +126,8 @@ def test_two_writer_processes_at_once(backend):
     assert results == [4000, 4000]
     messages = buf.read(0, 10_000)
     assert len(messages) == 8000
-    assert len({m.id for m in messages}) == 8000
-    assert [m.seq for m in messages] == list(range(1, 8001))
+    assert len({mid for _, mid, _ in messages}) == 8000
+    assert [seq for seq, _, _ in messages] == list(range(1, 8001))
     assert buf.stats().pending == 8000
 
 
@@ -141,7 +141,7 @@ def test_pending_and_usage_under_concurrent_use(backend):
         while not job.ready():
             got = buf.read(committed, 150)
             if got:
-                committed = got[-1].seq
+                committed = got[-1][0]
                 buf.commit(committed)
             s = buf.stats()
             assert s.pending == s.last_seq - s.committed >= 0
@@ -175,7 +175,7 @@ def test_writer_killed_mid_batch_leaves_no_half_batch(backend, tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.wait(10)
-    counts = Counter(m.id.split("-")[0] for m in buf.read(buf.stats().committed, 100_000))
+    counts = Counter(mid.split("-")[0] for _, mid, _ in buf.read(buf.stats().committed, 100_000))
     assert counts, "nothing stored"
     assert set(counts.values()) == {size}, f"partial batches: {counts}"
 
@@ -248,7 +248,7 @@ def test_jetstream_data_survives_a_server_restart(tmp_path):
         again = store.open("keep")
         s = again.stats()
         assert (s.last_seq, s.committed, s.length) == (100, 40, 60)
-        assert again.read(40, 1)[0].payload == b"m40"
+        assert again.read(40, 1)[0][2] == b"m40"
         store.close()
     finally:
         server.stop()

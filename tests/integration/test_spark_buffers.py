@@ -64,7 +64,7 @@ def test_replicas_set_the_task_count_and_nothing_is_lost(spark, tmp_path):
     assert after, batches
     assert all(b.rows <= 500 for b in before)  # admission: replicas × readBatchSize
     assert all(b.rows <= 2000 for b in after)
-    ids = [m.id for m in out.read(0, 10_000)]
+    ids = [message_id for _, message_id, _ in out.read(0, 10_000)]
     assert len(ids) == 6000 == len(set(ids))
     assert set(ids) == {f"v:m{i}" for i in range(6000)}
     store.close()
@@ -109,7 +109,7 @@ def test_restart_from_checkpoint_replays_without_duplicates(spark, tmp_path):
         wait_committed(source, 2000, query)
     finally:
         query.stop()
-    ids = [m.id for m in out.read(0, 5000)]
+    ids = [message_id for _, message_id, _ in out.read(0, 5000)]
     assert len(ids) == 2000 == len(set(ids))
     store.close()
     control.close()

@@ -117,9 +117,9 @@ def run(run_root: str | Path = "runs") -> int:
     console.print(table)
 
     messages = out.read(0, MESSAGES + 1)
-    ids = [m.id for m in messages]
+    ids = [message_id for _, message_id, _ in messages]
     exactly_once = len(ids) == MESSAGES and len(set(ids)) == MESSAGES
-    enriched = all(m.payload.isupper() or not m.payload.isalpha() for m in messages[:100])
+    enriched = all(payload.isupper() or not payload.isalpha() for _, _, payload in messages[:100])
     console.print(
         f"{len(ids)} messages in [cyan]out[/], {len(set(ids))} distinct: "
         + ("[green]exactly once[/]" if exactly_once else "[red]LOST OR DUPLICATED[/]")

@@ -19,7 +19,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # name → module under tidal.bench with a ``main(out) -> int``
-BENCHMARKS = {"scaling": "scaling"}
+BENCHMARKS = {"scaling": "scaling", "buffers": "buffers"}
 
 
 def main(argv: list[str] | None = None) -> int:

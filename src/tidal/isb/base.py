@@ -58,11 +58,13 @@ class BufferLimits:
         return self.max_length * self.usage_limit
 
 
-@dataclass(frozen=True, slots=True)
-class Message:
-    seq: int
-    id: str
-    payload: bytes
+Message = tuple[int, str, bytes]
+"""One stored message: ``(seq, id, payload)``. Read it by unpacking: ``for seq, id, payload in …``.
+
+A plain tuple on purpose: SQLite hands rows over as exactly this, so a range read returns them
+untouched. Wrapping each row in a named tuple or a dataclass cost 0.3–1 µs per message, up to
+half of a range read (``tidal bench buffers``).
+"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +104,9 @@ def check_batch(payloads: Sequence[object], ids: Sequence[object]) -> None:
     """The shape every backend requires of ``append``: one ``str`` id per ``bytes`` payload."""
     if len(payloads) != len(ids):
         raise TypeError(f"append: {len(payloads)} payloads but {len(ids)} ids (one id per message)")
+    # Fast path: the set of types, built in C (a per-item isinstance loop cost 0.3 µs a message).
+    if set(map(type, payloads)) <= _PAYLOAD_TYPES and set(map(type, ids)) <= {str}:
+        return
     for message_id, payload in zip(ids, payloads, strict=True):
         if not isinstance(payload, bytes | bytearray | memoryview):
             raise TypeError(
@@ -109,6 +114,9 @@ def check_batch(payloads: Sequence[object], ids: Sequence[object]) -> None:
             )
         if not isinstance(message_id, str):
             raise TypeError(f"append: ids must be str, got {type(message_id).__name__}")
+
+
+_PAYLOAD_TYPES = {bytes, bytearray, memoryview}
 
 
 @runtime_checkable

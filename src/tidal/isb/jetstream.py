@@ -330,7 +330,7 @@ class JetStreamBuffer:
                 if not done.done():
                     done.set_result(None)
                 return
-            out.append(Message(int(headers["Nats-Sequence"]), headers.get("Nats-Msg-Id", ""), msg.data))
+            out.append((int(headers["Nats-Sequence"]), headers.get("Nats-Msg-Id", ""), msg.data))
             if len(out) >= batch and not done.done():
                 done.set_result(None)
 
@@ -353,7 +353,7 @@ class JetStreamBuffer:
         if last < first:
             return []
         messages = self._store.run(self._direct_get(first, last - first + 1))
-        return [m for m in messages if m.seq <= last]
+        return [m for m in messages if m[0] <= last]
 
     def commit(self, seq: int) -> None:
         async def purge() -> None:

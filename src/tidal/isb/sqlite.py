@@ -185,6 +185,31 @@ class SqliteBuffer:
             raise
 
     def _append(self, db: sqlite3.Connection, payloads: Sequence[bytes], ids: Sequence[str]) -> AppendResult:
+        n = len(ids)
+        length = self._length(db)
+        # Optimistic path: claim every id at once. When all are new (the normal case: a replay
+        # is rare) nothing else is needed; a per-id lookup first cost a third of the append.
+        db.execute("SAVEPOINT claim")
+        before = db.total_changes
+        now = time.time()
+        db.executemany(f"INSERT OR IGNORE INTO {self._ids} (id, at) VALUES (?, ?)", [(i, now) for i in ids])
+        if db.total_changes - before == n and len(set(ids)) == n:
+            db.execute("RELEASE claim")
+            if length + n > self._limits.max_length:
+                raise errors.BufferFull(self._name, length, n, self._limits.max_length)
+            db.executemany(
+                f"INSERT INTO {self._table} (id, payload) VALUES (?, ?)", zip(ids, payloads, strict=True)
+            )
+            last = int(db.execute("SELECT last_insert_rowid()").fetchone()[0])
+            return AppendResult(last - n + 1, last, n, 0)
+        db.execute("ROLLBACK TO claim")
+        db.execute("RELEASE claim")
+        return self._append_with_duplicates(db, payloads, ids, length, now)
+
+    def _append_with_duplicates(
+        self, db: sqlite3.Connection, payloads: Sequence[bytes], ids: Sequence[str], length: int, now: float
+    ) -> AppendResult:
+        """A batch with known ids (a replay) or repeated ids: store each new id once, in order."""
         seen: set[str] = set()
         for i in range(0, len(ids), _CHUNK):
             chunk = ids[i : i + _CHUNK]
@@ -195,33 +220,29 @@ class SqliteBuffer:
             if message_id in seen:
                 continue
             seen.add(message_id)
-            rows.append((message_id, bytes(payload)))
+            rows.append((message_id, payload))
         duplicates = len(ids) - len(rows)
         if not rows:
             return AppendResult(0, 0, 0, duplicates)
-        length = self._length(db)
         if length + len(rows) > self._limits.max_length:
             raise errors.BufferFull(self._name, length, len(rows), self._limits.max_length)
         db.executemany(f"INSERT INTO {self._table} (id, payload) VALUES (?, ?)", rows)
         last = int(db.execute("SELECT last_insert_rowid()").fetchone()[0])
-        now = time.time()
         db.executemany(
             f"INSERT OR REPLACE INTO {self._ids} (id, at) VALUES (?, ?)", [(r[0], now) for r in rows]
         )
         return AppendResult(last - len(rows) + 1, last, len(rows), duplicates)
 
     def read(self, after: int, limit: int) -> list[Message]:
-        rows = self._store.db.execute(
+        return self._store.db.execute(
             f"SELECT seq, id, payload FROM {self._table} WHERE seq > ? ORDER BY seq LIMIT ?", (after, limit)
         ).fetchall()
-        return [Message(s, i, p) for s, i, p in rows]
 
     def read_range(self, first: int, last: int) -> list[Message]:
-        rows = self._store.db.execute(
+        return self._store.db.execute(
             f"SELECT seq, id, payload FROM {self._table} WHERE seq BETWEEN ? AND ? ORDER BY seq",
             (first, last),
         ).fetchall()
-        return [Message(s, i, p) for s, i, p in rows]
 
     def commit(self, seq: int) -> None:
         with self._store.transaction() as db:

@@ -117,8 +117,7 @@ class _BufferReader(DataSourceStreamReader):
 
     def read(self, partition: InputPartition) -> Iterator[tuple[int, str, bytes]]:
         assert isinstance(partition, _Range)
-        for m in _open(self.options, "buffer").read_range(partition.first, partition.last):
-            yield (m.seq, m.id, m.payload)
+        yield from _open(self.options, "buffer").read_range(partition.first, partition.last)
 
     def commit(self, end: dict[str, int]) -> None:
         """Spark calls this only when it plans the *next* batch (so never for the last batch

@@ -1,0 +1,22 @@
+"""The benchmarks run end to end (tiny sizes): their numbers are in docs/, not asserted here."""
+
+from __future__ import annotations
+
+import pytest
+
+from tidal.bench import buffers
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "jetstream"])
+def test_buffer_benchmark_runs_every_variant_and_counts_every_message(backend, tmp_path, monkeypatch):
+    monkeypatch.setitem(buffers.COUNTS, backend, 2000)
+    rows = buffers.measure(backend, tmp_path, repeats=1)
+    assert [(r["op"], r["processes"]) for r in rows] == [
+        ("append", 1),
+        ("append", 2),
+        ("read", 1),
+        ("read", 2),
+    ]
+    for row in rows:
+        assert row["tidal_msgs_per_s"] > 0 and row["bare_msgs_per_s"] > 0
+        assert ("ratio_ids" in row) == (backend == "sqlite")
