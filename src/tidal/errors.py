@@ -17,6 +17,8 @@ carries the message that failed so it can go to a dead letter instead of being d
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 __all__ = [
     "BufferError",
     "BufferFull",
@@ -37,13 +39,16 @@ class TidalError(Exception):
 class SpecError(TidalError, ValueError):
     """Invalid pipeline or scale spec. ``path`` names the field (``vertices[2].scale.max``)."""
 
-    def __init__(self, path: str, problem: str, fix: str = "") -> None:
+    def __init__(self, path: str, problem: str, fix: str = "", others: Sequence[SpecError] = ()) -> None:
         self.path = path
         self.problem = problem
         self.fix = fix
+        self.others = tuple(others)  # further problems found in the same pass, reported together
         message = f"{path}: {problem}" if path else problem
         if fix:
             message += f" ({fix})"
+        for other in self.others:
+            message += f"\n{other}"
         super().__init__(message)
 
 

@@ -8,14 +8,23 @@ import pytest
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 
-@pytest.mark.parametrize("name", ["scaling.md"])
+@pytest.mark.parametrize("name", ["scaling.md", "pipeline-spec.md"])
 def test_doc_examples_run(name):
     result = doctest.testfile(str(DOCS / name), module_relative=False, optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0
     assert result.failed == 0
 
 
-@pytest.mark.parametrize("module", ["tidal.scaling", "tidal.scaling.windows", "tidal.scaling.rates"])
+@pytest.mark.parametrize(
+    "module",
+    [
+        "tidal.scaling",
+        "tidal.scaling.windows",
+        "tidal.scaling.rates",
+        "tidal.scaling.numaflow",
+        "tidal.spec.builder",
+    ],
+)
 def test_module_doctests(module):
     import importlib
 

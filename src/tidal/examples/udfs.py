@@ -1,0 +1,35 @@
+"""Example UDFs, referenced from YAML as ``tidal.examples.udfs:<name>``.
+
+A row UDF takes the payload (``bytes``) and returns bytes (map), an iterable of bytes (flatmap)
+or a bool (filter). An Arrow UDF (``batch: arrow``) takes and returns a ``pyarrow`` array of
+binary payloads.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+
+
+def upper(payload: bytes) -> bytes:
+    return payload.upper()
+
+
+def words(payload: bytes) -> Iterable[bytes]:
+    return payload.split()
+
+
+def even(payload: bytes) -> bool:
+    return len(payload) % 2 == 0
+
+
+def slow_upper(payload: bytes) -> bytes:
+    """1 ms of work per message: makes a vertex CPU-bound enough to need replicas."""
+    time.sleep(0.001)
+    return payload.upper()
+
+
+def fails_on_poison(payload: bytes) -> bytes:
+    if b"poison" in payload:
+        raise ValueError(f"cannot handle {payload[:20]!r}")
+    return payload.upper()

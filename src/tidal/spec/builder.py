@@ -1,0 +1,127 @@
+"""Build a pipeline in Python: the same :class:`~tidal.spec.model.PipelineSpec` as the YAML.
+
+>>> from tidal.spec import Pipeline
+>>> spec = (
+...     Pipeline("demo")
+...     .source("in", generator={"rate": 500, "shape": "step", "peak": 5000, "at": 30})
+...     .map("upper", "tidal.examples.udfs:upper")
+...     .sink("out", "blackhole")
+...     .build()
+... )
+>>> [(e.from_, e.to) for e in spec.edges]  # no edge given: a chain in declaration order
+[('in', 'upper'), ('upper', 'out')]
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from tidal.spec.model import PipelineSpec
+from tidal.spec.validate import parse_pipeline
+
+__all__ = ["Pipeline"]
+
+
+class Pipeline:
+    """A fluent builder; ``build()`` runs every check the YAML path runs."""
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        limits: Mapping[str, Any] | None = None,
+        buffers: Mapping[str, Any] | None = None,
+        controller: Mapping[str, Any] | None = None,
+    ) -> None:
+        self._top: dict[str, Any] = {"name": name}
+        for key, value in (("limits", limits), ("buffers", buffers), ("controller", controller)):
+            if value is not None:
+                self._top[key] = dict(value)
+        self._vertices: list[dict[str, Any]] = []
+        self._edges: list[dict[str, str]] = []
+
+    def _add(
+        self, name: str, body: dict[str, Any], scale: Mapping[str, Any] | None, replicas: int
+    ) -> Pipeline:
+        vertex: dict[str, Any] = {"name": name, **body, "replicas": replicas}
+        if scale is not None:
+            vertex["scale"] = dict(scale)
+        self._vertices.append(vertex)
+        return self
+
+    def source(
+        self,
+        name: str,
+        *,
+        generator: Mapping[str, Any] | None = None,
+        user: type | str | None = None,
+        options: Mapping[str, Any] | None = None,
+        scale: Mapping[str, Any] | None = None,
+        replicas: int = 1,
+    ) -> Pipeline:
+        body: dict[str, Any] = {}
+        if generator is not None:
+            body["generator"] = dict(generator)
+        if user is not None:
+            body["user"] = {"class": user, "options": dict(options or {})}
+        return self._add(name, {"source": body}, scale, replicas)
+
+    def _udf(self, kind: str, name: str, function: str | Callable[..., Any], **kw: Any) -> Pipeline:
+        scale, replicas = kw.pop("scale", None), kw.pop("replicas", 1)
+        udf = {kind: function, **{k: v for k, v in kw.items() if v is not None}}
+        return self._add(name, {"udf": udf}, scale, replicas)
+
+    def map(self, name: str, function: str | Callable[..., Any], **kw: Any) -> Pipeline:
+        """``kw``: ``batch`` ("row" | "arrow"), ``retries``, ``dead_letter``, ``scale``, ``replicas``."""
+        return self._udf("map", name, function, **_snake_to_camel(kw))
+
+    def flatmap(self, name: str, function: str | Callable[..., Any], **kw: Any) -> Pipeline:
+        return self._udf("flatmap", name, function, **_snake_to_camel(kw))
+
+    def filter(self, name: str, function: str | Callable[..., Any], **kw: Any) -> Pipeline:
+        return self._udf("filter", name, function, **_snake_to_camel(kw))
+
+    def sink(
+        self,
+        name: str,
+        kind: str = "log",
+        *,
+        path: str | None = None,
+        user: type | str | None = None,
+        options: Mapping[str, Any] | None = None,
+        scale: Mapping[str, Any] | None = None,
+        replicas: int = 1,
+    ) -> Pipeline:
+        body: dict[str, Any]
+        if user is not None:
+            body = {"user": {"class": user, "options": dict(options or {})}}
+        elif kind == "file":
+            body = {"file": {"path": path}}
+        else:
+            body = {kind: {}}
+        return self._add(name, {"sink": body}, scale, replicas)
+
+    def edge(self, source: str, to: str) -> Pipeline:
+        self._edges.append({"from": source, "to": to})
+        return self
+
+    def chain(self, *names: str) -> Pipeline:
+        for a, b in itertools.pairwise(names):
+            self.edge(a, b)
+        return self
+
+    def build(self) -> PipelineSpec:
+        edges = self._edges
+        if not edges and len(self._vertices) > 1:
+            names = [v["name"] for v in self._vertices]
+            edges = [{"from": a, "to": b} for a, b in itertools.pairwise(names)]
+        return parse_pipeline({**self._top, "vertices": self._vertices, "edges": edges})
+
+
+def _snake_to_camel(kw: dict[str, Any]) -> dict[str, Any]:
+    out = dict(kw)
+    if "dead_letter" in out:
+        out["deadLetter"] = out.pop("dead_letter")
+    return out

@@ -1,0 +1,260 @@
+"""The pipeline spec: what a user writes in YAML (or builds in Python), validated once.
+
+Names follow Numaflow's pipeline spec, in camelCase as in YAML (``bufferMaxLength``,
+``scaleUpCooldownSeconds``); Python code reads them in snake case. Unknown keys are errors.
+A typo in a scale field would otherwise silently leave the default in place. Everything
+here is structure; the cross-field and graph checks are in :mod:`tidal.spec.validate`.
+
+Deliberate differences from Numaflow:
+- A UDF is a Python ``module:function`` (or a callable in the builder), not a container.
+- The generator's load follows a shape (:mod:`tidal.spec.shapes`) rather than Numaflow's
+  ``rpu``/``duration``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic.alias_generators import to_camel
+
+from tidal.isb.base import DEFAULT_MAX_LENGTH, DEFAULT_USAGE_LIMIT
+from tidal.spec.shapes import Shape
+
+__all__ = [
+    "BuffersSpec",
+    "ControllerSpec",
+    "CronScheduleSpec",
+    "CronSpecModel",
+    "EdgeSpec",
+    "GeneratorSpec",
+    "Limits",
+    "PipelineSpec",
+    "ScaleSpec",
+    "SinkSpec",
+    "SourceSpec",
+    "UdfKind",
+    "UdfSpec",
+    "UserClassSpec",
+    "VertexSpec",
+]
+
+NAME_PATTERN = r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$"  # a DNS label, like Numaflow's vertex names
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        frozen=True,
+        arbitrary_types_allowed=True,
+    )
+
+
+class Limits(_Model):
+    """``limits:`` — Numaflow's pipeline limits, with its defaults."""
+
+    buffer_max_length: int = Field(DEFAULT_MAX_LENGTH, ge=1)
+    buffer_usage_limit: float = Field(DEFAULT_USAGE_LIMIT, gt=0, le=1)
+    read_batch_size: int = Field(500, ge=1)
+
+
+class CronScheduleSpec(_Model):
+    start: str
+    end: str
+    min: int = Field(0, ge=0)
+    max: int = Field(ge=0)
+
+
+class CronSpecModel(_Model):
+    timezone: str = "UTC"
+    schedules: list[CronScheduleSpec] = Field(min_length=1)
+
+
+class ScaleSpec(_Model):
+    """``scale:`` — Numaflow's autoscaling fields and defaults (see ``docs/scaling.md``)."""
+
+    disabled: bool = False
+    min: int = 0
+    max: int = 50
+    lookback_seconds: float = 120.0
+    scale_up_cooldown_seconds: float = 90.0
+    scale_down_cooldown_seconds: float = 90.0
+    zero_replica_sleep_seconds: float = 120.0
+    target_processing_seconds: float = 20.0
+    target_buffer_availability: float = 50.0
+    replicas_per_scale_up: int = 2
+    replicas_per_scale_down: int = 2
+    cron: CronSpecModel | None = None
+
+
+class GeneratorSpec(_Model):
+    """``source.generator`` — deterministic messages at a rate that follows a load shape."""
+
+    rate: float = Field(100.0, ge=0)
+    shape: Shape = Shape.CONSTANT
+    peak: float = Field(0.0, ge=0)
+    at: float = Field(0.0, ge=0)
+    duration: float = Field(0.0, ge=0)
+    period: float = Field(60.0, gt=0)
+    msg_size: int = Field(100, ge=1, le=1_000_000)
+    max_messages: int | None = Field(None, ge=0)  # stop after this many (tests, demos)
+
+
+class UserClassSpec(_Model):
+    """A user's class, ``module:Class``, built with ``options`` as keyword arguments."""
+
+    class_: str | type = Field(alias="class")
+    options: dict[str, Any] = Field(default_factory=dict)
+
+
+class SourceSpec(_Model):
+    generator: GeneratorSpec | None = None
+    user: UserClassSpec | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> SourceSpec:
+        chosen = [k for k in ("generator", "user") if getattr(self, k) is not None]
+        if len(chosen) != 1:
+            raise ValueError(f"a source needs exactly one of generator, user (got {chosen or 'none'})")
+        return self
+
+
+class UdfKind(StrEnum):
+    MAP = "map"
+    FLATMAP = "flatmap"
+    FILTER = "filter"
+
+
+class SinkSpec(_Model):
+    """``sink:`` (and a UDF's ``deadLetter``): exactly one of log, file, blackhole, user."""
+
+    log: dict[str, Any] | None = None
+    file: dict[str, Any] | None = None
+    blackhole: dict[str, Any] | None = None
+    user: UserClassSpec | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> SinkSpec:
+        chosen = [k for k in ("log", "file", "blackhole", "user") if getattr(self, k) is not None]
+        if len(chosen) != 1:
+            raise ValueError(
+                f"a sink needs exactly one of log, file, blackhole, user (got {chosen or 'none'})"
+            )
+        if self.file is not None and not isinstance(self.file.get("path"), str):
+            raise ValueError("file sink needs path: a file name for the JSON lines")
+        return self
+
+    @property
+    def kind(self) -> str:
+        return next(k for k in ("log", "file", "blackhole", "user") if getattr(self, k) is not None)
+
+
+class UdfSpec(_Model):
+    """``udf:`` — a Python function: exactly one of map, flatmap, filter.
+
+    ``batch: arrow`` hands the function a ``pyarrow.RecordBatch`` of payloads instead of one
+    payload at a time. A function that raises is retried ``retries`` times, then the message goes
+    to ``deadLetter`` when one is configured, else the vertex stops with an error naming the
+    message id (never a silent drop).
+    """
+
+    map: str | Callable[..., Any] | None = None
+    flatmap: str | Callable[..., Any] | None = None
+    filter: str | Callable[..., Any] | None = None
+    batch: str = Field("row", pattern="^(row|arrow)$")
+    retries: int = Field(2, ge=0, le=100)
+    dead_letter: SinkSpec | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> UdfSpec:
+        chosen = [k.value for k in UdfKind if getattr(self, k.value) is not None]
+        if len(chosen) != 1:
+            raise ValueError(f"a udf needs exactly one of map, flatmap, filter (got {chosen or 'none'})")
+        return self
+
+    @property
+    def kind(self) -> UdfKind:
+        return next(k for k in UdfKind if getattr(self, k.value) is not None)
+
+    @property
+    def function(self) -> str | Callable[..., Any]:
+        value = getattr(self, self.kind.value)
+        assert value is not None
+        return value
+
+
+class VertexSpec(_Model):
+    name: str = Field(pattern=NAME_PATTERN)
+    source: SourceSpec | None = None
+    udf: UdfSpec | None = None
+    sink: SinkSpec | None = None
+    scale: ScaleSpec = Field(default_factory=ScaleSpec)
+    replicas: int = Field(1, ge=0)  # the count to start with (then the autoscaler decides)
+    policy: str = Field("numaflow", pattern="^numaflow$")  # "kpa" comes with the serving path
+
+    @field_validator("name", mode="before")
+    @classmethod
+    def _name_is_str(cls, v: object) -> object:
+        if not isinstance(v, str):
+            raise ValueError("a vertex name is a string")
+        return v
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> VertexSpec:
+        chosen = [k for k in ("source", "udf", "sink") if getattr(self, k) is not None]
+        if len(chosen) != 1:
+            raise ValueError(f"a vertex needs exactly one of source, udf, sink (got {chosen or 'none'})")
+        return self
+
+    @property
+    def kind(self) -> str:
+        return "source" if self.source else "udf" if self.udf else "sink"
+
+
+class EdgeSpec(_Model):
+    from_: str = Field(alias="from")
+    to: str
+
+
+class BuffersSpec(_Model):
+    """``buffers:`` — ``sqlite`` (default: one file under the run directory) or ``jetstream``
+    (``url`` of a server; without one, Tidal starts a local nats-server)."""
+
+    backend: str = Field("sqlite", pattern="^(sqlite|jetstream)$")
+    url: str | None = None
+
+
+class ControllerSpec(_Model):
+    """``controller:`` — how often the autoscaler samples and decides.
+
+    Numaflow evaluates each vertex about every 30 s. Tidal samples every second by default and
+    decides on every sample: the Numaflow cooldowns (90 s) still pace the changes. Waking a vertex
+    at zero is what needs the fast tick.
+    """
+
+    interval_seconds: float = Field(1.0, gt=0, le=60)
+
+
+class PipelineSpec(_Model):
+    name: str = Field(pattern=NAME_PATTERN)
+    limits: Limits = Field(default_factory=Limits)
+    buffers: BuffersSpec = Field(default_factory=BuffersSpec)
+    controller: ControllerSpec = Field(default_factory=ControllerSpec)
+    vertices: list[VertexSpec] = Field(min_length=1)
+    edges: list[EdgeSpec] = Field(default_factory=list)
+
+    def vertex(self, name: str) -> VertexSpec:
+        for v in self.vertices:
+            if v.name == name:
+                return v
+        raise KeyError(name)
+
+    def inputs(self, name: str) -> list[str]:
+        return [e.from_ for e in self.edges if e.to == name]
+
+    def outputs(self, name: str) -> list[str]:
+        return [e.to for e in self.edges if e.from_ == name]

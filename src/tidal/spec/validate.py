@@ -1,0 +1,380 @@
+"""Load and check a pipeline spec; every problem is a :class:`~tidal.errors.SpecError` with a path.
+
+``load_pipeline`` reads YAML (a path or the text), ``parse_pipeline`` takes a mapping, and
+both return a :class:`~tidal.spec.model.PipelineSpec` that passed every check:
+- **Structure** (pydantic): types, ranges, unknown keys. A typo gets a "did you mean" from
+  the valid keys at that place.
+- **Scale blocks**: converted to :class:`~tidal.scaling.NumaflowScale`, whose own checks name
+  the field (``vertices[2].scale.max: 1 is below min 3``).
+- **The graph**: unique names; edges between known vertices; no duplicate edges; no cycles;
+  sources without inputs and sinks without outputs; every UDF and sink fed by an edge; every
+  source and UDF drained by one. An acyclic graph in which every non-source has an input
+  reaches every vertex from a source, so no vertex can be cut off.
+- **Code references**: every ``module:function`` and ``module:Class`` imports and has the
+  right type.
+
+All problems found in one pass are reported together, the first as the error's ``path``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import types
+import typing
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from tidal import errors
+from tidal.scaling import CronExpr, CronSchedule, CronSpec, NumaflowScale
+from tidal.spec.model import PipelineSpec, ScaleSpec, UserClassSpec, VertexSpec
+
+__all__ = ["load_pipeline", "numaflow_scale", "parse_pipeline", "resolve"]
+
+
+def load_pipeline(source: str | Path) -> PipelineSpec:
+    """Read a pipeline from a YAML file (a ``Path``, or a ``str`` naming a file) or YAML text."""
+    if isinstance(source, Path) or (
+        isinstance(source, str) and "\n" not in source and source.endswith((".yaml", ".yml"))
+    ):
+        path = Path(source)
+        try:
+            text = path.read_text()
+        except OSError as exc:
+            raise errors.SpecError(
+                str(path), f"cannot read the pipeline file: {exc.strerror}", "check the path"
+            ) from None
+    else:
+        text = source
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "YAML"
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise errors.SpecError(
+            where, f"not valid YAML: {problem}", "fix the indentation or quoting there"
+        ) from None
+    if not isinstance(data, Mapping):
+        raise errors.SpecError(
+            "", "a pipeline is a mapping with name, vertices and edges", "see docs/pipeline-spec.md"
+        )
+    return parse_pipeline(data)
+
+
+def parse_pipeline(data: Mapping[str, Any] | PipelineSpec) -> PipelineSpec:
+    """Validate a mapping (or re-check a model built in Python) and return the pipeline."""
+    if isinstance(data, PipelineSpec):
+        spec = data
+    else:
+        try:
+            spec = PipelineSpec.model_validate(dict(data))
+        except ValidationError as exc:
+            raise _collect([_from_pydantic(e) for e in exc.errors()]) from None
+    problems = [*_check_graph(spec), *_check_vertices(spec)]
+    if problems:
+        raise _collect(problems)
+    return spec
+
+
+def _collect(problems: list[errors.SpecError]) -> errors.SpecError:
+    first = problems[0]
+    return errors.SpecError(first.path, first.problem, first.fix, problems[1:])
+
+
+# -- pydantic errors → SpecError ---------------------------------------------------------------
+
+
+def _path(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _from_pydantic(err: Mapping[str, Any]) -> errors.SpecError:
+    loc = tuple(err["loc"])
+    kind = err["type"]
+    message = str(err["msg"]).removeprefix("Value error, ")
+    if kind == "extra_forbidden":
+        key = str(loc[-1])
+        valid = _keys_at(loc[:-1])
+        close = difflib.get_close_matches(key, valid, n=1)
+        fix = f"did you mean {close[0]!r}?" if close else f"valid keys here: {', '.join(sorted(valid))}"
+        return errors.SpecError(_path(loc), f"unknown key {key!r}", fix)
+    if kind == "missing":
+        return errors.SpecError(_path(loc), "is required", "add it")
+    value = err.get("input")
+    shown = f"{value!r} " if value is not None and not isinstance(value, Mapping | list) else ""
+    return errors.SpecError(_path(loc), f"{shown}{message}".strip(), "")
+
+
+def _keys_at(loc: tuple[int | str, ...]) -> list[str]:
+    """The keys the model at ``loc`` accepts, as written in YAML."""
+    model: Any = PipelineSpec
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        field = _field_by_alias(model, str(part))
+        if field is None:
+            return []
+        model = _model_of(field.annotation)
+        if model is None:
+            return []
+    return [f.alias or name for name, f in model.model_fields.items()]
+
+
+def _field_by_alias(model: type[BaseModel], key: str) -> Any:
+    for name, field in model.model_fields.items():
+        if key in (name, field.alias):
+            return field
+    return None
+
+
+def _model_of(annotation: Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) in (typing.Union, list):
+        for arg in typing.get_args(annotation):
+            found = _model_of(arg)
+            if found is not None:
+                return found
+    return None
+
+
+# -- the graph -----------------------------------------------------------------------------------
+
+
+def _check_graph(spec: PipelineSpec) -> list[errors.SpecError]:
+    problems: list[errors.SpecError] = []
+    index: dict[str, int] = {}
+    for i, v in enumerate(spec.vertices):
+        if v.name in index:
+            problems.append(
+                errors.SpecError(
+                    f"vertices[{i}].name",
+                    f"{v.name!r} is already the name of vertices[{index[v.name]}]",
+                    "give every vertex its own name",
+                )
+            )
+        else:
+            index[v.name] = i
+    names = list(index)
+    seen_edges: dict[tuple[str, str], int] = {}
+    good: list[tuple[str, str]] = []
+    for k, e in enumerate(spec.edges):
+        ok = True
+        for end, name in (("from", e.from_), ("to", e.to)):
+            if name not in index:
+                close = difflib.get_close_matches(name, names, n=1)
+                fix = f"did you mean {close[0]!r}?" if close else f"known vertices: {', '.join(names)}"
+                problems.append(errors.SpecError(f"edges[{k}].{end}", f"no vertex named {name!r}", fix))
+                ok = False
+        if not ok:
+            continue
+        pair = (e.from_, e.to)
+        if pair in seen_edges:
+            problems.append(
+                errors.SpecError(
+                    f"edges[{k}]", f"repeats edges[{seen_edges[pair]}] ({e.from_} → {e.to})", "remove one"
+                )
+            )
+            continue
+        seen_edges[pair] = k
+        if spec.vertices[index[e.to]].source is not None:
+            problems.append(
+                errors.SpecError(
+                    f"edges[{k}].to",
+                    f"{e.to!r} is a source: sources have no inputs",
+                    "point the edge at a udf or sink",
+                )
+            )
+        if spec.vertices[index[e.from_]].sink is not None:
+            problems.append(
+                errors.SpecError(
+                    f"edges[{k}].from",
+                    f"{e.from_!r} is a sink: sinks have no outputs",
+                    "start the edge at a source or udf",
+                )
+            )
+        good.append(pair)
+    cycle = _find_cycle(names, good)
+    if cycle:
+        problems.append(
+            errors.SpecError(
+                "edges", f"cycle {' → '.join(cycle)}", "pipelines are acyclic: remove one edge of the cycle"
+            )
+        )
+    if not any(v.source is not None for v in spec.vertices):
+        problems.append(
+            errors.SpecError("vertices", "no source vertex", "add a vertex with source: (generator or user)")
+        )
+    has_input = {b for _, b in good}
+    has_output = {a for a, _ in good}
+    for i, v in enumerate(spec.vertices):
+        if v.source is None and v.name not in has_input:
+            problems.append(
+                errors.SpecError(
+                    f"vertices[{i}]",
+                    f"{v.kind} {v.name!r} has no input edge: it would never receive a message",
+                    f"add an edge with to: {v.name}, or remove the vertex",
+                )
+            )
+        if v.sink is None and v.name not in has_output:
+            problems.append(
+                errors.SpecError(
+                    f"vertices[{i}]",
+                    f"{v.kind} {v.name!r} has no output edge: its messages would pile up",
+                    f"add an edge with from: {v.name} to a udf or sink",
+                )
+            )
+    return problems
+
+
+def _find_cycle(names: list[str], edges: list[tuple[str, str]]) -> list[str] | None:
+    out: dict[str, list[str]] = {n: [] for n in names}
+    for a, b in edges:
+        out[a].append(b)
+    state: dict[str, int] = {}  # 1 = on the stack, 2 = done
+    stack: list[str] = []
+
+    def visit(n: str) -> list[str] | None:
+        state[n] = 1
+        stack.append(n)
+        for m in out[n]:
+            if state.get(m) == 1:
+                return [*stack[stack.index(m) :], m]
+            if m not in state:
+                found = visit(m)
+                if found:
+                    return found
+        stack.pop()
+        state[n] = 2
+        return None
+
+    for n in names:
+        if n not in state:
+            found = visit(n)
+            if found:
+                return found
+    return None
+
+
+# -- per vertex: scale and code references -----------------------------------------------------
+
+
+def _check_vertices(spec: PipelineSpec) -> list[errors.SpecError]:
+    problems: list[errors.SpecError] = []
+    for i, v in enumerate(spec.vertices):
+        at = f"vertices[{i}]"
+        try:
+            numaflow_scale(v.scale, at)
+        except errors.SpecError as exc:
+            problems.append(exc)
+        if v.udf is not None:
+            ref = v.udf.function
+            if isinstance(ref, str):
+                try:
+                    resolve(ref, f"{at}.udf.{v.udf.kind.value}", kind="function")
+                except errors.SpecError as exc:
+                    problems.append(exc)
+        for path, user in _user_classes(v, at):
+            if isinstance(user.class_, str):
+                try:
+                    resolve(user.class_, path, kind="class")
+                except errors.SpecError as exc:
+                    problems.append(exc)
+    return problems
+
+
+def _user_classes(v: VertexSpec, at: str) -> list[tuple[str, UserClassSpec]]:
+    found = []
+    if v.source is not None and v.source.user is not None:
+        found.append((f"{at}.source.user.class", v.source.user))
+    if v.sink is not None and v.sink.user is not None:
+        found.append((f"{at}.sink.user.class", v.sink.user))
+    if v.udf is not None and v.udf.dead_letter is not None and v.udf.dead_letter.user is not None:
+        found.append((f"{at}.udf.deadLetter.user.class", v.udf.dead_letter.user))
+    return found
+
+
+def numaflow_scale(scale: ScaleSpec, at: str = "") -> NumaflowScale:
+    """The scaling core's policy for a vertex's ``scale:`` block; errors carry ``at`` as prefix."""
+    prefix = f"{at}." if at else ""
+    cron = None
+    try:
+        if scale.cron is not None:
+            try:
+                tz = ZoneInfo(scale.cron.timezone)
+            except (ZoneInfoNotFoundError, ValueError):
+                raise errors.SpecError(
+                    "scale.cron.timezone",
+                    f"unknown time zone {scale.cron.timezone!r}",
+                    "use an IANA name like Europe/Paris",
+                ) from None
+            cron = CronSpec(
+                tuple(
+                    CronSchedule(
+                        CronExpr.parse(s.start, f"scale.cron.schedules[{k}].start"),
+                        CronExpr.parse(s.end, f"scale.cron.schedules[{k}].end"),
+                        s.min,
+                        s.max,
+                    )
+                    for k, s in enumerate(scale.cron.schedules)
+                ),
+                tz,
+                scale.cron.timezone,
+            )
+        return NumaflowScale(
+            disabled=scale.disabled,
+            min=scale.min,
+            max=scale.max,
+            lookback_seconds=scale.lookback_seconds,
+            scale_up_cooldown_seconds=scale.scale_up_cooldown_seconds,
+            scale_down_cooldown_seconds=scale.scale_down_cooldown_seconds,
+            zero_replica_sleep_seconds=scale.zero_replica_sleep_seconds,
+            target_processing_seconds=scale.target_processing_seconds,
+            target_buffer_availability=scale.target_buffer_availability,
+            replicas_per_scale_up=scale.replicas_per_scale_up,
+            replicas_per_scale_down=scale.replicas_per_scale_down,
+            cron=cron,
+        )
+    except errors.SpecError as exc:
+        raise errors.SpecError(prefix + exc.path, exc.problem, exc.fix) from None
+
+
+def resolve(ref: str | Callable[..., Any] | type, path: str, kind: str = "function") -> Any:
+    """Import ``module:name`` (a callable or class given directly is returned as it is)."""
+    if not isinstance(ref, str):
+        return ref
+    module_name, sep, attr = ref.partition(":")
+    if not sep or not module_name or not attr:
+        raise errors.SpecError(path, f"{ref!r} is not module:{kind}", f"write it as my_module:my_{kind}")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # any import-time failure is the user's to see
+        raise errors.SpecError(
+            path,
+            f"cannot import {module_name!r} ({type(exc).__name__}: {exc})",
+            "check the module is on PYTHONPATH (e.g. next to the pipeline file) and imports cleanly",
+        ) from None
+    target: Any = module
+    for part in attr.split("."):
+        if not hasattr(target, part):
+            public = [n for n in dir(module) if not n.startswith("_")]
+            close = difflib.get_close_matches(part, public, n=1)
+            fix = f"did you mean {module_name}:{close[0]}?" if close else f"define {attr} in {module_name}"
+            raise errors.SpecError(path, f"module {module_name!r} has no {attr!r}", fix)
+        target = getattr(target, part)
+    if kind == "class" and not isinstance(target, type):
+        raise errors.SpecError(
+            path, f"{ref!r} is not a class", "point at the class, not an instance or function"
+        )
+    if kind == "function" and not callable(target):
+        raise errors.SpecError(path, f"{ref!r} is not callable", "point at a function")
+    return target
