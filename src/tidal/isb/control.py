@@ -61,6 +61,19 @@ class ControlStore:
                 (vertex, batch_id, tasks, rows, time.time()),
             )
 
+    def processed(self, vertex: str) -> int:
+        """Messages the vertex has processed so far (the sum over its committed batches)."""
+        row = self._store.db.execute(
+            "SELECT coalesce(sum(rows), 0) FROM batches WHERE vertex=?", (vertex,)
+        ).fetchone()
+        return int(row[0])
+
+    def known(self, vertex: str) -> bool:
+        """Has a replica count ever been set for ``vertex``?"""
+        return (
+            self._store.db.execute("SELECT 1 FROM control WHERE vertex=?", (vertex,)).fetchone() is not None
+        )
+
     def batches(self, vertex: str) -> list[BatchRecord]:
         rows = self._store.db.execute(
             "SELECT vertex, batch_id, tasks, rows, at FROM batches WHERE vertex=? ORDER BY batch_id",

@@ -45,6 +45,7 @@ from tidal.scaling.numaflow import (
     VertexObservation,
     decide,
     desired_replicas,
+    wake_from_zero,
 )
 from tidal.scaling.rates import CounterWindow, GaugeWindow, Rater, adaptive_lookback
 from tidal.scaling.windows import (
@@ -94,4 +95,5 @@ __all__ = [
     "initial_excess_burst_capacity",
     "round_half_away",
     "smoothing_coefficient",
+    "wake_from_zero",
 ]

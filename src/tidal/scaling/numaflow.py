@@ -66,6 +66,7 @@ __all__ = [
     "VertexObservation",
     "decide",
     "desired_replicas",
+    "wake_from_zero",
 ]
 
 DEFAULT_READ_BATCH_SIZE = 500
@@ -637,3 +638,29 @@ def _decide_at_zero(
             1,
         )
     return _hold(obs, now, Rule.ZERO_WAIT, f"at 0 for {since:.0f} s < zeroReplicaSleepSeconds {sleep:.0f}")
+
+
+def wake_from_zero(scale: NumaflowScale, obs: VertexObservation, now: float) -> Decision | None:
+    """Tidal's activator for buffers: a UDF or sink at 0 replicas with messages waiting wakes now.
+
+    Deliberate difference: in Numaflow the cooldown check comes first, so a vertex scaled to
+    zero a minute ago leaves its first new message waiting for up to 90 s. Knative's activator
+    does not wait, and neither does Tidal. ``None`` when this does not apply (then call
+    :func:`decide`).
+    """
+    if scale.disabled or obs.kind == _SOURCE or obs.replicas != 0:
+        return None
+    waiting = sum(b.pending for b in obs.buffers)
+    target = min(max(1, scale.min), scale.max)
+    if waiting <= 0 or target <= 0:
+        return None
+    return _move(
+        obs,
+        now,
+        target,
+        Rule.WAKE_ON_PENDING,
+        f"{waiting} message{'s' if waiting != 1 else ''} waiting at 0 replicas: "
+        f"wake to {target} now (activator: no cooldown)",
+        target,
+        {"pending": waiting},
+    )

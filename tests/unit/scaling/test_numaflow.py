@@ -430,3 +430,28 @@ def test_rate_limited_hold_recommends_what_the_model_wanted():
     assert d.rule == Rule.RATE_LIMITED
     assert d.recommended == 4  # was mistakenly the inputs mapping
     assert d.inputs["totalRate"] == 10000.0
+
+
+# -- the activator (Tidal's wake from zero) --------------------------------------------------------
+
+
+def test_activator_wakes_a_udf_at_zero_at_once_even_in_cooldown():
+    from tidal.scaling import wake_from_zero
+
+    obs = replace(udf(pending=5, rate=0), replicas=0, ready_replicas=0, last_scaled_at=NOW - 1)
+    d = wake_from_zero(NumaflowScale(), obs, NOW)
+    assert d is not None and (d.rule, d.desired) == (Rule.WAKE_ON_PENDING, 1)
+    assert "5 messages waiting at 0 replicas" in d.reason
+    assert decide(NumaflowScale(), obs, NOW).rule == Rule.COOLDOWN  # what Numaflow alone would do
+
+
+def test_activator_wakes_to_min_and_leaves_sources_and_empty_buffers_alone():
+    from tidal.scaling import wake_from_zero
+
+    at_zero = replace(udf(pending=5, rate=0), replicas=0, ready_replicas=0)
+    assert wake_from_zero(NumaflowScale(min=0, max=5), at_zero, NOW).desired == 1
+    empty = replace(at_zero, buffers=(BufferInfo("in", 30000, 0.8, 0),))
+    assert wake_from_zero(NumaflowScale(), empty, NOW) is None
+    assert wake_from_zero(NumaflowScale(), replace(source(), replicas=0), NOW) is None
+    assert wake_from_zero(NumaflowScale(disabled=True), at_zero, NOW) is None
+    assert wake_from_zero(NumaflowScale(), replace(at_zero, replicas=1), NOW) is None

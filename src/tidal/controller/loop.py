@@ -1,0 +1,193 @@
+"""The controller: sample every vertex, feed the windows, decide, apply, log. Once per tick.
+
+``Controller.tick(now)`` is one pass, with time as an argument: tests and the simulator drive it
+with their own clock; ``Controller.run()`` drives it with the wall clock in a thread of the
+driver process. The decisions come from :mod:`tidal.scaling`; this module only gathers
+inputs and applies outputs.
+
+For every vertex, every tick:
+1. **Sample.** The probe reads the vertex's processed count, its pending (the input buffer's
+   for a UDF or sink, the source's own ``pending()`` for a source) and its replicas.
+2. **Record** both in the vertex's :class:`~tidal.scaling.Rater`.
+3. **Back pressure.** The averaged pending of every buffer, against
+   ``bufferMaxLength × bufferUsageLimit``, gives it for each vertex.
+4. **Decide.** A UDF or sink at 0 with messages waiting is woken at once (the activator,
+   :func:`~tidal.scaling.wake_from_zero`). Otherwise the vertex's Numaflow policy decides
+   (:func:`~tidal.scaling.decide`).
+5. **Apply** a change to the control store, which the vertex's reader consults at its next
+   micro-batch, and **log** it to the event log.
+
+A probe that fails for one vertex (a user source whose ``pending()`` raises) makes that sample
+"not available": the policy leaves the vertex alone, the failure is logged, the loop goes on.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from tidal.controller.events import EventLog
+from tidal.scaling import (
+    BufferInfo,
+    BufferLoad,
+    Decision,
+    Edge,
+    NumaflowScale,
+    PartitionMetrics,
+    Rater,
+    VertexKind,
+    VertexObservation,
+    check_back_pressure,
+    decide,
+    wake_from_zero,
+)
+from tidal.spec import PipelineSpec, numaflow_scale
+
+__all__ = ["Actuator", "Controller", "Probe", "VertexSample"]
+
+log = logging.getLogger("tidal.controller")
+
+
+@dataclass(frozen=True, slots=True)
+class VertexSample:
+    """One vertex at one instant. ``pending`` None = not available (e.g. ``pending()`` raised)."""
+
+    processed: float  # cumulative messages processed (all replicas)
+    pending: float | None
+    replicas: int
+    ready: int | None = None  # None = same as replicas
+
+
+class Probe(Protocol):
+    def sample(self, vertex: str) -> VertexSample: ...
+
+
+class Actuator(Protocol):
+    def set_replicas(self, vertex: str, replicas: int) -> None: ...
+
+
+_KINDS = {"source": VertexKind.SOURCE, "udf": VertexKind.UDF, "sink": VertexKind.SINK}
+
+
+@dataclass
+class _Vertex:
+    name: str
+    kind: VertexKind
+    scale: NumaflowScale
+    rater: Rater
+    last_scaled_at: float = 0.0
+    last: Decision | None = None
+    errors: int = field(default=0)
+
+
+class Controller:
+    """Autoscales every vertex of ``spec``; see the module docstring for one tick."""
+
+    def __init__(self, spec: PipelineSpec, probe: Probe, actuator: Actuator, events: EventLog) -> None:
+        self.spec = spec
+        self.probe = probe
+        self.actuator = actuator
+        self.events = events
+        limits = spec.limits
+        self._usable = limits.buffer_max_length * limits.buffer_usage_limit
+        self._edges = [Edge(e.from_, e.to) for e in spec.edges]
+        self._vertices = {
+            v.name: _Vertex(v.name, _KINDS[v.kind], numaflow_scale(v.scale, v.name), Rater())
+            for v in spec.vertices
+        }
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def decisions(self) -> Mapping[str, Decision | None]:
+        """The latest decision per vertex (``None`` before the first tick)."""
+        return {name: v.last for name, v in self._vertices.items()}
+
+    # -- one pass ------------------------------------------------------------------------------
+
+    def tick(self, now: float) -> list[Decision]:
+        samples: dict[str, VertexSample | None] = {}
+        for name, v in self._vertices.items():
+            try:
+                sample = self.probe.sample(name)
+            except Exception as exc:  # a broken probe must not stop the pipeline's autoscaling
+                v.errors += 1
+                log.warning(
+                    "vertex %s: sampling failed (%s: %s); leaving it alone", name, type(exc).__name__, exc
+                )
+                sample = None
+            samples[name] = sample
+            if sample is not None:
+                v.rater.record(now, {"all": sample.processed}, sample.pending)
+        loads = {}
+        for name, v in self._vertices.items():
+            if v.kind != VertexKind.SOURCE:
+                _, pending = v.rater.metrics(now, v.scale.lookback_seconds)
+                if pending is not None:
+                    loads[name] = BufferLoad(pending, self._usable)
+        out = []
+        for name, v in self._vertices.items():
+            sample = samples[name]
+            if sample is None:
+                continue
+            decision = self._decide(v, sample, now, loads)
+            if decision.changed:
+                self.actuator.set_replicas(name, decision.desired)
+                v.last_scaled_at = now
+                log.info("%s", decision.explain())
+            v.last = decision
+            self.events.record(decision)
+            out.append(decision)
+        return out
+
+    def _decide(
+        self, v: _Vertex, sample: VertexSample, now: float, loads: Mapping[str, BufferLoad]
+    ) -> Decision:
+        rate, pending = v.rater.metrics(now, v.scale.lookback_seconds)
+        limits = self.spec.limits
+        buffers: tuple[BufferInfo, ...] = ()
+        if v.kind != VertexKind.SOURCE:
+            now_pending = int(sample.pending) if sample.pending is not None else 0
+            buffers = (BufferInfo(v.name, limits.buffer_max_length, limits.buffer_usage_limit, now_pending),)
+        obs = VertexObservation(
+            v.name,
+            v.kind,
+            replicas=sample.replicas,
+            ready_replicas=sample.replicas if sample.ready is None else sample.ready,
+            last_scaled_at=v.last_scaled_at,
+            partitions=(PartitionMetrics(v.name, rate, pending),),
+            buffers=buffers,
+            read_batch_size=limits.read_batch_size,
+        )
+        woken = wake_from_zero(v.scale, obs, now)
+        if woken is not None:
+            return woken
+        pressure = check_back_pressure(v.name, self._edges, loads)
+        return decide(v.scale, obs, now, pressure)
+
+    # -- the loop ------------------------------------------------------------------------------
+
+    def run(self, clock: Callable[[], float] = time.time) -> None:
+        """Tick every ``controller.intervalSeconds`` until :meth:`stop` (blocking)."""
+        interval = self.spec.controller.interval_seconds
+        next_at = clock()
+        while not self._stop.is_set():
+            try:
+                self.tick(clock())
+            except Exception:  # keep autoscaling alive; the traceback goes to the log
+                log.exception("controller tick failed")
+            next_at += interval
+            self._stop.wait(max(0.0, next_at - clock()))
+
+    def start(self) -> Controller:
+        self._thread = threading.Thread(target=self.run, name="tidal-controller", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
