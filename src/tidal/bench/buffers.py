@@ -101,7 +101,11 @@ def _batches(job: Job) -> list[tuple[int, int]]:
 def _sqlite_tidal(job: Job) -> Loop:
     from tidal.isb.sqlite import SqliteStore
 
-    store = SqliteStore(job.where)
+    return _tidal(job, SqliteStore(job.where))
+
+
+def _tidal(job: Job, store: Any) -> Loop:
+    """Our layer, either backend: ``Buffer.append`` / ``Buffer.read_range`` through the protocol."""
     buffer = store.open(job.buffer)
     batches = _batches(job)
     if job.op == "append":
@@ -171,25 +175,7 @@ def _sqlite_bare(job: Job) -> Loop:
 def _jetstream_tidal(job: Job) -> Loop:
     from tidal.isb.jetstream import JetStreamStore
 
-    store = JetStreamStore(job.where, "bench")
-    buffer = store.open(job.buffer)
-    batches = _batches(job)
-    if job.op == "append":
-        prepared = [([PAYLOAD] * n, _ids(job, i, n)) for i, n in batches]
-
-        def append() -> int:
-            return sum(buffer.append(payloads, ids).appended for payloads, ids in prepared)
-
-        return append, store.close
-
-    def read() -> int:
-        got = 0
-        for i, n in batches:
-            for _ in buffer.read_range(job.first_seq + i, job.first_seq + i + n - 1):
-                got += 1
-        return got
-
-    return read, store.close
+    return _tidal(job, JetStreamStore(job.where, "bench"))
 
 
 def _jetstream_bare(job: Job) -> Loop:

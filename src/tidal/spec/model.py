@@ -13,6 +13,7 @@ Deliberate differences from Numaflow:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from enum import StrEnum
 from typing import Any
@@ -21,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from pydantic.alias_generators import to_camel
 
 from tidal.isb.base import DEFAULT_MAX_LENGTH, DEFAULT_USAGE_LIMIT
+from tidal.scaling import NumaflowScale
 from tidal.spec.shapes import Shape
 
 __all__ = [
@@ -74,20 +76,23 @@ class CronSpecModel(_Model):
     schedules: list[CronScheduleSpec] = Field(min_length=1)
 
 
-class ScaleSpec(_Model):
-    """``scale:`` — Numaflow's autoscaling fields and defaults (see ``docs/scaling.md``)."""
+_NUMAFLOW = {f.name: f.default for f in dataclasses.fields(NumaflowScale)}  # one source of defaults
 
-    disabled: bool = False
-    min: int = 0
-    max: int = 50
-    lookback_seconds: float = 120.0
-    scale_up_cooldown_seconds: float = 90.0
-    scale_down_cooldown_seconds: float = 90.0
-    zero_replica_sleep_seconds: float = 120.0
-    target_processing_seconds: float = 20.0
-    target_buffer_availability: float = 50.0
-    replicas_per_scale_up: int = 2
-    replicas_per_scale_down: int = 2
+
+class ScaleSpec(_Model):
+    """``scale:`` — Numaflow's autoscaling fields; the defaults are :class:`NumaflowScale`'s."""
+
+    disabled: bool = _NUMAFLOW["disabled"]
+    min: int = _NUMAFLOW["min"]
+    max: int = _NUMAFLOW["max"]
+    lookback_seconds: float = _NUMAFLOW["lookback_seconds"]
+    scale_up_cooldown_seconds: float = _NUMAFLOW["scale_up_cooldown_seconds"]
+    scale_down_cooldown_seconds: float = _NUMAFLOW["scale_down_cooldown_seconds"]
+    zero_replica_sleep_seconds: float = _NUMAFLOW["zero_replica_sleep_seconds"]
+    target_processing_seconds: float = _NUMAFLOW["target_processing_seconds"]
+    target_buffer_availability: float = _NUMAFLOW["target_buffer_availability"]
+    replicas_per_scale_up: int = _NUMAFLOW["replicas_per_scale_up"]
+    replicas_per_scale_down: int = _NUMAFLOW["replicas_per_scale_down"]
     cron: CronSpecModel | None = None
 
 
