@@ -51,7 +51,7 @@ class _Series:
 
     ``array('d')`` rather than a deque of tuples: the arrays are invisible to the garbage
     collector. With 10,000 vertices × 360 samples alive, every full collection used to visit
-    each sample (~100 ms a pass, measured in ``bench/scaling_tick.py``). Old rows are dropped
+    each sample (~100 ms a pass, measured with ``tidal bench scaling``). Old rows are dropped
     by moving ``_start``; the arrays are compacted once half of them is dead (amortized O(1)).
     Column 0 is always the timestamp.
     """
@@ -189,28 +189,29 @@ class CounterWindow(_Series):
         return (processed[last] - processed[start]) / dt
 
 
-class GaugeWindow(_Series):
-    """A gauge (pending messages) sampled over time; gives its mean over the lookback window.
+class _PendingSeries(_Series):
+    """The pending half shared by :class:`GaugeWindow` and :class:`Rater`.
 
-    ``None`` or a negative sample means "not available" and is dropped. Running sums of the
-    available samples make ``average()`` a binary search.
+    Columns 0–3: timestamp, value (NaN = not available), and the running sum and count of the
+    available samples *before* this row; subclasses may add columns after them.
     """
 
     __slots__ = ("_count", "_counts", "_sum", "_sums", "_values")
 
-    def __init__(self, capacity: int = DEFAULT_CAPACITY) -> None:
-        # Columns: timestamp, value (NaN = not available), running sum and running count of the
-        # available samples *before* this one.
-        super().__init__(capacity, 4)
-        _, self._values, self._sums, self._counts = self._columns
+    def __init__(self, capacity: int, extra_columns: int = 0) -> None:
+        super().__init__(capacity, 4 + extra_columns)
+        _, self._values, self._sums, self._counts = self._columns[:4]
         self._sum = 0
         self._count = 0
 
-    def record(self, now: float, value: float | None) -> None:
-        if self._newest_time(now) == now:  # replace the newest sample
+    def _forget_newest_if_at(self, now: float) -> None:
+        """A second sample for the newest timestamp replaces it: undo the newest row."""
+        if self._newest_time(now) == now:
             self._sum, self._count = int(self._sums[-1]), int(self._counts[-1])
             for column in self._columns:
                 column.pop()
+
+    def _append_pending(self, now: float, value: float | None) -> None:
         total, count = self._sum, self._count
         self._ts.append(now)
         self._sums.append(total)
@@ -221,8 +222,12 @@ class GaugeWindow(_Series):
             self._values.append(value)
             self._sum = total + int(value)
             self._count = count + 1
-        if len(self._ts) - self._start > self._capacity:
-            self._drop_oldest()
+
+    def _average_from(self, start: int) -> float | None:
+        count = self._count - int(self._counts[start])
+        if count == 0:
+            return None
+        return float((self._sum - int(self._sums[start])) // count)
 
     def latest(self) -> float | None:
         if len(self._values) == self._start:
@@ -230,15 +235,29 @@ class GaugeWindow(_Series):
         value = self._values[-1]
         return None if math.isnan(value) else value
 
+
+class GaugeWindow(_PendingSeries):
+    """A gauge (pending messages) sampled over time; gives its mean over the lookback window.
+
+    ``None`` or a negative sample means "not available" and is dropped. Running sums of the
+    available samples make ``average()`` a binary search.
+    """
+
+    __slots__ = ()
+
+    def __init__(self, capacity: int = DEFAULT_CAPACITY) -> None:
+        super().__init__(capacity)
+
+    def record(self, now: float, value: float | None) -> None:
+        self._forget_newest_if_at(now)
+        self._append_pending(now, value)
+        if len(self._ts) - self._start > self._capacity:
+            self._drop_oldest()
+
     def average(self, now: float, lookback: float) -> float | None:
         """Floored mean of the available samples in the window, or ``None`` when not available."""
         start = self._start_index(now, lookback)
-        if start is None:
-            return None
-        count = self._count - int(self._counts[start])
-        if count == 0:
-            return None
-        return float((self._sum - int(self._sums[start])) // count)
+        return None if start is None else self._average_from(start)
 
 
 def _increment(last_seen: dict[str, float], counts: Mapping[str, float]) -> tuple[float, float]:
@@ -258,13 +277,13 @@ def _increment(last_seen: dict[str, float], counts: Mapping[str, float]) -> tupl
     return increment, total
 
 
-class Rater(_Series):
+class Rater(_PendingSeries):
     """One partition's read counters *and* pending on a single timeline: Numaflow's rater.
 
     Equivalent to a :class:`CounterWindow` plus a :class:`GaugeWindow` recorded at the same
     ticks, at about half the cost: one timestamp column, one start-index search per query. The
     controller records every partition every tick, so this is the layout it uses (10,000
-    vertices per tick in ``bench/scaling_tick.py``).
+    vertices per tick in ``tidal bench scaling``).
 
     A tick without counters (no replica running) counts as nothing processed.
 
@@ -275,51 +294,27 @@ class Rater(_Series):
     (100.0, 850.0)
     """
 
-    __slots__ = (
-        "_count",
-        "_counts",
-        "_last_seen",
-        "_processed",
-        "_processed_col",
-        "_sum",
-        "_sums",
-        "_values",
-    )
+    __slots__ = ("_last_seen", "_processed", "_processed_col")
 
     def __init__(self, capacity: int = DEFAULT_CAPACITY) -> None:
-        # Columns: timestamp, processed (running sum of increments up to and including this
-        # tick), pending (NaN = not available), running sum and count of the available pending
-        # samples *before* this one.
-        super().__init__(capacity, 5)
-        _, self._processed_col, self._values, self._sums, self._counts = self._columns
+        # Column 4 after the pending ones: processed, the running sum of increments up to and
+        # including this tick.
+        super().__init__(capacity, extra_columns=1)
+        self._processed_col = self._columns[4]
         self._last_seen: dict[str, float] = {}
         self._processed = 0.0
-        self._sum = 0
-        self._count = 0
 
     def record(self, now: float, counts: Mapping[str, float], pending: float | None) -> None:
         """One tick: every replica's cumulative read counter, and the partition's pending.
 
         A second call for the newest timestamp merges the counters and replaces the pending.
         """
-        if self._newest_time(now) == now:
-            self._sum, self._count = int(self._sums[-1]), int(self._counts[-1])
-            for column in self._columns:
-                column.pop()
+        self._forget_newest_if_at(now)
         if counts:
             increment, _ = _increment(self._last_seen, counts)
             self._processed += increment
-        total, count = self._sum, self._count
-        self._ts.append(now)
+        self._append_pending(now, pending)
         self._processed_col.append(self._processed)
-        self._sums.append(total)
-        self._counts.append(count)
-        if pending is None or pending < 0 or math.isnan(pending):
-            self._values.append(_NAN)
-        else:
-            self._values.append(pending)
-            self._sum = total + int(pending)
-            self._count = count + 1
         if len(self._ts) - self._start > self._capacity:
             self._drop_oldest()
 
@@ -333,9 +328,7 @@ class Rater(_Series):
         dt = ts[last] - ts[start]
         processed = self._processed_col
         rate = (processed[last] - processed[start]) / dt if dt > 0 else None
-        count = self._count - int(self._counts[start])
-        pending = float((self._sum - int(self._sums[start])) // count) if count else None
-        return rate, pending
+        return rate, self._average_from(start)
 
     def rate(self, now: float, lookback: float) -> float | None:
         return self.metrics(now, lookback)[0]
@@ -344,10 +337,7 @@ class Rater(_Series):
         return self.metrics(now, lookback)[1]
 
     def latest_pending(self) -> float | None:
-        if len(self._values) == self._start:
-            return None
-        value = self._values[-1]
-        return None if math.isnan(value) else value
+        return self.latest()
 
 
 _NAN = math.nan
