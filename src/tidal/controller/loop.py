@@ -27,7 +27,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
 from tidal.controller.events import EventLog
@@ -81,7 +81,6 @@ class _Vertex:
     rater: Rater
     last_scaled_at: float = 0.0
     last: Decision | None = None
-    errors: int = field(default=0)
 
 
 class Controller:
@@ -114,7 +113,6 @@ class Controller:
             try:
                 sample = self.probe.sample(name)
             except Exception as exc:  # a broken probe must not stop the pipeline's autoscaling
-                v.errors += 1
                 log.warning(
                     "vertex %s: sampling failed (%s: %s); leaving it alone", name, type(exc).__name__, exc
                 )
@@ -122,18 +120,20 @@ class Controller:
             samples[name] = sample
             if sample is not None:
                 v.rater.record(now, {"all": sample.processed}, sample.pending)
-        loads = {}
-        for name, v in self._vertices.items():
-            if v.kind != VertexKind.SOURCE:
-                _, pending = v.rater.metrics(now, v.scale.lookback_seconds)
-                if pending is not None:
-                    loads[name] = BufferLoad(pending, self._usable)
+        # Rate and averaged pending once per vertex: the back-pressure loads and the decisions
+        # both read them.
+        metrics = {name: v.rater.metrics(now, v.scale.lookback_seconds) for name, v in self._vertices.items()}
+        loads = {
+            name: BufferLoad(metrics[name][1], self._usable)
+            for name, v in self._vertices.items()
+            if v.kind != VertexKind.SOURCE and metrics[name][1] is not None
+        }
         out = []
         for name, v in self._vertices.items():
             sample = samples[name]
             if sample is None:
                 continue
-            decision = self._decide(v, sample, now, loads)
+            decision = self._decide(v, sample, metrics[name], now, loads)
             if decision.changed:
                 self.actuator.set_replicas(name, decision.desired)
                 v.last_scaled_at = now
@@ -144,9 +144,14 @@ class Controller:
         return out
 
     def _decide(
-        self, v: _Vertex, sample: VertexSample, now: float, loads: Mapping[str, BufferLoad]
+        self,
+        v: _Vertex,
+        sample: VertexSample,
+        metrics: tuple[float | None, float | None],
+        now: float,
+        loads: Mapping[str, BufferLoad],
     ) -> Decision:
-        rate, pending = v.rater.metrics(now, v.scale.lookback_seconds)
+        rate, pending = metrics
         limits = self.spec.limits
         buffers: tuple[BufferInfo, ...] = ()
         if v.kind != VertexKind.SOURCE:

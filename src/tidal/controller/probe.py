@@ -30,7 +30,6 @@ class StoreProbe:
         control: ControlStore,
         source_pending: Mapping[str, Callable[[], float | None]] | None = None,
     ) -> None:
-        self._spec = spec
         self._buffers = buffers
         self._control = control
         self._source_pending = dict(source_pending or {})
