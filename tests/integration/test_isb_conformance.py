@@ -77,6 +77,14 @@ def test_duplicate_ids_are_stored_once_even_after_trim(backend):
     assert [mid for _, mid, _ in buf.read(0, 10)] == ["w"]
 
 
+def test_an_id_repeated_within_one_batch_is_stored_once(backend):
+    _, _, store = backend
+    buf = store.create("repeats")
+    r = buf.append([b"a", b"b", b"c"], ["x", "y", "x"])
+    assert (r.appended, r.duplicates) == (2, 1)
+    assert [(mid, payload) for _, mid, payload in buf.read(0, 10)] == [("x", b"a"), ("y", b"b")]
+
+
 def test_batch_that_would_overflow_is_refused_whole(backend):
     _, _, store = backend
     buf = store.create("small", BufferLimits(max_length=10))
