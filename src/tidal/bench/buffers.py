@@ -384,10 +384,6 @@ def measure(backend: str, root: Path, repeats: int = REPEATS) -> list[dict[str, 
     return rows
 
 
-def _median(values: list[float]) -> float:
-    return statistics.median(values)
-
-
 def _summarise(backend: str, op: str, procs: int, runs: dict[str, list[Run]]) -> dict[str, Any]:
     row: dict[str, Any] = {
         "backend": backend,
@@ -397,12 +393,14 @@ def _summarise(backend: str, op: str, procs: int, runs: dict[str, list[Run]]) ->
         "payload_bytes": 100,
     }
     for impl, rs in runs.items():
-        row[f"{impl}_msgs_per_s"] = round(_median([r.rate for r in rs]))
-        row[f"{impl}_cpu_us_per_msg"] = round(_median([r.cpu_seconds / r.messages * 1e6 for r in rs]), 2)
+        row[f"{impl}_msgs_per_s"] = round(statistics.median([r.rate for r in rs]))
+        row[f"{impl}_cpu_us_per_msg"] = round(
+            statistics.median([r.cpu_seconds / r.messages * 1e6 for r in rs]), 2
+        )
         servers = [r.server_cpu_seconds for r in rs if r.server_cpu_seconds is not None]
         if backend == "jetstream" and servers:
             row[f"{impl}_server_cpu_us_per_msg"] = round(
-                _median([s / rs[0].messages * 1e6 for s in servers]), 2
+                statistics.median([s / rs[0].messages * 1e6 for s in servers]), 2
             )
         row[f"{impl}_all_msgs_per_s"] = [round(r.rate) for r in rs]
     row["ratio"] = round(row["tidal_msgs_per_s"] / row["bare_msgs_per_s"], 3)

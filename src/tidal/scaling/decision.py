@@ -71,7 +71,7 @@ class Decision:
     assign to its attributes. ``reason`` and ``inputs`` may be handed over as functions and are
     then rendered on first read: a controller ticking 10,000 vertices a second reads few of them,
     and formatting every explanation eagerly cost more than the decisions themselves
-    (``bench/scaling_tick.py``).
+    (``tidal bench scaling``).
     """
 
     __slots__ = ("_inputs", "_reason", "at", "current", "desired", "recommended", "rule", "vertex")

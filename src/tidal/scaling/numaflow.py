@@ -79,7 +79,7 @@ class VertexKind(StrEnum):
 
 
 # Enum members bound once: an attribute lookup on an Enum class costs ~0.1 µs, and the hot path
-# of decide() made a dozen of them per vertex per tick (bench/scaling_tick.py).
+# of decide() made a dozen of them per vertex per tick (tidal bench scaling).
 _SOURCE = VertexKind.SOURCE
 _SCALE_UP = Rule.SCALE_UP
 _SCALE_DOWN = Rule.SCALE_DOWN
@@ -89,7 +89,6 @@ _SCALE_UP_COOLDOWN = Rule.SCALE_UP_COOLDOWN
 _SCALE_DOWN_COOLDOWN = Rule.SCALE_DOWN_COOLDOWN
 _PRESSURE_NONE = Pressure.NONE
 _PRESSURE_DIRECT = Pressure.DIRECT
-_PRESSURE_DOWNSTREAM = Pressure.DOWNSTREAM
 
 
 def _check(condition: bool, path: str, problem: str, fix: str) -> None:
