@@ -55,6 +55,12 @@ def _open(options: dict[str, str], buffer_option: str) -> Any:
     return SqliteStore(options["db"]).open(options[buffer_option])
 
 
+def _require(options: dict[str, str], keys: tuple[str, ...], where: str) -> None:
+    for key in keys:
+        if key not in options:
+            raise errors.SpecError(f"{where}.option({key!r})", "is required", "pass the pipeline's value")
+
+
 def _control(options: dict[str, str]) -> Any:
     from tidal.isb.control import ControlStore
 
@@ -85,11 +91,7 @@ class BufferDataSource(DataSource):
 
 class _BufferReader(DataSourceStreamReader):
     def __init__(self, options: dict[str, str]) -> None:
-        for key in ("db", "buffer", "vertex"):
-            if key not in options:
-                raise errors.SpecError(
-                    f"readStream.option({key!r})", "is required", "pass the pipeline's value"
-                )
+        _require(options, ("db", "buffer", "vertex"), "readStream")
         self.options = options
         self.vertex = options["vertex"]
         self.read_batch_size = int(options.get("readbatchsize", "500"))
@@ -127,11 +129,7 @@ class _BufferReader(DataSourceStreamReader):
 
 class _BufferWriter(DataSourceStreamWriter):
     def __init__(self, options: dict[str, str]) -> None:
-        for key in ("db", "out", "vertex"):
-            if key not in options:
-                raise errors.SpecError(
-                    f"writeStream.option({key!r})", "is required", "pass the pipeline's value"
-                )
+        _require(options, ("db", "out", "vertex"), "writeStream")
         self.options = options
         self.vertex = options["vertex"]
 
