@@ -114,3 +114,13 @@ class UdfError(TidalError):
 
 class SourceError(TidalError):
     """A user-defined source raised."""
+
+
+class PipelineError(TidalError):
+    """A vertex's query stopped with an error; the pipeline stops with it (nothing is committed
+    past the failed micro-batch, so a restart after the fix resumes from the same messages)."""
+
+    def __init__(self, vertex: str, reason: str) -> None:
+        self.vertex = vertex
+        self.reason = reason
+        super().__init__(f"vertex {vertex!r} failed: {reason}")

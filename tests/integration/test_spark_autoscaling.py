@@ -15,6 +15,7 @@ from tidal.isb import BufferLimits
 from tidal.isb.control import ControlStore
 from tidal.isb.sqlite import SqliteStore
 from tidal.scaling import Rule
+from tidal.spark.plan import VertexPlan
 from tidal.spark.vertex import start_vertex
 from tidal.spec import Pipeline
 
@@ -59,10 +60,18 @@ def test_controller_scales_a_spark_vertex_up_down_to_zero_and_wakes_it(spark, tm
     work.append([b"m%d" % i for i in range(n)], [f"m{i}" for i in range(n)])
     events = EventLog(tmp_path / "events.jsonl")
     controller = Controller(spec, StoreProbe(spec, store, control), control, events)
-    query = start_vertex(
-        spark, db=db, vertex="work", source="work", sink="out", checkpoint=tmp_path / "ckpt",
-        read_batch_size=200, trigger_seconds=0.2,
-    )  # fmt: skip
+    plan = VertexPlan(
+        pipeline="auto",
+        vertex="work",
+        kind="udf",
+        db=str(db),
+        run_dir=str(tmp_path),
+        input="work",
+        outputs=("out",),
+        limits=spec.limits,
+        udf=spec.vertex("work").udf,
+    )
+    query = start_vertex(spark, plan, tmp_path / "ckpt", trigger_seconds=0.2)
     controller.start()
     try:
         wait_for(lambda: control.replicas("work") >= 3, query, 60, "a scale-up")

@@ -9,22 +9,25 @@ import pytest
 from tidal.isb import BufferLimits
 from tidal.isb.control import ControlStore
 from tidal.isb.sqlite import SqliteStore
+from tidal.spark.plan import VertexPlan
 from tidal.spark.vertex import start_vertex
+from tidal.spec import Limits
 
 pytestmark = pytest.mark.spark
 
 
 def start_query(spark, db, checkpoint, read_batch_size=500):
-    return start_vertex(
-        spark,
-        db=db,
+    plan = VertexPlan(
+        pipeline="t",
         vertex="v",
-        source="in",
-        sink="out",
-        checkpoint=checkpoint,
-        read_batch_size=read_batch_size,
-        trigger_seconds=0.2,
+        kind="udf",
+        db=str(db),
+        run_dir=str(checkpoint.parent),
+        input="in",
+        outputs=("out",),
+        limits=Limits(read_batch_size=read_batch_size),
     )
+    return start_vertex(spark, plan, checkpoint, trigger_seconds=0.2)
 
 
 def wait_committed(buffer, seq, query, timeout=120.0):

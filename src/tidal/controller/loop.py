@@ -79,8 +79,10 @@ class _Vertex:
     kind: VertexKind
     scale: NumaflowScale
     rater: Rater
-    last_scaled_at: float = 0.0
+    last_scaled_at: float | None = None  # None until the first tick
     last: Decision | None = None
+    rate: float | None = None
+    pending: float | None = None
 
 
 class Controller:
@@ -105,6 +107,10 @@ class Controller:
         """The latest decision per vertex (``None`` before the first tick)."""
         return {name: v.last for name, v in self._vertices.items()}
 
+    def metrics(self) -> Mapping[str, tuple[float | None, float | None]]:
+        """The latest ``(rate, averaged pending)`` per vertex, as the last decision saw them."""
+        return {name: (v.rate, v.pending) for name, v in self._vertices.items()}
+
     # -- one pass ------------------------------------------------------------------------------
 
     def tick(self, now: float) -> list[Decision]:
@@ -123,6 +129,14 @@ class Controller:
         # Rate and averaged pending once per vertex: the back-pressure loads and the decisions
         # both read them.
         metrics = {name: v.rater.metrics(now, v.scale.lookback_seconds) for name, v in self._vertices.items()}
+        for name, v in self._vertices.items():
+            v.rate, v.pending = metrics[name]
+            if v.last_scaled_at is None:
+                # A vertex just started counts as just scaled: its cooldowns run from the first
+                # tick, so a pipeline is not scaled to zero before its first message had time
+                # to arrive (Numaflow's lastScaledAt starts empty; Knative has an initial scale
+                # and a grace period for the same reason).
+                v.last_scaled_at = now
         loads = {
             name: BufferLoad(metrics[name][1], self._usable)
             for name, v in self._vertices.items()
@@ -162,7 +176,7 @@ class Controller:
             v.kind,
             replicas=sample.replicas,
             ready_replicas=sample.replicas if sample.ready is None else sample.ready,
-            last_scaled_at=v.last_scaled_at,
+            last_scaled_at=v.last_scaled_at or 0.0,
             partitions=(PartitionMetrics(v.name, rate, pending),),
             buffers=buffers,
             read_batch_size=limits.read_batch_size,

@@ -1,15 +1,20 @@
 """Where the controller's samples come from on a running pipeline: the buffers and the control store.
 
 A UDF or sink's pending is its input buffer's (appended − committed); its input buffer is named
-after the vertex. A source's pending is what the source itself reports (its ``pending()``). A
-negative value, or a ``pending()`` that raises, means "not available": the policy then leaves
-the source alone, as Numaflow's UDSource contract says. Processed counts are the rows of the
-vertex's committed micro-batches, recorded by its sink (:class:`~tidal.isb.control.ControlStore`).
+after the vertex. A source's pending is what the source itself reports: its reader writes what
+it saw into the control record at every trigger (the reader runs in a Python process the JVM
+starts, not in the driver's); a ``source_pending`` callable given here takes precedence. A
+negative value, a ``pending()`` that raises, or a report older than ``stale_after`` seconds means
+"not available": the policy then leaves the source alone, as Numaflow's UDSource contract says.
+Processed counts are the messages of the vertex's committed micro-batches
+(:class:`~tidal.isb.control.ControlStore`). ``running(vertex)`` says whether the vertex's query
+is up: a vertex whose query is down has no ready replica, and the policy does not scale it.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Mapping
 
 from tidal.controller.loop import VertexSample
@@ -29,12 +34,18 @@ class StoreProbe:
         buffers: BufferStore,
         control: ControlStore,
         source_pending: Mapping[str, Callable[[], float | None]] | None = None,
+        *,
+        running: Callable[[str], bool] | None = None,
+        stale_after: float = 30.0,
     ) -> None:
         self._buffers = buffers
         self._control = control
         self._source_pending = dict(source_pending or {})
+        self._running = running
+        self._stale_after = stale_after
         self._initial = {v.name: v.replicas for v in spec.vertices}
         self._kinds = {v.name: v.kind for v in spec.vertices}
+        self._reported: dict[str, str] = {}
 
     def sample(self, vertex: str) -> VertexSample:
         replicas = self._control.replicas(vertex, default=self._initial[vertex])
@@ -43,12 +54,13 @@ class StoreProbe:
             pending = self._pending_of_source(vertex)
         else:
             pending = float(self._buffers.open(vertex).stats().pending)
-        return VertexSample(processed, pending, replicas)
+        ready = None if self._running is None or self._running(vertex) else 0
+        return VertexSample(processed, pending, replicas, ready)
 
     def _pending_of_source(self, vertex: str) -> float | None:
         report = self._source_pending.get(vertex)
         if report is None:
-            return None
+            return self._reported_pending(vertex)
         try:
             value = report()
         except Exception as exc:  # the UDSource rule: raising = not available, keep running
@@ -62,3 +74,12 @@ class StoreProbe:
         if value is None or value < 0:
             return None
         return float(value)
+
+    def _reported_pending(self, vertex: str) -> float | None:
+        report = self._control.source_report(vertex)
+        if report is None or time.time() - report.at > self._stale_after:
+            return None
+        if report.error and self._reported.get(vertex) != report.error:
+            log.warning("source %s: %s (pending not available)", vertex, report.error)
+        self._reported[vertex] = report.error
+        return report.pending

@@ -2,8 +2,17 @@
 
 It lives in the pipeline's SQLite database because the readers that consult it run in Python
 processes the JVM starts (not in the driver's), so state is shared through the file, not through
-Python objects (``shared/design.md``). The controller writes ``replicas``; the Spark reader of a
-vertex reads it at every micro-batch; the sink records each committed batch here.
+Python objects (``shared/design.md``). What goes through it:
+
+- ``replicas``: written by the controller, read by the vertex's reader at every micro-batch.
+- ``plans``: the input range of the micro-batch a vertex's reader planned last. Spark runs a
+  query's micro-batches one after the other, so when the writer commits, the last plan is the
+  batch it commits: the writer trims the input to its end and counts its messages as processed
+  (a filter writes fewer rows than it read, so the output cannot tell).
+- ``batches``: one row per committed micro-batch (tasks, messages in and out).
+- ``reports``: what a source's reader saw of its source (its ``pending()``, or why it is not
+  available), for the controller in the driver process.
+- ``meta``: small facts of the run that must survive a restart (the generator's start time).
 """
 
 from __future__ import annotations
@@ -14,7 +23,7 @@ from pathlib import Path
 
 from tidal.isb.sqlite import SqliteStore
 
-__all__ = ["BatchRecord", "ControlStore"]
+__all__ = ["BatchRecord", "ControlStore", "Plan", "SourceReport"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,7 +31,30 @@ class BatchRecord:
     vertex: str
     batch_id: int
     tasks: int
-    rows: int
+    rows: int  # messages read from the input
+    at: float
+    written: int = 0  # messages written to the outputs (a filter writes fewer, a flatmap more)
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """A micro-batch's input range: sequences ``first..last`` (empty when ``last < first``)."""
+
+    first: int
+    last: int
+
+    @property
+    def count(self) -> int:
+        # Buffer and generator sequences are contiguous: the range holds exactly this many.
+        return max(0, self.last - self.first + 1)
+
+
+@dataclass(frozen=True, slots=True)
+class SourceReport:
+    """A source's ``pending()`` as its reader last saw it; ``pending`` None = not available."""
+
+    pending: float | None
+    error: str
     at: float
 
 
@@ -37,8 +69,17 @@ class ControlStore:
             db.execute(
                 "CREATE TABLE IF NOT EXISTS batches (vertex TEXT NOT NULL, batch_id INTEGER NOT NULL, "
                 "tasks INTEGER NOT NULL, rows INTEGER NOT NULL, at REAL NOT NULL, "
-                "PRIMARY KEY (vertex, batch_id))"
+                "written INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (vertex, batch_id))"
             )
+            db.execute(
+                "CREATE TABLE IF NOT EXISTS plans (vertex TEXT PRIMARY KEY, first INTEGER NOT NULL, "
+                "last INTEGER NOT NULL)"
+            )
+            db.execute(
+                "CREATE TABLE IF NOT EXISTS reports (vertex TEXT PRIMARY KEY, pending REAL, "
+                "error TEXT NOT NULL, at REAL NOT NULL)"
+            )
+            db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
 
     def set_replicas(self, vertex: str, replicas: int) -> None:
         if replicas < 0:
@@ -54,12 +95,47 @@ class ControlStore:
         row = self._store.db.execute("SELECT replicas FROM control WHERE vertex=?", (vertex,)).fetchone()
         return int(row[0]) if row else default
 
-    def record_batch(self, vertex: str, batch_id: int, tasks: int, rows: int) -> None:
+    def record_batch(self, vertex: str, batch_id: int, tasks: int, rows: int, written: int = 0) -> None:
+        """A committed micro-batch; recording the same batch again (a replay) replaces it."""
         with self._store.transaction() as db:
             db.execute(
-                "INSERT OR REPLACE INTO batches VALUES (?, ?, ?, ?, ?)",
-                (vertex, batch_id, tasks, rows, time.time()),
+                "INSERT OR REPLACE INTO batches VALUES (?, ?, ?, ?, ?, ?)",
+                (vertex, batch_id, tasks, rows, time.time(), written),
             )
+
+    def set_plan(self, vertex: str, first: int, last: int) -> None:
+        with self._store.transaction() as db:
+            db.execute("INSERT OR REPLACE INTO plans VALUES (?, ?, ?)", (vertex, first, last))
+
+    def plan(self, vertex: str) -> Plan | None:
+        row = self._store.db.execute("SELECT first, last FROM plans WHERE vertex=?", (vertex,)).fetchone()
+        return Plan(int(row[0]), int(row[1])) if row else None
+
+    def report_source(self, vertex: str, pending: float | None, error: str = "") -> None:
+        with self._store.transaction() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO reports VALUES (?, ?, ?, ?)", (vertex, pending, error, time.time())
+            )
+
+    def source_report(self, vertex: str) -> SourceReport | None:
+        row = self._store.db.execute(
+            "SELECT pending, error, at FROM reports WHERE vertex=?", (vertex,)
+        ).fetchone()
+        return (
+            SourceReport(None if row[0] is None else float(row[0]), str(row[1]), float(row[2]))
+            if row
+            else None
+        )
+
+    def setdefault_meta(self, key: str, value: str) -> str:
+        """Store ``value`` under ``key`` unless one is there; return the stored one (kept over restarts)."""
+        with self._store.transaction() as db:
+            db.execute("INSERT OR IGNORE INTO meta VALUES (?, ?)", (key, value))
+            return str(db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()[0])
+
+    def meta(self, key: str) -> str | None:
+        row = self._store.db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        return str(row[0]) if row else None
 
     def processed(self, vertex: str) -> int:
         """Messages the vertex has processed so far (the sum over its committed batches)."""
@@ -76,10 +152,10 @@ class ControlStore:
 
     def batches(self, vertex: str) -> list[BatchRecord]:
         rows = self._store.db.execute(
-            "SELECT vertex, batch_id, tasks, rows, at FROM batches WHERE vertex=? ORDER BY batch_id",
+            "SELECT vertex, batch_id, tasks, rows, at, written FROM batches WHERE vertex=? ORDER BY batch_id",
             (vertex,),
         )
-        return [BatchRecord(v, int(b), int(t), int(r), float(a)) for v, b, t, r, a in rows]
+        return [BatchRecord(v, int(b), int(t), int(r), float(a), int(w)) for v, b, t, r, a, w in rows]
 
     def close(self) -> None:
         self._store.close()

@@ -640,16 +640,29 @@ def _decide_at_zero(
 
 
 def wake_from_zero(scale: NumaflowScale, obs: VertexObservation, now: float) -> Decision | None:
-    """Tidal's activator for buffers: a UDF or sink at 0 replicas with messages waiting wakes now.
+    """Tidal's activator for buffers: a vertex at 0 replicas with messages waiting wakes now.
 
-    Deliberate difference: in Numaflow the cooldown check comes first, so a vertex scaled to
-    zero a minute ago leaves its first new message waiting for up to 90 s. Knative's activator
-    does not wait, and neither does Tidal. ``None`` when this does not apply (then call
-    :func:`decide`).
+    Deliberate differences from Numaflow:
+
+    - In Numaflow the cooldown check comes first, so a UDF or sink scaled to zero a minute ago
+      leaves its first new message waiting for up to 90 s. Knative's activator does not wait,
+      and neither does Tidal.
+    - A source at zero that *reports* pending (its ``pending()`` answers a positive number) wakes
+      at once too. Numaflow peeks at a source only every ``zeroReplicaSleepSeconds``, because it
+      cannot know; a source that can say so need not sleep. A source whose pending is not
+      available still follows ``zeroReplicaSleepSeconds`` (in :func:`decide`).
+
+    ``None`` when this does not apply (then call :func:`decide`).
     """
-    if scale.disabled or obs.kind == _SOURCE or obs.replicas != 0:
+    if scale.disabled or obs.replicas != 0:
         return None
-    waiting = sum(b.pending for b in obs.buffers)
+    if obs.kind == _SOURCE:
+        reported = [p.pending for p in obs.partitions if p.pending is not None and p.pending > 0]
+        waiting = int(sum(reported))
+        where = "reported by the source"
+    else:
+        waiting = sum(b.pending for b in obs.buffers)
+        where = "waiting"
     target = min(max(1, scale.min), scale.max)
     if waiting <= 0 or target <= 0:
         return None
@@ -658,7 +671,7 @@ def wake_from_zero(scale: NumaflowScale, obs: VertexObservation, now: float) -> 
         now,
         target,
         Rule.WAKE_ON_PENDING,
-        f"{waiting} message{'s' if waiting != 1 else ''} waiting at 0 replicas: "
+        f"{waiting} message{'s' if waiting != 1 else ''} {where} at 0 replicas: "
         f"wake to {target} now (activator: no cooldown)",
         target,
         {"pending": waiting},

@@ -452,6 +452,19 @@ def test_activator_wakes_to_min_and_leaves_sources_and_empty_buffers_alone():
     assert wake_from_zero(NumaflowScale(min=0, max=5), at_zero, NOW).desired == 1
     empty = replace(at_zero, buffers=(BufferInfo("in", 30000, 0.8, 0),))
     assert wake_from_zero(NumaflowScale(), empty, NOW) is None
-    assert wake_from_zero(NumaflowScale(), replace(source(), replicas=0), NOW) is None
+    quiet_source = replace(source(), replicas=0, partitions=(PartitionMetrics("in", 0.0, 0.0),))
+    assert wake_from_zero(NumaflowScale(), quiet_source, NOW) is None
     assert wake_from_zero(NumaflowScale(disabled=True), at_zero, NOW) is None
     assert wake_from_zero(NumaflowScale(), replace(at_zero, replicas=1), NOW) is None
+
+
+def test_activator_wakes_a_source_that_reports_pending_and_leaves_one_that_cannot():
+    from tidal.scaling import wake_from_zero
+
+    reporting = replace(source(), replicas=0, ready_replicas=0, last_scaled_at=NOW - 1)
+    d = wake_from_zero(NumaflowScale(), reporting, NOW)
+    assert d is not None and (d.rule, d.desired) == (Rule.WAKE_ON_PENDING, 1)
+    assert "60000 messages reported by the source at 0 replicas" in d.reason
+    silent = replace(reporting, partitions=(PartitionMetrics("in", None, None),))
+    assert wake_from_zero(NumaflowScale(), silent, NOW) is None  # zeroReplicaSleepSeconds applies
+    assert decide(NumaflowScale(), silent, NOW).rule == Rule.COOLDOWN

@@ -1,0 +1,305 @@
+"""Run a pipeline on Spark: buffers, one query per vertex, the controller, until told to stop.
+
+One Spark application per pipeline. Every vertex is a Structured Streaming query
+(:func:`~tidal.spark.vertex.start_vertex`) in its own FAIR pool, with its checkpoint under the
+run directory; the controller (:mod:`tidal.controller`) runs in a thread of this process and
+writes replicas to the control record the queries' readers consult.
+
+The run directory holds everything a restart needs: ``pipeline.db`` (the SQLite buffers and
+the control record), ``checkpoints/<vertex>`` (Spark's offsets and commits) and ``events.jsonl``
+(every decision with its reason). Starting again on the same directory resumes where the
+queries left off, after a clean stop as after a SIGKILL: nothing is lost or doubled.
+
+A query that fails (a UDF that raised past its retries with no dead letter) stops the pipeline
+with :class:`~tidal.errors.PipelineError`, which names the vertex, the message id and the
+exception. Its input is not committed, so fixing the UDF and starting again resumes from there.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from tidal import errors
+from tidal.controller import Controller, EventLog, StoreProbe
+from tidal.isb.base import BufferLimits, BufferStore
+from tidal.isb.control import ControlStore
+from tidal.spark.plan import VertexPlan, staged_buffer
+from tidal.spark.sources import generator_start
+from tidal.spark.vertex import start_vertex
+from tidal.spec import PipelineSpec
+
+__all__ = ["DryRunActuator", "PipelineRun", "VertexStatus"]
+
+log = logging.getLogger("tidal.pipeline")
+
+
+@dataclass(frozen=True)
+class VertexStatus:
+    """One vertex as the live view, ``status.json`` and ``tidal status`` show it."""
+
+    name: str
+    kind: str
+    running: bool
+    replicas: int
+    desired: int | None
+    pending: float | None
+    rate: float | None
+    usage: float | None  # input buffer's usage (stored / max length)
+    processed: int
+    rule: str
+    reason: str
+
+
+class DryRunActuator:
+    """``--dry-run``: decisions are computed, shown and logged, never applied."""
+
+    def __init__(self) -> None:
+        self.recommended: dict[str, int] = {}
+
+    def set_replicas(self, vertex: str, replicas: int) -> None:
+        self.recommended[vertex] = replicas
+
+
+class _Applier:
+    def __init__(self, control: ControlStore) -> None:
+        self._control = control
+
+    def set_replicas(self, vertex: str, replicas: int) -> None:
+        self._control.set_replicas(vertex, replicas)
+
+
+def _reason(exc: object) -> str:
+    """The useful line of a failed query's exception (Spark wraps the Python traceback)."""
+    text = str(exc)
+    for pattern in (r"tidal\.errors\.\w+: (.+)", r"(\w+(?:Error|Exception): .+)"):
+        found = re.findall(pattern, text)
+        if found:
+            return found[-1].strip()
+    return text.strip().splitlines()[0] if text.strip() else repr(exc)
+
+
+class PipelineRun:
+    """``PipelineRun(spec, run_dir).start()`` … ``wait()`` … ``stop()`` (or use it as a context)."""
+
+    def __init__(
+        self,
+        spec: PipelineSpec,
+        run_dir: str | Path,
+        *,
+        spark: Any = None,
+        master: str = "local[2]",
+        dry_run: bool = False,
+        trigger_seconds: float = 0.5,
+        buffers_url: str | None = None,
+    ) -> None:
+        self.spec = spec
+        self.run_dir = Path(run_dir)
+        self.db = self.run_dir / "pipeline.db"
+        self.dry_run = dry_run
+        self.trigger_seconds = trigger_seconds
+        self._spark = spark
+        self._own_spark = spark is None
+        self._master = master
+        self._url = buffers_url or spec.buffers.url
+        self._nats: Any = None
+        self.queries: dict[str, Any] = {}
+        self.controller: Controller | None = None
+        self.control: ControlStore | None = None
+        self.buffers: BufferStore | None = None
+        self.started_at = 0.0
+
+    # -- set-up --------------------------------------------------------------------------------
+
+    def _open_buffers(self) -> BufferStore:
+        if self.spec.buffers.backend == "sqlite":
+            from tidal.isb.sqlite import SqliteStore
+
+            return SqliteStore(self.db)
+        from tidal.isb.jetstream import JetStreamStore
+
+        if self._url is None:  # no server given: start one for this run, stopped with it
+            from tidal.isb.natsd import NatsServer
+
+            self._nats = NatsServer(self.run_dir / "nats").start()
+            self._url = self._nats.url
+        assert self._url is not None
+        return JetStreamStore(self._url, self.spec.name)
+
+    def plan(self, vertex: str) -> VertexPlan:
+        v = self.spec.vertex(vertex)
+        source_input = staged_buffer(vertex) if v.source is not None and v.source.user is not None else None
+        return VertexPlan(
+            pipeline=self.spec.name,
+            vertex=vertex,
+            kind=v.kind,
+            db=str(self.db),
+            run_dir=str(self.run_dir),
+            input=vertex if v.kind != "source" else source_input,
+            outputs=tuple(self.spec.outputs(vertex)),
+            limits=self.spec.limits,
+            backend=self.spec.buffers.backend,
+            url=self._url,
+            source=v.source,
+            udf=v.udf,
+            sink=v.sink,
+        )
+
+    def start(self) -> PipelineRun:
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.started_at = time.time()
+        self.buffers = self._open_buffers()
+        limits = BufferLimits(self.spec.limits.buffer_max_length, self.spec.limits.buffer_usage_limit)
+        self.control = ControlStore(self.db)
+        for v in self.spec.vertices:
+            if v.kind != "source":
+                self.buffers.create(v.name, limits)
+            elif v.source is not None and v.source.user is not None:
+                self.buffers.create(staged_buffer(v.name), limits)
+            if not self.control.known(v.name):  # a restart keeps the replicas it had
+                self.control.set_replicas(v.name, v.replicas)
+        plans = {v.name: self.plan(v.name) for v in self.spec.vertices}
+        for plan in plans.values():
+            if plan.source is not None and plan.source.generator is not None:
+                generator_start(plan)
+        if self._spark is None:
+            from tidal.spark.session import build_session
+
+            self._spark = build_session(f"tidal-{self.spec.name}", self._master)
+        from tidal.spark.datasource import VertexDataSource
+
+        self._spark.dataSource.register(VertexDataSource)
+        # Downstream first: a vertex's reader is up before anything is written into its buffer.
+        for name in reversed(list(plans)):
+            self.queries[name] = start_vertex(
+                self._spark,
+                plans[name],
+                self.run_dir / "checkpoints" / name,
+                trigger_seconds=self.trigger_seconds,
+            )
+        actuator = DryRunActuator() if self.dry_run else _Applier(self.control)
+        probe = StoreProbe(self.spec, self.buffers, self.control, running=self.running)
+        self.controller = Controller(self.spec, probe, actuator, EventLog(self.run_dir / "events.jsonl"))
+        self.controller.start()
+        log.info(
+            "pipeline %s running: %d vertices, run directory %s%s",
+            self.spec.name,
+            len(plans),
+            self.run_dir,
+            " (dry run: decisions are not applied)" if self.dry_run else "",
+        )
+        return self
+
+    # -- while it runs -------------------------------------------------------------------------
+
+    def running(self, vertex: str) -> bool:
+        query = self.queries.get(vertex)
+        return query is not None and query.isActive
+
+    def check(self) -> None:
+        """Raise :class:`~tidal.errors.PipelineError` if a vertex's query failed."""
+        for name, query in self.queries.items():
+            exc = query.exception()
+            if exc is not None:
+                raise errors.PipelineError(name, _reason(exc))
+
+    def wait(
+        self,
+        duration: float | None = None,
+        *,
+        until: Callable[[], bool] | None = None,
+        every: Callable[[PipelineRun], None] | None = None,
+        poll: float = 0.5,
+    ) -> None:
+        """Block until ``duration`` seconds passed or ``until()`` is true (or forever), checking
+        the queries; ``every(self)`` runs at every poll (the live view)."""
+        deadline = None if duration is None else time.monotonic() + duration
+        while True:
+            self.check()
+            self.write_status()
+            if every is not None:
+                every(self)
+            if until is not None and until():
+                return
+            if deadline is not None and time.monotonic() >= deadline:
+                return
+            time.sleep(poll)
+
+    def status(self) -> list[VertexStatus]:
+        assert self.control is not None and self.buffers is not None and self.controller is not None
+        decisions = self.controller.decisions()
+        metrics = self.controller.metrics()
+        out = []
+        for v in self.spec.vertices:
+            d = decisions.get(v.name)
+            usage = pending = None
+            if v.kind != "source":
+                stats = self.buffers.open(v.name).stats()
+                usage, pending = stats.usage, float(stats.pending)
+            else:
+                report = self.control.source_report(v.name)
+                pending = report.pending if report is not None else None
+            rate = metrics[v.name][0]
+            out.append(
+                VertexStatus(
+                    name=v.name,
+                    kind=v.kind,
+                    running=self.running(v.name),
+                    replicas=self.control.replicas(v.name, default=v.replicas),
+                    desired=d.desired if d is not None else None,
+                    pending=pending,
+                    rate=rate,
+                    usage=usage,
+                    processed=self.control.processed(v.name),
+                    rule=str(d.rule) if d is not None else "",
+                    reason=d.reason if d is not None else "",
+                )
+            )
+        return out
+
+    def write_status(self) -> None:
+        """``status.json`` in the run directory, for ``tidal status`` from another terminal."""
+        record = {
+            "pipeline": self.spec.name,
+            "started_at": self.started_at,
+            "at": time.time(),
+            "dry_run": self.dry_run,
+            "vertices": [asdict(s) for s in self.status()],
+        }
+        tmp = self.run_dir / "status.json.tmp"
+        tmp.write_text(json.dumps(record, indent=1))
+        tmp.replace(self.run_dir / "status.json")
+
+    # -- tear-down -----------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Stop the controller, then the queries (sinks first), then what this run started."""
+        if self.controller is not None:
+            self.controller.stop()
+        for name in list(self.queries):
+            try:
+                self.queries[name].stop()
+            except Exception as exc:  # stopping a failed query may raise again; keep stopping
+                log.debug("stopping %s: %s", name, exc)
+        if self._spark is not None and self._own_spark:
+            self._spark.stop()
+            self._spark = None
+        if self.buffers is not None:
+            self.buffers.close()
+        if self.control is not None:
+            self.control.close()
+        if self._nats is not None:
+            self._nats.stop()
+            self._nats = None
+
+    def __enter__(self) -> PipelineRun:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

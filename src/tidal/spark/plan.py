@@ -1,0 +1,103 @@
+"""What one vertex's Spark query needs to know, in one picklable value.
+
+Spark hands a Python data source its options as strings, and builds the reader and the writer
+in Python processes the JVM starts. A :class:`VertexPlan` travels as one option (``plan``,
+cloudpickled and base64-encoded), so a UDF or a user class given as a Python object in the
+builder reaches the workers as it is, and every process sees the same facts: the buffers to
+read and write, the vertex's source, UDF or sink, and where the run keeps its state.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyspark import cloudpickle
+
+from tidal.isb.base import Buffer, BufferStore
+from tidal.isb.control import ControlStore
+from tidal.spec.model import Limits, SinkSpec, SourceSpec, UdfSpec
+
+__all__ = ["VertexPlan", "staged_buffer"]
+
+# One store per (backend, location) per process: readers call the store at every trigger and
+# writer tasks at every batch, and a new connection costs more than the call.
+_STORES: dict[tuple[int, str, str], BufferStore] = {}
+_CONTROLS: dict[tuple[int, str], ControlStore] = {}
+
+
+def staged_buffer(vertex: str) -> str:
+    """Where a user source's messages are made replayable. ``_`` is never in a vertex name."""
+    return f"staged_{vertex}"
+
+
+@dataclass(frozen=True)
+class VertexPlan:
+    pipeline: str
+    vertex: str
+    kind: str  # "source" | "udf" | "sink"
+    db: str  # the run's SQLite file: the control record, and the buffers when backend is sqlite
+    run_dir: str
+    input: str | None  # the buffer the vertex reads (None for a generator)
+    outputs: tuple[str, ...] = ()
+    limits: Limits = field(default_factory=Limits)
+    backend: str = "sqlite"
+    url: str | None = None
+    source: SourceSpec | None = None
+    udf: UdfSpec | None = None
+    sink: SinkSpec | None = None
+
+    @property
+    def read_batch_size(self) -> int:
+        return self.limits.read_batch_size
+
+    def encode(self) -> str:
+        return base64.b64encode(cloudpickle.dumps(self)).decode("ascii")
+
+    @staticmethod
+    def decode(text: str) -> VertexPlan:
+        plan = cloudpickle.loads(base64.b64decode(text))
+        if not isinstance(plan, VertexPlan):
+            raise TypeError(f"option 'plan' holds a {type(plan).__name__}, not a VertexPlan")
+        return plan
+
+    # -- the stores, opened once per process -----------------------------------------------------
+
+    def buffers(self) -> BufferStore:
+        location = self.db if self.backend == "sqlite" else f"{self.url}/{self.pipeline}"
+        key = (os.getpid(), self.backend, location)
+        store = _STORES.get(key)
+        if store is None:
+            if self.backend == "sqlite":
+                from tidal.isb.sqlite import SqliteStore
+
+                store = SqliteStore(self.db)
+            else:
+                from tidal.isb.jetstream import JetStreamStore
+
+                assert self.url is not None, "a jetstream plan carries the server's url"
+                store = JetStreamStore(self.url, self.pipeline)
+            _STORES[key] = store
+        return store
+
+    def buffer(self, name: str) -> Buffer:
+        return self.buffers().open(name)
+
+    def control(self) -> ControlStore:
+        key = (os.getpid(), self.db)
+        control = _CONTROLS.get(key)
+        if control is None:
+            control = _CONTROLS[key] = ControlStore(self.db)
+        return control
+
+    def outputs_full(self) -> str | None:
+        """The first output buffer over its usage limit (back pressure), or None."""
+        for name in self.outputs:
+            if self.buffer(name).stats().full:
+                return name
+        return None
+
+    def options(self) -> dict[str, Any]:
+        return {"plan": self.encode()}

@@ -1,0 +1,199 @@
+"""Terminal sinks (``log``, ``file``, ``blackhole``, ``user``) and the dead letter.
+
+A sink has two halves, like a Spark writer: :meth:`Sink.write` runs in each task with that task's
+messages and returns something small for the driver; :meth:`Sink.commit` runs once per
+micro-batch in the driver after every task succeeded.
+
+Delivery, per kind:
+
+- ``file`` is **exactly once**, also across a crash: tasks write part files, the commit appends
+  them to the JSON-lines file. Before appending batch ``B`` it records ``(B, size)`` next to the
+  file (in the run directory); a replay of ``B`` after a crash cuts the file back to ``size``
+  and appends again.
+  Lines are ``{"id": ..., "payload": ...}`` (payloads that are not UTF-8 go as
+  ``payload_b64``); a dead letter line adds ``"error"``. A relative ``path`` is under the run
+  directory. The part files need a filesystem the driver and the executors share (local mode,
+  or a shared mount on a cluster).
+- ``log`` and ``user`` are **at least once**: a micro-batch replayed after a crash is written
+  again. A user sink gets the message ids, so its ``write`` can be idempotent.
+- ``blackhole`` drops everything (benchmarks, tests).
+
+A user sink is ``module:Class`` built once per worker process with ``options`` as keyword
+arguments; its ``write(messages)`` gets a list of ``(id, payload)`` pairs.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import logging
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+from tidal.spec.model import SinkSpec
+from tidal.spec.validate import resolve
+
+__all__ = ["FileSink", "Sink", "build_sink"]
+
+log = logging.getLogger("tidal.sink")
+
+
+class Sink(Protocol):
+    def write(self, ids: Sequence[str], payloads: Sequence[bytes], errors: Sequence[str] = ()) -> Any:
+        """Called in a task; returns a small picklable value for :meth:`commit` (or None)."""
+        ...
+
+    def commit(self, batch_id: int, parts: Sequence[Any]) -> None:
+        """Called in the driver once every task of ``batch_id`` succeeded."""
+        ...
+
+
+def _text(payload: bytes) -> dict[str, str]:
+    try:
+        return {"payload": payload.decode()}
+    except UnicodeDecodeError:
+        return {"payload_b64": base64.b64encode(payload).decode("ascii")}
+
+
+class BlackholeSink:
+    def write(self, ids: Sequence[str], payloads: Sequence[bytes], errors: Sequence[str] = ()) -> None:
+        return None
+
+    def commit(self, batch_id: int, parts: Sequence[Any]) -> None:
+        return None
+
+
+class LogSink:
+    """One log line per message on the ``tidal.sink.<vertex>`` logger (at least once)."""
+
+    def __init__(self, vertex: str, limit: int = 200) -> None:
+        self._log = logging.getLogger(f"tidal.sink.{vertex}")
+        self._limit = limit  # a payload is cut to this many characters in the line
+
+    def write(self, ids: Sequence[str], payloads: Sequence[bytes], errors: Sequence[str] = ()) -> None:
+        if not self._log.handlers and not logging.getLogger("tidal").handlers:
+            from tidal import log as tidal_log
+
+            tidal_log.configure()
+        for i, (message_id, payload) in enumerate(zip(ids, payloads, strict=True)):
+            text = payload[: self._limit].decode(errors="replace")
+            if errors:
+                self._log.warning("id=%s error=%r payload=%r", message_id, errors[i], text)
+            else:
+                self._log.info("id=%s payload=%r", message_id, text)
+
+    def commit(self, batch_id: int, parts: Sequence[Any]) -> None:
+        return None
+
+
+class UserSink:
+    """The user's class; ``write([(id, payload), ...])`` (at least once)."""
+
+    def __init__(self, spec: Any, at: str) -> None:
+        cls = resolve(spec.class_, at, "class")
+        self._sink = cls(**spec.options)
+
+    def write(self, ids: Sequence[str], payloads: Sequence[bytes], errors: Sequence[str] = ()) -> None:
+        if errors and hasattr(self._sink, "write_dead"):
+            self._sink.write_dead(list(zip(ids, payloads, errors, strict=True)))
+        else:
+            self._sink.write(list(zip(ids, payloads, strict=True)))
+
+    def commit(self, batch_id: int, parts: Sequence[Any]) -> None:
+        commit = getattr(self._sink, "commit", None)
+        if callable(commit):
+            commit(batch_id)
+
+
+class FileSink:
+    """JSON lines, exactly once (see the module docstring for the protocol)."""
+
+    def __init__(self, path: str | Path, state_dir: str | Path) -> None:
+        # The state is the run's (under the run directory), not the file's: a new run appending
+        # to the same file starts its batch ids at 0 again.
+        self.path = Path(path)
+        self.parts = Path(state_dir) / "parts"
+        self.state = Path(state_dir) / "state.json"
+
+    def write(self, ids: Sequence[str], payloads: Sequence[bytes], errors: Sequence[str] = ()) -> str | None:
+        if not ids:
+            return None
+        self.parts.mkdir(parents=True, exist_ok=True)
+        lines = []
+        for i, (message_id, payload) in enumerate(zip(ids, payloads, strict=True)):
+            record: dict[str, str] = {"id": message_id, **_text(payload)}
+            if errors:
+                record["error"] = errors[i]
+            lines.append(json.dumps(record))
+        part = self.parts / f"{os.getpid()}-{ids[0].replace('/', '_')[:64]}-{len(ids)}.jsonl"
+        tmp = part.with_suffix(".tmp")
+        tmp.write_text("\n".join(lines) + "\n")
+        tmp.replace(part)
+        return str(part)
+
+    def _read_state(self) -> tuple[int, int, bool] | None:
+        try:
+            batch, size, done = json.loads(self.state.read_text())
+        except (FileNotFoundError, ValueError):
+            return None
+        return int(batch), int(size), bool(done)
+
+    def _write_state(self, batch: int, size: int, done: bool) -> None:
+        tmp = self.state.with_suffix(".tmp")
+        with tmp.open("w") as f:
+            json.dump([batch, size, done], f)
+            f.flush()
+            os.fsync(f.fileno())
+        tmp.replace(self.state)
+
+    def commit(self, batch_id: int, parts: Sequence[Any]) -> None:
+        files = sorted(str(p) for p in parts if p)
+        state = self._read_state()
+        if state is not None and (state[0] > batch_id or (state[0] == batch_id and state[2])):
+            self._remove(files)  # this batch is in the file already (a replay)
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.state.parent.mkdir(parents=True, exist_ok=True)
+        self.path.touch()
+        if state is not None and state[0] == batch_id:
+            size = state[1]  # a crash mid-append: cut back to where this batch began
+        else:
+            size = self.path.stat().st_size
+            self._write_state(batch_id, size, False)
+        with self.path.open("r+b") as out:
+            out.truncate(size)
+            out.seek(size)
+            for name in files:
+                out.write(Path(name).read_bytes())
+            out.flush()
+            os.fsync(out.fileno())
+            end = out.tell()
+        self._write_state(batch_id, end, True)
+        self._remove(files)
+
+    @staticmethod
+    def _remove(files: Sequence[str]) -> None:
+        for name in files:
+            with contextlib.suppress(FileNotFoundError):
+                Path(name).unlink()
+
+
+def build_sink(spec: SinkSpec, vertex: str, run_dir: str | Path, at: str, role: str = "sink") -> Sink:
+    """The sink ``spec`` describes, for ``vertex`` (``at`` names the spec field in errors;
+    ``role`` is ``sink`` or ``dead-letter``, which keep separate state)."""
+    kind = spec.kind
+    if kind == "blackhole":
+        return BlackholeSink()
+    if kind == "log":
+        return LogSink(vertex)
+    if kind == "file":
+        assert spec.file is not None
+        path = Path(spec.file["path"])
+        return FileSink(
+            path if path.is_absolute() else Path(run_dir) / path, Path(run_dir) / "sinks" / f"{vertex}.{role}"
+        )
+    assert spec.user is not None
+    return UserSink(spec.user, f"{at}.user.class")
