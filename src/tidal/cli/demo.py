@@ -1,134 +1,60 @@
-"""``tidal demo``: the smallest real thing Tidal runs today, end to end on Spark.
+"""``tidal demo`` (what ``make demo`` runs): the wave pipeline, scaled live, then its report.
 
-A generator fills the SQLite buffer ``in``; a Spark Structured Streaming query reads it through
-Tidal's buffer data source, enriches every message with a Python (Arrow) function, and writes to
-the buffer ``out``. Halfway through, the vertex's replicas go from 1 to 2 in the control record,
-and the next micro-batches run 2 tasks instead of 1. At the end the demo checks that every
-message arrived exactly once and reports timings.
-
-The autoscaling demo (a load wave, scale-up, scale to zero and back, a report with plots) is
-issue #6; this one exercises the runtime pieces it will stand on.
+``examples/wave.yaml``: a generator sends waves of orders, a Python UDF with 2 ms of latency per
+order enriches them, a file sink archives them. In about two and a half minutes on Spark's local
+mode it shows the whole cycle: scale-up under the first wave, scale-down after it, scale to
+zero in the quiet spell, the wake-up when the second wave arrives. Then it checks that every
+order arrived exactly once and prints where the report and the decisions are.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterator
+import json
 from pathlib import Path
 
 from rich.console import Console
-from rich.table import Table
 
-MESSAGES = 40_000
-READ_BATCH_SIZE = 2_000
-
-
-def _enrich(batches: Iterator[object]) -> Iterator[object]:
-    """The demo's UDF: upper-case the payload (Arrow, vectorised)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    for batch in batches:
-        assert isinstance(batch, pa.RecordBatch)
-        text = pc.cast(batch.column("payload"), pa.string())
-        upper = pc.cast(pc.utf8_upper(text), pa.binary())
-        yield pa.RecordBatch.from_arrays(
-            [batch.column("seq"), batch.column("id"), upper], names=batch.schema.names
-        )
+PIPELINE = Path(__file__).resolve().parents[3] / "examples" / "wave.yaml"
+DURATION = 160.0  # two waves (at 0 s and 110 s, 40 s each) and the drain of the second
+MASTER = "local[6]"  # task slots: sleeping UDF tasks run side by side even on 2 cores
 
 
-def run(run_root: str | Path = "runs") -> int:
-    from tidal import log
-    from tidal.isb import BufferLimits
-    from tidal.isb.control import ControlStore
-    from tidal.isb.sqlite import SqliteStore
+def run(duration: float | None = None, run_root: str | Path = "runs") -> int:
+    from tidal.cli.run import default_run_dir, run_pipeline
 
-    log.configure()
     console = Console()
-    run_dir = Path(run_root) / time.strftime("demo-%Y%m%d-%H%M%S")
-    run_dir.mkdir(parents=True, exist_ok=True)
-    db = run_dir / "pipeline.db"
-    console.rule("[bold]Tidal demo[/]: generator → enrich (Python UDF on Spark) → out")
-
-    store = SqliteStore(db)
-    source = store.create("in", BufferLimits(max_length=100_000))
-    out = store.create("out", BufferLimits(max_length=100_000))
-    control = ControlStore(db)
-    control.set_replicas("enrich", 1)
-    started = time.perf_counter()
-    for i in range(0, MESSAGES, 1000):
-        source.append(
-            [f"order {n:08d} from tidal".encode() for n in range(i, i + 1000)],
-            [f"m{n}" for n in range(i, i + 1000)],
-        )
+    if not PIPELINE.exists():
+        console.print(f"[red]the demo pipeline is missing: {PIPELINE}[/] (run tidal demo from a clone)")
+        return 2
+    run_dir = default_run_dir("demo", run_root)
     console.print(
-        f"generated {MESSAGES} messages into buffer [cyan]in[/] in {time.perf_counter() - started:.2f} s"
+        "[bold]Tidal demo[/]: waves of orders → enrich (Python UDF, 2 ms/order, on Spark) → archive.\n"
+        "Watch [cyan]enrich[/]: up under the wave, down after it, to zero when quiet, woken by the next wave."
     )
-
-    started = time.perf_counter()
-    from tidal.spark.datasource import BufferDataSource
-    from tidal.spark.session import build_session
-    from tidal.spark.vertex import start_vertex
-
-    spark = build_session("tidal-demo")
-    spark.dataSource.register(BufferDataSource)
-    session_s = time.perf_counter() - started
-    console.print(f"Spark session (local[2], loopback, UI off) ready in {session_s:.1f} s")
-
-    query = start_vertex(
-        spark,
-        db=db,
-        vertex="enrich",
-        source="in",
-        sink="out",
-        checkpoint=run_dir / "checkpoints" / "enrich",
-        read_batch_size=READ_BATCH_SIZE,
-        transform=_enrich,
+    status = run_pipeline(
+        PIPELINE,
+        duration=duration or DURATION,
+        run_dir=run_dir,
+        master=MASTER,
+        metrics_port=0,
+        console=console,
     )
-    started = time.perf_counter()
-    switched = False
-    try:
-        # Done when the input is committed: Spark commits the source only after the sink committed.
-        while source.stats().committed < MESSAGES:
-            if not switched and out.stats().last_seq >= MESSAGES // 4:
-                control.set_replicas("enrich", 2)
-                switched = True
-                console.print(
-                    "[yellow]replicas 1 → 2[/] (control record); the next micro-batches split in 2 tasks"
-                )
-            if time.perf_counter() - started > 300:
-                raise TimeoutError("the demo pipeline did not drain within 300 s")
-            if query.exception() is not None:
-                raise RuntimeError(f"query failed: {query.exception()}")
-            time.sleep(0.2)
-        elapsed = time.perf_counter() - started
-    finally:
-        query.stop()
-        spark.stop()
+    if status != 0:
+        return status
+    return _check(run_dir, console)
 
-    batches = control.batches("enrich")
-    table = Table(title="micro-batches of vertex 'enrich', by replica count")
-    for column in ("replicas", "micro-batches", "tasks per batch", "messages", "messages per batch"):
-        table.add_column(column, justify="right")
-    for replicas in sorted({b.tasks for b in batches}):
-        group = [b for b in batches if b.tasks == replicas]
-        rows = sum(b.rows for b in group)
-        table.add_row(str(replicas), str(len(group)), str(replicas), str(rows), f"{rows / len(group):,.0f}")
-    console.print(table)
 
-    messages = out.read(0, MESSAGES + 1)
-    ids = [message_id for _, message_id, _ in messages]
-    exactly_once = len(ids) == MESSAGES and len(set(ids)) == MESSAGES
-    enriched = all(payload.isupper() or not payload.isalpha() for _, _, payload in messages[:100])
+def _check(run_dir: Path, console: Console) -> int:
+    """Every order that reached the archive arrived once; the cycle happened."""
+    archive = run_dir / "orders.jsonl"
+    ids = [json.loads(line)["id"] for line in archive.read_text().splitlines()] if archive.exists() else []
+    once = len(ids) == len(set(ids))
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    rules = [e["rule"] for e in events if e["vertex"] == "enrich" and e["desired"] != e["current"]]
+    peak = max([e["desired"] for e in events if e["vertex"] == "enrich"], default=0)
     console.print(
-        f"{len(ids)} messages in [cyan]out[/], {len(set(ids))} distinct: "
-        + ("[green]exactly once[/]" if exactly_once else "[red]LOST OR DUPLICATED[/]")
+        f"{len(ids):,} orders archived, "
+        + ("[green]each exactly once[/]" if once else "[red]DUPLICATES FOUND[/]")
+        + f"; enrich peaked at {peak} replicas; its changes: {' → '.join(rules) or 'none'}"
     )
-    console.print(
-        f"drained in {elapsed:.1f} s → {MESSAGES / elapsed:,.0f} messages/s through Spark on 2 cores; "
-        f"{len(batches)} micro-batches; tasks per batch seen: {sorted({b.tasks for b in batches})}"
-    )
-    console.print(f"run directory: {run_dir}")
-    store.close()
-    control.close()
-    return 0 if exactly_once and enriched else 1
+    return 0 if once and ids else 1

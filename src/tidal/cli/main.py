@@ -7,27 +7,69 @@ import sys
 
 from tidal import __version__
 
+# name → module under tidal.bench with a ``main() -> int``
+BENCHMARKS = {"scaling": "scaling", "buffers": "buffers", "throughput": "throughput"}
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tidal", description="Autoscaling streaming pipelines on Spark.")
     parser.add_argument("--version", action="version", version=f"tidal {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("demo", help="run the demo on the embedded defaults (Spark local mode, SQLite)")
+
+    run = sub.add_parser("run", help="run a pipeline with a live view; writes a report when it stops")
+    run.add_argument("pipeline", help="the pipeline's YAML file")
+    run.add_argument("--duration", type=float, default=None, help="stop after this many seconds")
+    run.add_argument("--run-dir", default=None, help="where the run keeps its state (resumed if it exists)")
+    run.add_argument(
+        "--dry-run", action="store_true", help="compute and show decisions without applying them"
+    )
+    run.add_argument("--metrics-port", type=int, default=9464, help="Prometheus port on 127.0.0.1 (0 = any)")
+    run.add_argument("--no-metrics", action="store_true", help="do not serve Prometheus metrics")
+    run.add_argument("--no-live", action="store_true", help="no live table (logs only)")
+    run.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
+
+    events = sub.add_parser("events", help="the decisions of a run, with their reasons")
+    events.add_argument("run_dir")
+    events.add_argument("--vertex", default=None, help="only this vertex")
+    events.add_argument("--changes", action="store_true", help="only decisions that changed replicas")
+
+    status = sub.add_parser("status", help="the state of a run (live or finished)")
+    status.add_argument("run_dir")
+
+    demo = sub.add_parser("demo", help="the autoscaling demo (Spark local mode, SQLite), 2–3 minutes")
+    demo.add_argument("--duration", type=float, default=None, help="shorter or longer than the wave")
+
     bench = sub.add_parser("bench", help="run a benchmark; results go to bench/results/")
     bench.add_argument("name", choices=[*BENCHMARKS, "all"], help="which benchmark")
     return parser
 
 
-# name → module under tidal.bench with a ``main(out) -> int``
-BENCHMARKS = {"scaling": "scaling", "buffers": "buffers"}
-
-
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "run":
+        from tidal.cli.run import run_pipeline
+
+        return run_pipeline(
+            args.pipeline,
+            duration=args.duration,
+            run_dir=args.run_dir,
+            dry_run=args.dry_run,
+            metrics_port=None if args.no_metrics else args.metrics_port,
+            live=not args.no_live,
+            master=args.master,
+        )
+    if args.command == "events":
+        from tidal.cli.inspect import show_events
+
+        return show_events(args.run_dir, args.vertex, args.changes)
+    if args.command == "status":
+        from tidal.cli.inspect import show_status
+
+        return show_status(args.run_dir)
     if args.command == "demo":
         from tidal.cli import demo
 
-        return demo.run()
+        return demo.run(duration=args.duration)
     if args.command == "bench":
         import importlib
 

@@ -1,0 +1,62 @@
+"""``tidal events RUN_DIR`` and ``tidal status RUN_DIR``: read a run, live or finished."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+__all__ = ["show_events", "show_status"]
+
+
+def show_events(run_dir: str | Path, vertex: str | None = None, changes_only: bool = False) -> int:
+    """Every recorded decision with its reason: the answer to "why did it scale?"."""
+    console = Console()
+    path = Path(run_dir) / "events.jsonl"
+    if not path.exists():
+        console.print(f"[red]no events at {path}[/] (is {run_dir} a run directory?)")
+        return 2
+    events = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    start = min((e["at"] for e in events), default=0.0)
+    table = Table(title=f"decisions in {run_dir}")
+    for column in ("t (s)", "vertex", "replicas", "rule", "reason"):
+        table.add_column(column, overflow="fold")
+    shown = 0
+    for e in events:
+        if vertex is not None and e["vertex"] != vertex:
+            continue
+        changed = e["desired"] != e["current"]
+        if changes_only and not changed:
+            continue
+        replicas = f"{e['current']} → {e['desired']}" if changed else str(e["current"])
+        table.add_row(f"{e['at'] - start:,.1f}", e["vertex"], replicas, e["rule"], e["reason"])
+        shown += 1
+    console.print(table)
+    console.print(f"{shown} of {len(events)} decisions shown")
+    return 0
+
+
+def show_status(run_dir: str | Path) -> int:
+    """The state of a run from its ``status.json`` (written every half second while it runs)."""
+    from tidal.observe.live import status_table
+    from tidal.spark.pipeline import VertexStatus
+
+    console = Console()
+    path = Path(run_dir) / "status.json"
+    if not path.exists():
+        console.print(f"[red]no status at {path}[/] (is {run_dir} a run directory?)")
+        return 2
+    record = json.loads(path.read_text())
+    age = time.time() - record["at"]
+    state = "[green]running[/]" if age < 5 else f"[yellow]not running[/] (last update {age:,.0f} s ago)"
+
+    up = record["at"] - record["started_at"]
+    console.print(f"pipeline [bold]{record['pipeline']}[/]: {state}, up {up:,.0f} s")
+    console.print(status_table([VertexStatus(**v) for v in record["vertices"]]))
+    report = Path(run_dir) / "report" / "summary.md"
+    if report.exists():
+        console.print(f"report: {report}")
+    return 0

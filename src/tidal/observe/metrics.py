@@ -1,0 +1,102 @@
+"""Prometheus metrics of a running pipeline, served on 127.0.0.1.
+
+| metric | type | labels |
+|---|---|---|
+| ``tidal_vertex_replicas`` | gauge | pipeline, vertex |
+| ``tidal_vertex_desired_replicas`` | gauge | pipeline, vertex |
+| ``tidal_buffer_pending`` | gauge | pipeline, vertex (the vertex's input; a source's own pending) |
+| ``tidal_vertex_processing_rate`` | gauge | pipeline, vertex (messages/s over the lookback) |
+| ``tidal_buffer_usage_ratio`` | gauge | pipeline, vertex (stored / bufferMaxLength) |
+| ``tidal_vertex_processed_total`` | counter | pipeline, vertex |
+| ``tidal_scaling_decisions_total`` | counter | pipeline, vertex, rule (decisions in the event log) |
+
+A private registry: the exporter shows the pipeline's metrics, not the Python process's.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
+
+__all__ = ["MetricsExporter"]
+
+
+class MetricsExporter:
+    def __init__(self, pipeline: str, events_path: str | Path) -> None:
+        self.pipeline = pipeline
+        self.registry = CollectorRegistry()
+        labels = ["pipeline", "vertex"]
+        self.replicas = Gauge("tidal_vertex_replicas", "Replicas now", labels, registry=self.registry)
+        self.desired = Gauge(
+            "tidal_vertex_desired_replicas",
+            "Replicas the last decision wanted",
+            labels,
+            registry=self.registry,
+        )
+        self.pending = Gauge("tidal_buffer_pending", "Messages waiting", labels, registry=self.registry)
+        self.rate = Gauge(
+            "tidal_vertex_processing_rate", "Messages/s over the lookback", labels, registry=self.registry
+        )
+        self.usage = Gauge(
+            "tidal_buffer_usage_ratio", "Input buffer: stored / max length", labels, registry=self.registry
+        )
+        self.processed = Counter(
+            "tidal_vertex_processed", "Messages processed", labels, registry=self.registry
+        )
+        self.decisions = Counter(
+            "tidal_scaling_decisions",
+            "Scaling decisions recorded, by rule",
+            [*labels, "rule"],
+            registry=self.registry,
+        )
+        self._events = Path(events_path)
+        self._events_at = 0
+        self._processed: dict[str, float] = {}
+        self.server: Any = None
+        self.port = 0
+
+    def serve(self, port: int = 0) -> int:
+        """Listen on 127.0.0.1:``port`` (0 = a free port); return the port."""
+        self.server, _thread = start_http_server(port, addr="127.0.0.1", registry=self.registry)
+        self.port = int(self.server.server_address[1])
+        return self.port
+
+    def update(self, statuses: Iterable[Any]) -> None:
+        for s in statuses:
+            labels = (self.pipeline, s.name)
+            self.replicas.labels(*labels).set(s.replicas)
+            if s.desired is not None:
+                self.desired.labels(*labels).set(s.desired)
+            if s.pending is not None:
+                self.pending.labels(*labels).set(s.pending)
+            if s.rate is not None:
+                self.rate.labels(*labels).set(s.rate)
+            if s.usage is not None:
+                self.usage.labels(*labels).set(s.usage)
+            grown = s.processed - self._processed.get(s.name, 0)
+            if grown > 0:
+                self.processed.labels(*labels).inc(grown)
+                self._processed[s.name] = s.processed
+        self._read_events()
+
+    def _read_events(self) -> None:
+        if not self._events.exists():
+            return
+        with self._events.open() as f:
+            f.seek(self._events_at)
+            while line := f.readline():
+                if not line.endswith("\n"):
+                    break  # half-written: read it next time
+                self._events_at = f.tell()
+                event = json.loads(line)
+                self.decisions.labels(self.pipeline, event["vertex"], event["rule"]).inc()
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.shutdown()
+            self.server.server_close()
+            self.server = None

@@ -1,0 +1,159 @@
+"""The report written at the end of every run: a PNG per vertex and a summary.
+
+Per vertex (``report/<vertex>.png``), over time since the start: the processing rate, the
+pending messages, and the replicas (current and desired) with every scaling change marked
+(green up, red down). ``report/summary.md`` and ``summary.json`` hold, per vertex, the messages
+processed, peak replicas, replica-seconds (the area under the replicas curve: what the run
+cost), and the time to drain after each burst (from pending leaving 0 to pending back at 0).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tidal.observe.series import read_series
+
+__all__ = ["VertexSummary", "summarize", "write_report"]
+
+
+@dataclass
+class VertexSummary:
+    vertex: str
+    kind: str
+    processed: int
+    peak_replicas: int
+    replica_seconds: float
+    drains: list[float] = field(default_factory=list)  # seconds, one per burst that drained
+    scale_ups: int = 0
+    scale_downs: int = 0
+
+
+def _by_vertex(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        out[row["name"]].append(row)
+    return out
+
+
+def _drains(rows: list[dict[str, Any]], gap: float = 5.0, shortest: float = 2.0) -> list[float]:
+    """Durations of the backlog spells that drained: from pending leaving 0 to pending back at 0.
+
+    Micro-batches make pending flicker to 0 between batches, so zeros shorter than ``gap``
+    seconds do not end a spell, and spells shorter than ``shortest`` are not bursts. A spell
+    still open at the end of the run is left out.
+    """
+    spells: list[list[float]] = []
+    began = None
+    for row in rows:
+        busy = (row.get("pending") or 0) > 0
+        if busy and began is None:
+            began = row["at"]
+            if spells and began - spells[-1][1] < gap:
+                began = spells.pop()[0]  # a flicker: the previous spell goes on
+        elif not busy and began is not None:
+            spells.append([began, row["at"]])
+            began = None
+    return [round(end - start, 1) for start, end in spells if end - start >= shortest]
+
+
+def summarize(run_dir: str | Path) -> list[VertexSummary]:
+    run_dir = Path(run_dir)
+    series = _by_vertex(list(read_series(run_dir)))
+    events = _events(run_dir)
+    out = []
+    for name, rows in series.items():
+        replica_seconds = sum(a["replicas"] * (b["at"] - a["at"]) for a, b in itertools.pairwise(rows))
+        changes = [e for e in events if e["vertex"] == name and e["desired"] != e["current"]]
+        out.append(
+            VertexSummary(
+                vertex=name,
+                kind=rows[-1]["kind"],
+                processed=int(rows[-1]["processed"]),
+                peak_replicas=max(r["replicas"] for r in rows),
+                replica_seconds=round(replica_seconds, 1),
+                drains=_drains(rows),
+                scale_ups=sum(1 for e in changes if e["desired"] > e["current"]),
+                scale_downs=sum(1 for e in changes if e["desired"] < e["current"]),
+            )
+        )
+    return out
+
+
+def _events(run_dir: Path) -> list[dict[str, Any]]:
+    path = run_dir / "events.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _plot(
+    name: str, rows: list[dict[str, Any]], events: list[dict[str, Any]], start: float, path: Path
+) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    t = [r["at"] - start for r in rows]
+    fig, (ax_rate, ax_pending, ax_replicas) = plt.subplots(3, 1, figsize=(9, 7), sharex=True)
+    ax_rate.plot(t, [r["rate"] or 0 for r in rows], color="tab:blue")
+    ax_rate.set_ylabel("rate (msg/s)")
+    ax_pending.plot(t, [r["pending"] or 0 for r in rows], color="tab:orange")
+    ax_pending.set_ylabel("pending")
+    ax_replicas.step(t, [r["replicas"] for r in rows], where="post", label="replicas", color="black")
+    desired = [(x, r["desired"]) for x, r in zip(t, rows, strict=True) if r["desired"] is not None]
+    if desired:
+        ax_replicas.step(
+            *zip(*desired, strict=True), where="post", label="desired", color="tab:gray", ls="--"
+        )
+    for e in events:
+        if e["vertex"] == name and e["desired"] != e["current"]:
+            color = "tab:green" if e["desired"] > e["current"] else "tab:red"
+            for ax in (ax_rate, ax_pending, ax_replicas):
+                ax.axvline(e["at"] - start, color=color, alpha=0.35, lw=1)
+    ax_replicas.set_ylabel("replicas")
+    ax_replicas.set_xlabel("seconds since start")
+    ax_replicas.legend(loc="upper right")
+    fig.suptitle(f"vertex {name}: scaling changes marked (green up, red down)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def write_report(run_dir: str | Path) -> Path:
+    """Write ``report/`` under ``run_dir`` and return its summary's path."""
+    run_dir = Path(run_dir)
+    out = run_dir / "report"
+    out.mkdir(parents=True, exist_ok=True)
+    rows = list(read_series(run_dir))
+    events = _events(run_dir)
+    start = min((r["at"] for r in rows), default=0.0)
+    for name, vertex_rows in _by_vertex(rows).items():
+        _plot(name, vertex_rows, events, start, out / f"{name}.png")
+    summary = summarize(run_dir)
+    (out / "summary.json").write_text(json.dumps([asdict(s) for s in summary], indent=1))
+    lines = [
+        "| vertex | kind | processed | peak replicas | replica-seconds | scale-ups | scale-downs "
+        "| drain times (s) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for s in summary:
+        drains = ", ".join(f"{d:g}" for d in s.drains) or "—"
+        lines.append(
+            f"| {s.vertex} | {s.kind} | {s.processed} | {s.peak_replicas} | {s.replica_seconds:g} | "
+            f"{s.scale_ups} | {s.scale_downs} | {drains} |"
+        )
+    sources = [s for s in summary if s.kind == "source"]
+    sinks = [s for s in summary if s.kind == "sink"]
+    head = (
+        f"# Run report\n\nmessages in (sources): {sum(s.processed for s in sources)}; "
+        f"messages out (sinks): {sum(s.processed for s in sinks)}\n\n"
+    )
+    plots = "\n".join(f"![{s.vertex}]({s.vertex}.png)" for s in summary)
+    (out / "summary.md").write_text(head + "\n".join(lines) + "\n\n" + plots + "\n")
+    return out / "summary.md"
