@@ -51,7 +51,12 @@ def show_status(run_dir: str | Path) -> int:
         return 2
     record = json.loads(path.read_text())
     age = time.time() - record["at"]
-    state = "[green]running[/]" if age < 5 else f"[yellow]not running[/] (last update {age:,.0f} s ago)"
+    if record.get("state") == "stopped":
+        state = f"[yellow]not running[/] (stopped {age:,.0f} s ago)"
+    elif age < 5:
+        state = "[green]running[/]"
+    else:  # no clean stop recorded: killed, or the machine went down
+        state = f"[red]not running[/] (no update for {age:,.0f} s; it did not stop cleanly)"
 
     up = record["at"] - record["started_at"]
     console.print(f"pipeline [bold]{record['pipeline']}[/]: {state}, up {up:,.0f} s")

@@ -263,10 +263,11 @@ class PipelineRun:
             )
         return out
 
-    def write_status(self) -> None:
+    def write_status(self, state: str = "running") -> None:
         """``status.json`` in the run directory, for ``tidal status`` from another terminal."""
         record = {
             "pipeline": self.spec.name,
+            "state": state,
             "started_at": self.started_at,
             "at": time.time(),
             "dry_run": self.dry_run,
@@ -282,6 +283,10 @@ class PipelineRun:
         """Stop the controller, then the queries (sinks first), then what this run started."""
         if self.controller is not None:
             self.controller.stop()
+            try:
+                self.write_status("stopped")
+            except Exception as exc:  # a status that cannot be read must not block the stop
+                log.debug("final status: %s", exc)
         for name in list(self.queries):
             try:
                 self.queries[name].stop()
