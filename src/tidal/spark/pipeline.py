@@ -32,7 +32,7 @@ from tidal.isb.base import BufferLimits, BufferStore
 from tidal.isb.control import ControlStore
 from tidal.spark.plan import VertexPlan, staged_buffer
 from tidal.spark.sources import generator_start
-from tidal.spark.vertex import start_vertex
+from tidal.spark.vertex import start_vertex, stop_between_batches
 from tidal.spec import PipelineSpec
 
 __all__ = ["DryRunActuator", "PipelineRun", "VertexStatus"]
@@ -289,7 +289,7 @@ class PipelineRun:
                 log.debug("final status: %s", exc)
         for name in list(self.queries):
             try:
-                self.queries[name].stop()
+                stop_between_batches(self.queries[name])
             except Exception as exc:  # stopping a failed query may raise again; keep stopping
                 log.debug("stopping %s: %s", name, exc)
         if self._spark is not None and self._own_spark:

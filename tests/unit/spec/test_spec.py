@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -284,3 +285,9 @@ def test_resolve_passes_callables_through():
     from tidal.examples.udfs import upper
 
     assert resolve("tidal.examples.udfs:upper", "x") is upper
+
+
+@pytest.mark.parametrize("path", sorted(Path(__file__).parents[3].joinpath("examples").glob("*.yaml")))
+def test_every_example_pipeline_is_valid(path):
+    spec = load_pipeline(path)
+    assert spec.name == path.stem and spec.edges

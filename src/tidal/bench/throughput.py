@@ -1,0 +1,170 @@
+"""Benchmark: messages/s through generator → Python map → blackhole, Tidal against plain PySpark.
+
+Both run on the same local SparkSession (``local[2]``), alternating, ``REPEATS`` times each:
+
+- **plain**: Spark's ``rate`` source → ``mapInArrow`` with the same per-message Python work (build
+  the generator's payload, ``tidal.examples.udfs.upper``) → the ``noop`` sink. One query, no
+  buffers, no delivery guarantee beyond Spark's own.
+- **tidal**: a Tidal pipeline of three vertices (generator, ``upper`` map, blackhole sink), each its
+  own query with 2 replicas (autoscaling off, so the figure is throughput, not a policy), SQLite
+  buffers between them, ids de-duplicated, inputs trimmed on commit: what a user gets.
+
+Both sources offer far more than the job can take (1M msg/s), so the figure is capacity.
+Throughput = messages finished by the last step over a window after a warm-up. A second
+measurement gives the **fixed cost per micro-batch**: the median trigger duration of batches of
+a handful of messages (plain: the whole query; tidal: the map vertex's query).
+
+Run: ``tidal bench throughput``. Numbers go to ``docs/benchmarks.md``.
+"""
+
+from __future__ import annotations
+
+import shutil
+import statistics
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from tidal.bench import RESULTS, write_result
+from tidal.examples.udfs import upper
+from tidal.spark.sources import generator_payload
+from tidal.spark.vertex import stop_between_batches
+
+REPEATS = 3
+WARMUP_S = 10.0
+WINDOW_S = 20.0
+OFFERED = 1_000_000  # msg/s: more than either job can take
+SIZE = 100
+READ_BATCH = 20_000  # per replica per micro-batch (Tidal)
+
+
+def _plain_work(batches: Iterator[Any]) -> Iterator[Any]:
+    import pyarrow as pa
+
+    for batch in batches:
+        values = batch.column("value").to_pylist()
+        payloads = [upper(generator_payload("gen", v, SIZE)) for v in values]
+        yield pa.RecordBatch.from_arrays([pa.array(payloads, pa.binary())], names=["payload"])
+
+
+def _plain_query(spark: Any, rows_per_second: int, checkpoint: Path) -> Any:
+    return (
+        spark.readStream.format("rate")
+        .option("rowsPerSecond", rows_per_second)
+        .option("numPartitions", 2)
+        .load()
+        .mapInArrow(_plain_work, "payload binary")
+        .writeStream.format("noop")
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(processingTime="500 milliseconds")
+        .queryName("plain")
+        .start()
+    )
+
+
+def _rows_in_window(query: Any, start: float, end: float) -> int:
+    """Rows of the batches that finished within [start, end] (Spark's progress timestamps)."""
+    from datetime import datetime
+
+    total = 0
+    for p in query.recentProgress:
+        ts = datetime.fromisoformat(p.timestamp.replace("Z", "+00:00")).timestamp()
+        finished = ts + p.batchDuration / 1000
+        if start <= finished <= end:
+            total += p.numInputRows
+    return total
+
+
+def plain_rate(spark: Any, root: Path) -> float:
+    query = _plain_query(spark, OFFERED, root / f"plain-{time.time_ns()}")
+    try:
+        time.sleep(WARMUP_S)
+        start = time.time()
+        time.sleep(WINDOW_S)
+        end = time.time()
+        return _rows_in_window(query, start, end) / (end - start)
+    finally:
+        stop_between_batches(query)
+
+
+def _tidal_spec(rate: float, read_batch: int) -> Any:
+    from tidal.spec import Pipeline
+
+    fixed = {"disabled": True}
+    return (
+        Pipeline("bench", limits={"readBatchSize": read_batch, "bufferMaxLength": 400_000})
+        .source("gen", generator={"rate": rate, "msgSize": SIZE}, scale=fixed, replicas=2)
+        .map("work", "tidal.examples.udfs:upper", scale=fixed, replicas=2)
+        .sink("out", "blackhole", scale=fixed, replicas=2)
+        .build()
+    )
+
+
+def tidal_rate(spark: Any, root: Path) -> float:
+    from tidal.spark.pipeline import PipelineRun
+
+    run = PipelineRun(_tidal_spec(OFFERED, READ_BATCH), root / f"tidal-{time.time_ns()}", spark=spark)
+    with run:
+        assert run.control is not None
+        time.sleep(WARMUP_S)
+        run.check()
+        before, start = run.control.processed("out"), time.time()
+        time.sleep(WINDOW_S)
+        after, end = run.control.processed("out"), time.time()
+        run.check()
+    return (after - before) / (end - start)
+
+
+def _median_trigger_ms(query: Any, most_rows: int = 20) -> float | None:
+    small = [p.batchDuration for p in query.recentProgress if 0 < p.numInputRows <= most_rows]
+    return statistics.median(small) if small else None
+
+
+def fixed_costs(spark: Any, root: Path, seconds: float = 15.0) -> dict[str, float | None]:
+    from tidal.spark.pipeline import PipelineRun
+
+    query = _plain_query(spark, 4, root / "plain-fixed")
+    try:
+        time.sleep(seconds)
+        plain = _median_trigger_ms(query)
+    finally:
+        stop_between_batches(query)
+    with PipelineRun(_tidal_spec(4, READ_BATCH), root / "tidal-fixed", spark=spark) as run:
+        time.sleep(seconds)
+        tidal = _median_trigger_ms(run.queries["work"])
+    return {"plain_ms": plain, "tidal_ms": tidal}
+
+
+def main(out: Path = RESULTS, repeats: int = REPEATS) -> int:
+    from tidal.spark.session import build_session
+
+    root = Path(tempfile.mkdtemp(prefix="tidal-bench-"))
+    spark = build_session("tidal-bench-throughput", "local[2]")
+    rows: dict[str, list[float]] = {"plain": [], "tidal": []}
+    try:
+        for i in range(repeats):  # alternate, so drift on a shared machine hits both
+            rows["plain"].append(plain_rate(spark, root))
+            rows["tidal"].append(tidal_rate(spark, root))
+            print(
+                f"round {i + 1}: plain {rows['plain'][-1]:,.0f} msg/s, tidal {rows['tidal'][-1]:,.0f} msg/s"
+            )
+        fixed = fixed_costs(spark, root)
+    finally:
+        spark.stop()
+        shutil.rmtree(root, ignore_errors=True)
+    plain, tidal = statistics.median(rows["plain"]), statistics.median(rows["tidal"])
+    print()
+    print(f"| job | msg/s (median of {repeats}) | fixed cost per micro-batch |")
+    print("|---|---|---|")
+    print(f"| plain PySpark (rate → mapInArrow → noop) | {plain:,.0f} | {fixed['plain_ms'] or 0:,.0f} ms |")
+    print(f"| Tidal (3 vertices, SQLite buffers) | {tidal:,.0f} | {fixed['tidal_ms'] or 0:,.0f} ms |")
+    print(f"\nTidal / plain = {tidal / plain:.2f}×")
+    path = write_result(
+        "throughput",
+        {"rows": rows, "median": {"plain": plain, "tidal": tidal}, "ratio": tidal / plain, "fixed": fixed},
+        out,
+    )
+    print(f"wrote {path}")
+    return 0
