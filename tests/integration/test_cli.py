@@ -168,3 +168,22 @@ def test_sigkill_mid_run_then_restart_delivers_every_message_exactly_once(tmp_pa
     assert len(ids) == len(set(ids)) == total, (len(ids), len(set(ids)))
     assert set(ids) == {f"work:gen:{n}" for n in range(1, total + 1)}
     assert "resumed from its checkpoints" in out
+
+
+def test_demo_runs_the_wave_pipeline_and_checks_exactly_once(tmp_path):
+    # The first 25 s of the demo: Spark starts, the first wave flows, the report is written.
+    done = subprocess.run(
+        [sys.executable, "-m", "tidal", "demo", "--duration", "25"],
+        cwd=tmp_path,
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    text = done.stdout + done.stderr
+    assert done.returncode == 0, text
+    assert "each exactly once" in text and "report:" in text
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    assert (run_dir / "report" / "enrich.png").exists()
+    assert lines(run_dir / "orders.jsonl")

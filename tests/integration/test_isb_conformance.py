@@ -260,3 +260,31 @@ def test_jetstream_data_survives_a_server_restart(tmp_path):
         store.close()
     finally:
         server.stop()
+
+
+def test_one_sqlite_store_used_from_several_threads_at_once(tmp_path):
+    """The runner reads stats in its main thread while the controller samples in its own."""
+    import threading
+
+    from tidal.isb.sqlite import SqliteStore
+
+    store = SqliteStore(tmp_path / "p.db")
+    buffer = store.create("b", BufferLimits(max_length=1_000_000))
+    failures: list[BaseException] = []
+
+    def work(k: int) -> None:
+        try:
+            for i in range(200):
+                buffer.append([b"x"], [f"{k}-{i}"])
+                buffer.stats()
+        except BaseException as exc:
+            failures.append(exc)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert failures == []
+    assert buffer.stats().last_seq == 800
+    store.close()

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -56,8 +57,12 @@ class SqliteStore:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.dedup_window = dedup_window
-        self._conn: sqlite3.Connection | None = None
-        self._pid = -1
+        # One connection per thread (and per process: a forked child opens its own). A shared
+        # connection breaks as soon as two threads use it: the runner's status and the
+        # controller's probe would nest their transactions.
+        self._local = threading.local()
+        self._opened: list[tuple[int, sqlite3.Connection]] = []
+        self._lock = threading.Lock()
         with self.transaction() as db:
             db.execute(
                 "CREATE TABLE IF NOT EXISTS isb_buffers (name TEXT PRIMARY KEY, max_length INTEGER NOT NULL,"
@@ -68,16 +73,20 @@ class SqliteStore:
 
     @property
     def db(self) -> sqlite3.Connection:
-        """This process's connection (a forked child opens its own)."""
-        if self._conn is None or self._pid != os.getpid():
+        """This thread's connection in this process."""
+        local = self._local
+        conn: sqlite3.Connection | None = getattr(local, "conn", None)
+        if conn is None or local.pid != os.getpid():
             conn = sqlite3.connect(
                 self.path, isolation_level=None, timeout=_BUSY_TIMEOUT_S, check_same_thread=False
             )
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute(f"PRAGMA busy_timeout={int(_BUSY_TIMEOUT_S * 1000)}")
-            self._conn, self._pid = conn, os.getpid()
-        return self._conn
+            local.conn, local.pid = conn, os.getpid()
+            with self._lock:
+                self._opened.append((local.pid, conn))
+        return conn
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
@@ -91,9 +100,14 @@ class SqliteStore:
         db.execute("COMMIT")
 
     def close(self) -> None:
-        if self._conn is not None and self._pid == os.getpid():
-            self._conn.close()
-        self._conn = None
+        """Close every connection this process opened (a forked child leaves its parent's)."""
+        pid = os.getpid()
+        with self._lock:
+            for owner, conn in self._opened:
+                if owner == pid:
+                    conn.close()
+            self._opened = []
+        self._local = threading.local()
 
     # -- buffers -------------------------------------------------------------------------------
 
