@@ -63,7 +63,6 @@ def test_controller_scales_a_spark_vertex_up_down_to_zero_and_wakes_it(spark, tm
     plan = VertexPlan(
         pipeline="auto",
         vertex="work",
-        kind="udf",
         db=str(db),
         run_dir=str(tmp_path),
         input="work",

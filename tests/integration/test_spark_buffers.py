@@ -20,7 +20,6 @@ def start_query(spark, db, checkpoint, read_batch_size=500):
     plan = VertexPlan(
         pipeline="t",
         vertex="v",
-        kind="udf",
         db=str(db),
         run_dir=str(checkpoint.parent),
         input="in",

@@ -22,9 +22,21 @@ from tidal.isb.base import BufferStore
 from tidal.isb.control import ControlStore
 from tidal.spec import PipelineSpec
 
-__all__ = ["StoreProbe"]
+__all__ = ["StoreProbe", "ask_pending"]
 
 log = logging.getLogger("tidal.controller")
+
+
+def ask_pending(pending: Callable[[], float | None]) -> tuple[float | None, str]:
+    """Call a source's ``pending()`` under the UDSource rule: raising, ``None`` or a negative
+    number mean "not available" (``None``), with why; the pipeline keeps running."""
+    try:
+        value = pending()
+    except Exception as exc:  # the user's code: any exception means "not available"
+        return None, f"pending() raised {type(exc).__name__}: {exc}"
+    if value is None or value < 0:
+        return None, f"pending() returned {value!r}: not available"
+    return float(value), ""
 
 
 class StoreProbe:
@@ -61,19 +73,10 @@ class StoreProbe:
         report = self._source_pending.get(vertex)
         if report is None:
             return self._reported_pending(vertex)
-        try:
-            value = report()
-        except Exception as exc:  # the UDSource rule: raising = not available, keep running
-            log.warning(
-                "source %s: pending() raised %s: %s; treated as not available",
-                vertex,
-                type(exc).__name__,
-                exc,
-            )
-            return None
-        if value is None or value < 0:
-            return None
-        return float(value)
+        value, why = ask_pending(report)
+        if value is None and why.startswith("pending() raised"):
+            log.warning("source %s: %s; treated as not available", vertex, why)
+        return value
 
     def _reported_pending(self, vertex: str) -> float | None:
         report = self._control.source_report(vertex)

@@ -133,10 +133,6 @@ class ControlStore:
             db.execute("INSERT OR IGNORE INTO meta VALUES (?, ?)", (key, value))
             return str(db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()[0])
 
-    def meta(self, key: str) -> str | None:
-        row = self._store.db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
-        return str(row[0]) if row else None
-
     def processed(self, vertex: str) -> int:
         """Messages the vertex has processed so far (the sum over its committed batches)."""
         row = self._store.db.execute(

@@ -39,7 +39,7 @@ from pyspark.sql.datasource import (
 from tidal import errors
 from tidal.spark.plan import VertexPlan
 
-__all__ = ["SCHEMA", "VertexDataSource", "to_arrow"]
+__all__ = ["SCHEMA", "VertexDataSource", "admit", "plan_partitions", "to_arrow"]
 
 SCHEMA = "seq long, id string, payload binary"
 _FULL_WAIT_SECONDS = 300.0
@@ -71,6 +71,24 @@ def split(first: int, last: int, replicas: int) -> list[Range]:
     n = max(1, min(replicas, last - first + 1))
     step = -(-(last - first + 1) // n)
     return [Range(a, min(last, a + step - 1), i) for i, a in enumerate(range(first, last + 1, step))]
+
+
+def admit(plan: VertexPlan, start: int, available: int) -> int:
+    """The end offset of a vertex's next micro-batch: at most replicas × readBatchSize past
+    ``start``; ``start`` itself (idle) at replicas 0 or when an output buffer is over its usage
+    limit (back pressure)."""
+    replicas = plan.control().replicas(plan.vertex, default=1)
+    if replicas <= 0 or plan.outputs_full() is not None:
+        return start
+    return min(available, start + replicas * plan.read_batch_size)
+
+
+def plan_partitions(plan: VertexPlan, first: int, last: int) -> list[Range]:
+    """Record ``first..last`` as the vertex's current micro-batch (its writer's commit trims and
+    counts by it) and split it into one range per replica."""
+    control = plan.control()
+    control.set_plan(plan.vertex, first, last)
+    return split(first, last, control.replicas(plan.vertex, default=1))
 
 
 @dataclass
@@ -134,27 +152,14 @@ class BufferReader(DataSourceStreamReader):
         self.plan = plan
         self.input: str = plan.input
 
-    def replicas(self) -> int:
-        return self.plan.control().replicas(self.plan.vertex, default=1)
-
     def initialOffset(self) -> dict[str, int]:  # noqa: N802
         return {"seq": self.plan.buffer(self.input).committed()}
 
-    def admit(self, start: int, available: int) -> int:
-        """The end offset of the next micro-batch: replicas × readBatchSize at most; ``start``
-        (idle) at replicas 0 or when an output buffer is over its usage limit."""
-        replicas = self.replicas()
-        if replicas <= 0 or self.plan.outputs_full() is not None:
-            return start
-        return min(available, start + replicas * self.plan.read_batch_size)
-
     def latestOffset(self, start: dict[str, int], limit: Any = None) -> dict[str, int]:  # noqa: N802
-        return {"seq": self.admit(start["seq"], self.plan.buffer(self.input).last_seq())}
+        return {"seq": admit(self.plan, start["seq"], self.plan.buffer(self.input).last_seq())}
 
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> Sequence[InputPartition]:
-        first, last = start["seq"] + 1, end["seq"]
-        self.plan.control().set_plan(self.plan.vertex, first, last)
-        return split(first, last, self.replicas())
+        return plan_partitions(self.plan, start["seq"] + 1, end["seq"])
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         assert isinstance(partition, Range)

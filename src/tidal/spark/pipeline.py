@@ -67,14 +67,6 @@ class DryRunActuator:
         self.recommended[vertex] = replicas
 
 
-class _Applier:
-    def __init__(self, control: ControlStore) -> None:
-        self._control = control
-
-    def set_replicas(self, vertex: str, replicas: int) -> None:
-        self._control.set_replicas(vertex, replicas)
-
-
 def _reason(exc: object) -> str:
     """The useful line of a failed query's exception (Spark wraps the Python traceback)."""
     text = str(exc)
@@ -138,7 +130,6 @@ class PipelineRun:
         return VertexPlan(
             pipeline=self.spec.name,
             vertex=vertex,
-            kind=v.kind,
             db=str(self.db),
             run_dir=str(self.run_dir),
             input=vertex if v.kind != "source" else source_input,
@@ -183,7 +174,7 @@ class PipelineRun:
                 self.run_dir / "checkpoints" / name,
                 trigger_seconds=self.trigger_seconds,
             )
-        actuator = DryRunActuator() if self.dry_run else _Applier(self.control)
+        actuator = DryRunActuator() if self.dry_run else self.control  # the readers consult it
         probe = StoreProbe(self.spec, self.buffers, self.control, running=self.running)
         self.controller = Controller(self.spec, probe, actuator, EventLog(self.run_dir / "events.jsonl"))
         self.controller.start()
@@ -214,17 +205,18 @@ class PipelineRun:
         duration: float | None = None,
         *,
         until: Callable[[], bool] | None = None,
-        every: Callable[[PipelineRun], None] | None = None,
+        every: Callable[[PipelineRun, list[VertexStatus]], None] | None = None,
         poll: float = 0.5,
     ) -> None:
         """Block until ``duration`` seconds passed or ``until()`` is true (or forever), checking
-        the queries; ``every(self)`` runs at every poll (the live view)."""
+        the queries; ``every(self, statuses)`` runs at every poll (the live view)."""
         deadline = None if duration is None else time.monotonic() + duration
         while True:
             self.check()
-            self.write_status()
+            statuses = self.status()
+            self.write_status(statuses=statuses)
             if every is not None:
-                every(self)
+                every(self, statuses)
             if until is not None and until():
                 return
             if deadline is not None and time.monotonic() >= deadline:
@@ -263,15 +255,17 @@ class PipelineRun:
             )
         return out
 
-    def write_status(self, state: str = "running") -> None:
+    def write_status(self, state: str = "running", statuses: list[VertexStatus] | None = None) -> None:
         """``status.json`` in the run directory, for ``tidal status`` from another terminal."""
+        if statuses is None:
+            statuses = self.status()
         record = {
             "pipeline": self.spec.name,
             "state": state,
             "started_at": self.started_at,
             "at": time.time(),
             "dry_run": self.dry_run,
-            "vertices": [asdict(s) for s in self.status()],
+            "vertices": [asdict(s) for s in statuses],
         }
         tmp = self.run_dir / "status.json.tmp"
         tmp.write_text(json.dumps(record, indent=1))

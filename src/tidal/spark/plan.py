@@ -37,7 +37,6 @@ def staged_buffer(vertex: str) -> str:
 class VertexPlan:
     pipeline: str
     vertex: str
-    kind: str  # "source" | "udf" | "sink"
     db: str  # the run's SQLite file: the control record, and the buffers when backend is sqlite
     run_dir: str
     input: str | None  # the buffer the vertex reads (None for a generator)

@@ -28,7 +28,8 @@ from typing import Any
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
-from tidal.spark.datasource import BufferReader, Range, split
+from tidal.controller.probe import ask_pending
+from tidal.spark.datasource import BufferReader, Range, admit, plan_partitions
 from tidal.spark.plan import VertexPlan
 from tidal.spec.shapes import LoadShape
 from tidal.spec.validate import resolve
@@ -66,19 +67,12 @@ class GeneratorReader(DataSourceStreamReader):
         return {"n": 0}
 
     def latestOffset(self, start: dict[str, int], limit: Any = None) -> dict[str, int]:  # noqa: N802
-        control, vertex = self.plan.control(), self.plan.vertex
         due = self.due(time.time())
-        control.report_source(vertex, float(max(0, due - start["n"])))
-        replicas = control.replicas(vertex, default=1)
-        if replicas <= 0 or self.plan.outputs_full() is not None:
-            return start
-        return {"n": min(due, start["n"] + replicas * self.plan.read_batch_size)}
+        self.plan.control().report_source(self.plan.vertex, float(max(0, due - start["n"])))
+        return {"n": admit(self.plan, start["n"], due)}
 
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> Sequence[InputPartition]:
-        first, last = start["n"] + 1, end["n"]
-        control = self.plan.control()
-        control.set_plan(self.plan.vertex, first, last)
-        return split(first, last, control.replicas(self.plan.vertex, default=1))
+        return plan_partitions(self.plan, start["n"] + 1, end["n"])
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         import pyarrow as pa
@@ -112,21 +106,17 @@ class UserSourceReader(BufferReader):
         self.source = cls(**user.options)
 
     def pending(self) -> tuple[float | None, str]:
-        try:
-            value = self.source.pending()
-        except Exception as exc:  # the UDSource rule: raising = not available, keep running
-            text = f"pending() raised {type(exc).__name__}: {exc}"
-            log.warning("source %s: %s; treated as not available", self.plan.vertex, text)
-            return None, text
-        if value is None or value < 0:
-            return None, f"pending() returned {value!r}: not available"
-        return float(value), ""
+        value, why = ask_pending(self.source.pending)
+        if value is None and why.startswith("pending() raised"):
+            log.warning("source %s: %s; treated as not available", self.plan.vertex, why)
+        return value, why
 
     def latestOffset(self, start: dict[str, int], limit: Any = None) -> dict[str, int]:  # noqa: N802
         control, vertex = self.plan.control(), self.plan.vertex
         staged = self.plan.buffer(self.input)
         stats = staged.stats()
-        end = self.admit(start["seq"], start["seq"] + self.replicas() * self.plan.read_batch_size)
+        # How far the replicas admit, as if the source held plenty (it cannot say how much it has).
+        end = admit(self.plan, start["seq"], start["seq"] + stats.limits.max_length)
         room = min(end - stats.last_seq, stats.limits.max_length - stats.length)
         error = self._pull(staged, room) if room > 0 else ""
         last = staged.last_seq()
