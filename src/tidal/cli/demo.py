@@ -49,9 +49,11 @@ def _check(run_dir: Path, console: Console) -> int:
     archive = run_dir / "orders.jsonl"
     ids = [json.loads(line)["id"] for line in archive.read_text().splitlines()] if archive.exists() else []
     once = len(ids) == len(set(ids))
-    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
-    rules = [e["rule"] for e in events if e["vertex"] == "enrich" and e["desired"] != e["current"]]
-    peak = max([e["desired"] for e in events if e["vertex"] == "enrich"], default=0)
+    from tidal.controller.events import EventLog
+
+    enrich = [e for e in EventLog(run_dir / "events.jsonl").read() if e.vertex == "enrich"]
+    rules = [str(e.rule) for e in enrich if e.changed]
+    peak = max([e.desired for e in enrich], default=0)
     console.print(
         f"{len(ids):,} orders archived, "
         + ("[green]each exactly once[/]" if once else "[red]DUPLICATES FOUND[/]")

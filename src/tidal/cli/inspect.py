@@ -9,6 +9,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from tidal.controller.events import EventLog
+
 __all__ = ["show_events", "show_status"]
 
 
@@ -19,20 +21,19 @@ def show_events(run_dir: str | Path, vertex: str | None = None, changes_only: bo
     if not path.exists():
         console.print(f"[red]no events at {path}[/] (is {run_dir} a run directory?)")
         return 2
-    events = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    start = min((e["at"] for e in events), default=0.0)
+    events = list(EventLog(path).read())
+    start = min((e.at for e in events), default=0.0)
     table = Table(title=f"decisions in {run_dir}")
     for column in ("t (s)", "vertex", "replicas", "rule", "reason"):
         table.add_column(column, overflow="fold")
     shown = 0
     for e in events:
-        if vertex is not None and e["vertex"] != vertex:
+        if vertex is not None and e.vertex != vertex:
             continue
-        changed = e["desired"] != e["current"]
-        if changes_only and not changed:
+        if changes_only and not e.changed:
             continue
-        replicas = f"{e['current']} → {e['desired']}" if changed else str(e["current"])
-        table.add_row(f"{e['at'] - start:,.1f}", e["vertex"], replicas, e["rule"], e["reason"])
+        replicas = f"{e.current} → {e.desired}" if e.changed else str(e.current)
+        table.add_row(f"{e.at - start:,.1f}", e.vertex, replicas, str(e.rule), e.reason)
         shown += 1
     console.print(table)
     console.print(f"{shown} of {len(events)} decisions shown")

@@ -77,7 +77,7 @@ def run_pipeline(
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "pipeline.yaml").write_text(path.read_text())
 
-    from tidal.spark.pipeline import PipelineRun
+    from tidal.spark.pipeline import PipelineRun, VertexStatus
 
     run = PipelineRun(spec, run_dir, master=master, dry_run=dry_run)
     series = SeriesLog(run_dir)
@@ -104,8 +104,7 @@ def run_pipeline(
             console.print(f"Prometheus metrics: http://127.0.0.1:{port}/metrics")
             (run_dir / "metrics.port").write_text(str(port))
 
-        def every(r: PipelineRun) -> None:
-            statuses = r.status()
+        def every(r: PipelineRun, statuses: list[VertexStatus]) -> None:
             series.record(statuses)
             if exporter is not None:
                 exporter.update(statuses)

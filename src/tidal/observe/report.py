@@ -16,7 +16,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tidal.controller.events import EventLog
 from tidal.observe.series import read_series
+from tidal.scaling import Decision
 
 __all__ = ["VertexSummary", "summarize", "write_report"]
 
@@ -68,7 +70,7 @@ def summarize(run_dir: str | Path) -> list[VertexSummary]:
     out = []
     for name, rows in series.items():
         replica_seconds = sum(a["replicas"] * (b["at"] - a["at"]) for a, b in itertools.pairwise(rows))
-        changes = [e for e in events if e["vertex"] == name and e["desired"] != e["current"]]
+        changes = [e for e in events if e.vertex == name and e.changed]
         out.append(
             VertexSummary(
                 vertex=name,
@@ -77,18 +79,15 @@ def summarize(run_dir: str | Path) -> list[VertexSummary]:
                 peak_replicas=max(r["replicas"] for r in rows),
                 replica_seconds=round(replica_seconds, 1),
                 drains=_drains(rows),
-                scale_ups=sum(1 for e in changes if e["desired"] > e["current"]),
-                scale_downs=sum(1 for e in changes if e["desired"] < e["current"]),
+                scale_ups=sum(1 for e in changes if e.desired > e.current),
+                scale_downs=sum(1 for e in changes if e.desired < e.current),
             )
         )
     return out
 
 
-def _events(run_dir: Path) -> list[dict[str, Any]]:
-    path = run_dir / "events.jsonl"
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+def _events(run_dir: Path) -> list[Decision]:
+    return list(EventLog(run_dir / "events.jsonl").read())
 
 
 def _plot(
@@ -112,10 +111,10 @@ def _plot(
             *zip(*desired, strict=True), where="post", label="desired", color="tab:gray", ls="--"
         )
     for e in events:
-        if e["vertex"] == name and e["desired"] != e["current"]:
-            color = "tab:green" if e["desired"] > e["current"] else "tab:red"
+        if e.vertex == name and e.changed:
+            color = "tab:green" if e.desired > e.current else "tab:red"
             for ax in (ax_rate, ax_pending, ax_replicas):
-                ax.axvline(e["at"] - start, color=color, alpha=0.35, lw=1)
+                ax.axvline(e.at - start, color=color, alpha=0.35, lw=1)
     ax_replicas.set_ylabel("replicas")
     ax_replicas.set_xlabel("seconds since start")
     ax_replicas.legend(loc="upper right")

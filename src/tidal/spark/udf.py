@@ -105,9 +105,17 @@ class Transform:
             raise TypeError(f"a flatmap must return an iterable of bytes/str, got {type(result).__name__}")
         return [_as_bytes(item) for item in result]
 
-    def _one(self, message_id: str, payload: bytes, out: Outcome) -> None:
+    def _one(
+        self,
+        message_id: str,
+        payload: bytes,
+        out: Outcome,
+        call: Callable[[bytes], list[bytes] | None] | None = None,
+    ) -> None:
+        """One message through ``call`` (the row function by default), with its own retries."""
+        call = call or self._row
         try:
-            results = self._attempts(lambda: self._row(payload))
+            results = self._attempts(lambda: call(payload))
         except _Failed as failed:
             self._fail(message_id, payload, failed, out)
             return
@@ -152,12 +160,7 @@ class Transform:
         except _Failed:
             # Find the messages that fail: each one alone, with its own retries.
             for message_id, payload in zip(ids, payloads, strict=True):
-                try:
-                    results = self._attempts(lambda p=payload: self._arrow_rows([p])[0])
-                except _Failed as failed:
-                    self._fail(message_id, payload, failed, out)
-                    continue
-                self._emit(message_id, results, out)
+                self._one(message_id, payload, out, lambda p: self._arrow_rows([p])[0])
             return
         for message_id, results in zip(ids, rows, strict=True):
             self._emit(message_id, results, out)
