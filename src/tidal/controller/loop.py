@@ -11,9 +11,11 @@ For every vertex, every tick:
 2. **Record** both in the vertex's :class:`~tidal.scaling.Rater`.
 3. **Back pressure.** The averaged pending of every buffer, against
    ``bufferMaxLength × bufferUsageLimit``, gives it for each vertex.
-4. **Decide.** A UDF or sink at 0 with messages waiting is woken at once (the activator,
-   :func:`~tidal.scaling.wake_from_zero`). Otherwise the vertex's Numaflow policy decides
-   (:func:`~tidal.scaling.decide`).
+4. **Decide.** The vertex's :class:`~tidal.controller.policy.VertexPolicy` decides from a
+   :class:`~tidal.controller.policy.VertexView`. The default is Numaflow's
+   (:class:`~tidal.controller.policy.NumaflowPolicy`): a UDF or sink at 0 with messages waiting
+   is woken at once (the activator), otherwise Numaflow's rules apply. The simulator passes
+   other policies to compare them on the same inputs.
 5. **Apply** a change to the control store, which the vertex's reader consults at its next
    micro-batch, and **log** it to the event log.
 
@@ -30,24 +32,18 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from tidal.controller.events import EventLog
+from tidal.controller.policy import NumaflowPolicy, VertexPolicy, VertexView
 from tidal.scaling import (
-    BufferInfo,
     BufferLoad,
     Decision,
     Edge,
-    NumaflowScale,
-    PartitionMetrics,
     Rater,
     VertexKind,
-    VertexObservation,
     check_back_pressure,
-    decide,
-    wake_from_zero,
 )
 from tidal.spec import PipelineSpec, numaflow_scale
 
-__all__ = ["Actuator", "Controller", "Probe", "VertexSample"]
+__all__ = ["Actuator", "Controller", "DecisionRecorder", "Probe", "VertexSample"]
 
 log = logging.getLogger("tidal.controller")
 
@@ -60,6 +56,7 @@ class VertexSample:
     pending: float | None
     replicas: int
     ready: int | None = None  # None = same as replicas
+    busy_seconds: float | None = None  # cumulative replica-seconds spent working, if measured
 
 
 class Probe(Protocol):
@@ -70,6 +67,12 @@ class Actuator(Protocol):
     def set_replicas(self, vertex: str, replicas: int) -> None: ...
 
 
+class DecisionRecorder(Protocol):
+    """Where decisions go: the run's :class:`~tidal.controller.EventLog`, or the simulator's."""
+
+    def record(self, decision: Decision) -> bool: ...
+
+
 _KINDS = {"source": VertexKind.SOURCE, "udf": VertexKind.UDF, "sink": VertexKind.SINK}
 
 
@@ -77,7 +80,8 @@ _KINDS = {"source": VertexKind.SOURCE, "udf": VertexKind.UDF, "sink": VertexKind
 class _Vertex:
     name: str
     kind: VertexKind
-    scale: NumaflowScale
+    lookback_seconds: float
+    policy: VertexPolicy
     rater: Rater
     last_scaled_at: float | None = None  # None until the first tick
     last: Decision | None = None
@@ -86,9 +90,20 @@ class _Vertex:
 
 
 class Controller:
-    """Autoscales every vertex of ``spec``; see the module docstring for one tick."""
+    """Autoscales every vertex of ``spec``; see the module docstring for one tick.
 
-    def __init__(self, spec: PipelineSpec, probe: Probe, actuator: Actuator, events: EventLog) -> None:
+    ``policies`` overrides the policy of some vertices (by name); the others get
+    :class:`~tidal.controller.policy.NumaflowPolicy` with their ``scale:`` block.
+    """
+
+    def __init__(
+        self,
+        spec: PipelineSpec,
+        probe: Probe,
+        actuator: Actuator,
+        events: DecisionRecorder,
+        policies: Mapping[str, VertexPolicy] | None = None,
+    ) -> None:
         self.spec = spec
         self.probe = probe
         self.actuator = actuator
@@ -96,10 +111,15 @@ class Controller:
         limits = spec.limits
         self._usable = limits.buffer_max_length * limits.buffer_usage_limit
         self._edges = [Edge(e.from_, e.to) for e in spec.edges]
-        self._vertices = {
-            v.name: _Vertex(v.name, _KINDS[v.kind], numaflow_scale(v.scale, v.name), Rater())
-            for v in spec.vertices
-        }
+        policies = dict(policies or {})
+        unknown = set(policies) - {v.name for v in spec.vertices}
+        if unknown:
+            raise ValueError(f"policies for vertices not in the pipeline: {sorted(unknown)}")
+        self._vertices = {}
+        for v in spec.vertices:
+            scale = numaflow_scale(v.scale, v.name)
+            policy = policies.get(v.name) or NumaflowPolicy(scale)
+            self._vertices[v.name] = _Vertex(v.name, _KINDS[v.kind], scale.lookback_seconds, policy, Rater())
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -128,7 +148,7 @@ class Controller:
                 v.rater.record(now, {"all": sample.processed}, sample.pending)
         # Rate and averaged pending once per vertex: the back-pressure loads and the decisions
         # both read them.
-        metrics = {name: v.rater.metrics(now, v.scale.lookback_seconds) for name, v in self._vertices.items()}
+        metrics = {name: v.rater.metrics(now, v.lookback_seconds) for name, v in self._vertices.items()}
         for name, v in self._vertices.items():
             v.rate, v.pending = metrics[name]
             if v.last_scaled_at is None:
@@ -147,7 +167,7 @@ class Controller:
             sample = samples[name]
             if sample is None:
                 continue
-            decision = self._decide(v, sample, metrics[name], now, loads)
+            decision = v.policy.decide(self._view(v, sample, metrics[name], now, loads))
             if decision.changed:
                 self.actuator.set_replicas(name, decision.desired)
                 v.last_scaled_at = now
@@ -157,35 +177,32 @@ class Controller:
             out.append(decision)
         return out
 
-    def _decide(
+    def _view(
         self,
         v: _Vertex,
         sample: VertexSample,
         metrics: tuple[float | None, float | None],
         now: float,
         loads: Mapping[str, BufferLoad],
-    ) -> Decision:
-        rate, pending = metrics
+    ) -> VertexView:
         limits = self.spec.limits
-        buffers: tuple[BufferInfo, ...] = ()
-        if v.kind != VertexKind.SOURCE:
-            now_pending = int(sample.pending) if sample.pending is not None else 0
-            buffers = (BufferInfo(v.name, limits.buffer_max_length, limits.buffer_usage_limit, now_pending),)
-        obs = VertexObservation(
-            v.name,
-            v.kind,
+        return VertexView(
+            name=v.name,
+            kind=v.kind,
+            now=now,
             replicas=sample.replicas,
-            ready_replicas=sample.replicas if sample.ready is None else sample.ready,
-            last_scaled_at=v.last_scaled_at or 0.0,
-            partitions=(PartitionMetrics(v.name, rate, pending),),
-            buffers=buffers,
+            ready=sample.replicas if sample.ready is None else sample.ready,
+            processed=sample.processed,
+            pending_now=sample.pending,
+            busy_seconds=sample.busy_seconds,
+            rate=metrics[0],
+            pending=metrics[1],
+            last_scaled_at=v.last_scaled_at if v.last_scaled_at is not None else now,
+            pressure=check_back_pressure(v.name, self._edges, loads),
+            buffer_max_length=limits.buffer_max_length,
+            buffer_usage_limit=limits.buffer_usage_limit,
             read_batch_size=limits.read_batch_size,
         )
-        woken = wake_from_zero(v.scale, obs, now)
-        if woken is not None:
-            return woken
-        pressure = check_back_pressure(v.name, self._edges, loads)
-        return decide(v.scale, obs, now, pressure)
 
     # -- the loop ------------------------------------------------------------------------------
 

@@ -52,6 +52,13 @@ class Rule(StrEnum):
     KPA_NO_DATA = "kpa-no-data"
     KPA_SCALE_DOWN_DELAY = "kpa-scale-down-delay"
     KPA_ZERO_GRACE = "kpa-zero-grace"
+    # -- peers that tidal.sim compares against (not used by the runtime) ----------------------
+    STATIC_PEAK = "static-peak"  # provisioned once for the peak, never changed
+    DS2_RESCALE = "ds2-rescale"  # DS2 / Flink autoscaler: true processing rate → parallelism
+    DS2_HOLD = "ds2-hold"  # within the utilization band, stabilizing, or no busy-time yet
+    SPARK_BACKLOG = "spark-backlog"  # Spark dynamic allocation: pending tasks → add, ×2 a round
+    SPARK_IDLE = "spark-idle"  # Spark dynamic allocation: executors idle for 60 s removed
+    SPARK_HOLD = "spark-hold"
 
 
 Text = str | Callable[[], str]

@@ -1,0 +1,137 @@
+"""Scaling policies: what the controller asks once per vertex per tick.
+
+The controller gathers the inputs (a :class:`VertexView`) and applies the output (a
+:class:`~tidal.scaling.Decision`); a :class:`VertexPolicy` sits in between. Tidal's own policies
+are adapters over :mod:`tidal.scaling`, so the Spark runtime, dry runs and the simulator all run
+the one decision code:
+
+* :class:`NumaflowPolicy` — the default: the activator for a vertex at zero
+  (:func:`~tidal.scaling.wake_from_zero`), then Numaflow's rules (:func:`~tidal.scaling.decide`).
+* :class:`KpaPolicy` — Knative's KPA on the vertex's *arrival rate* (``metric: rps``). A stream
+  vertex has no requests; messages arriving at its input are the closest thing, and they are
+  measured while the vertex is at zero too, as Knative's activator measures requests it holds.
+  The per-replica target has to be given (Knative's ``target``); Numaflow's policy needs none.
+
+Other policies (the peers :mod:`tidal.sim` compares against) implement the same protocol.
+A policy keeps whatever state it needs between ticks; it is called on every tick on which
+its vertex could be sampled, with ``now`` increasing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from tidal.scaling import (
+    BufferInfo,
+    Decision,
+    KpaMetric,
+    KpaScaler,
+    KpaSpec,
+    NumaflowScale,
+    PartitionMetrics,
+    PressureCheck,
+    VertexKind,
+    VertexObservation,
+    decide,
+    wake_from_zero,
+)
+
+__all__ = ["KpaPolicy", "NumaflowPolicy", "VertexPolicy", "VertexView"]
+
+
+@dataclass(frozen=True, slots=True)
+class VertexView:
+    """One vertex at one tick, as every policy sees it.
+
+    ``processed`` and ``busy_seconds`` are cumulative counters; ``arrived`` is
+    ``processed + pending_now``, the cumulative count of messages that reached the vertex (the
+    demand, whatever the vertex managed). ``rate`` and ``pending`` are Numaflow's lookback
+    averages. ``busy_seconds`` (replica-seconds spent working) is ``None`` where the runtime
+    cannot measure it.
+    """
+
+    name: str
+    kind: VertexKind
+    now: float
+    replicas: int
+    ready: int
+    processed: float
+    pending_now: float | None
+    busy_seconds: float | None
+    rate: float | None
+    pending: float | None
+    last_scaled_at: float
+    pressure: PressureCheck
+    buffer_max_length: int
+    buffer_usage_limit: float
+    read_batch_size: int
+
+    @property
+    def arrived(self) -> float | None:
+        return None if self.pending_now is None else self.processed + self.pending_now
+
+
+class VertexPolicy(Protocol):
+    """Decides one vertex's replicas; ``name`` labels it in benchmarks and plots."""
+
+    name: str
+
+    def decide(self, view: VertexView) -> Decision: ...
+
+
+class NumaflowPolicy:
+    """Numaflow's autoscaler with Tidal's activator: the default policy of every vertex."""
+
+    name = "numaflow"
+
+    def __init__(self, scale: NumaflowScale) -> None:
+        self.scale = scale
+
+    def decide(self, view: VertexView) -> Decision:
+        buffers: tuple[BufferInfo, ...] = ()
+        if view.kind != VertexKind.SOURCE:
+            now_pending = int(view.pending_now) if view.pending_now is not None else 0
+            buffers = (BufferInfo(view.name, view.buffer_max_length, view.buffer_usage_limit, now_pending),)
+        obs = VertexObservation(
+            view.name,
+            view.kind,
+            replicas=view.replicas,
+            ready_replicas=view.ready,
+            last_scaled_at=view.last_scaled_at,
+            partitions=(PartitionMetrics(view.name, view.rate, view.pending),),
+            buffers=buffers,
+            read_batch_size=view.read_batch_size,
+        )
+        woken = wake_from_zero(self.scale, obs, view.now)
+        if woken is not None:
+            return woken
+        return decide(self.scale, obs, view.now, view.pressure)
+
+
+class KpaPolicy:
+    """Knative's KPA (stable/panic windows, rate limits, scale-to-zero gate) on arrivals/s.
+
+    Each tick records the messages that arrived since the previous tick, divided by the time
+    between them, as the revision-wide requests per second; ``spec.target`` is the
+    messages/s one replica should take (before ``targetUtilization``). Messages that arrive
+    while the vertex is at zero are counted too (Knative's activator reports the requests it
+    holds), which is what wakes it.
+    """
+
+    name = "kpa"
+
+    def __init__(self, spec: KpaSpec, vertex: str, now: float, ready: int = 0) -> None:
+        if spec.metric != KpaMetric.RPS or spec.target is None:
+            raise ValueError("KpaPolicy needs metric=rps and a per-replica target (messages/s)")
+        self.scaler = KpaScaler(vertex, spec, now, ready)
+        self._last: tuple[float, float] | None = None  # (now, arrived)
+
+    def decide(self, view: VertexView) -> Decision:
+        arrived = view.arrived
+        if arrived is not None:
+            if self._last is not None and view.now > self._last[0]:
+                per_second = max(0.0, arrived - self._last[1]) / (view.now - self._last[0])
+                self.scaler.record(view.now, per_second)
+            self._last = (view.now, arrived)
+        return self.scaler.decide(view.now, view.ready, view.replicas)
