@@ -8,7 +8,12 @@ import sys
 from tidal import __version__
 
 # name → module under tidal.bench with a ``main() -> int``
-BENCHMARKS = {"scaling": "scaling", "buffers": "buffers", "throughput": "throughput"}
+BENCHMARKS = {
+    "scaling": "scaling",
+    "buffers": "buffers",
+    "throughput": "throughput",
+    "decisions": "decisions",
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -38,6 +43,29 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser("demo", help="the autoscaling demo (Spark local mode, SQLite), 2–3 minutes")
     demo.add_argument("--duration", type=float, default=None, help="shorter or longer than the wave")
+
+    from tidal.sim import POLICIES, TRACES
+
+    simulate = sub.add_parser(
+        "simulate", help="replay a traffic trace through a policy in the simulator (seconds, no Spark)"
+    )
+    simulate.add_argument(
+        "pipeline", nargs="?", default=None, help="a pipeline YAML (default: in → work → out)"
+    )
+    simulate.add_argument("--trace", default="step-x2", choices=list(TRACES), help="the traffic shape")
+    simulate.add_argument(
+        "--policy", default="numaflow", choices=[*POLICIES, "all"], help="the scaling policy"
+    )
+    simulate.add_argument("--seed", type=int, default=0, help="the trace's seed")
+    simulate.add_argument(
+        "--capacity",
+        action="append",
+        default=[],
+        metavar="VERTEX=MSGS",
+        help="messages/s one replica of VERTEX processes (repeatable; default by kind)",
+    )
+    simulate.add_argument("--startup", type=float, default=8.0, help="seconds before a new replica works")
+    simulate.add_argument("--out", default=None, help="where to write scores, plots and changes")
 
     bench = sub.add_parser("bench", help="run a benchmark; results go to bench/results/")
     bench.add_argument("name", choices=[*BENCHMARKS, "all"], help="which benchmark")
@@ -70,6 +98,18 @@ def main(argv: list[str] | None = None) -> int:
         from tidal.cli import demo
 
         return demo.run(duration=args.duration)
+    if args.command == "simulate":
+        from tidal.cli.simulate import run_simulation
+
+        return run_simulation(
+            args.pipeline,
+            args.trace,
+            args.policy,
+            seed=args.seed,
+            capacities=args.capacity,
+            startup=args.startup,
+            out=args.out,
+        )
     if args.command == "bench":
         import importlib
 

@@ -1,0 +1,206 @@
+"""Run one trace through one policy: the real controller ticking a simulated pipeline.
+
+``simulate(spec, trace, policy)`` builds a :class:`~tidal.sim.model.SimPipeline`, hands it to
+:class:`~tidal.controller.Controller` as probe and actuator with the chosen policy for every
+vertex, and steps one second at a time: messages arrive, the vertices work, and every
+``controller.intervalSeconds`` the controller ticks at the simulated time. Everything is
+recorded per second in a :class:`SimResult`; :mod:`tidal.sim.scores` turns it into scores.
+
+Policies (``POLICIES``): Tidal's ``numaflow`` (the default, with its activator) and ``kpa``,
+and the peers of :mod:`tidal.sim.peers`: ``static-peak``, ``ds2``, ``spark-da``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from tidal.controller import Controller, KpaPolicy, VertexPolicy
+from tidal.scaling import Decision, KpaMetric, KpaSpec
+from tidal.sim.model import SimPipeline, VertexModel, default_models
+from tidal.sim.peers import Ds2Policy, SparkDynamicAllocationPolicy, StaticPeakPolicy
+from tidal.sim.traces import Trace
+from tidal.spec import Pipeline, PipelineSpec, numaflow_scale
+
+__all__ = ["POLICIES", "SimResult", "demand", "make_policies", "oracle", "reference_pipeline", "simulate"]
+
+POLICIES = ("numaflow", "kpa", "static-peak", "ds2", "spark-da")
+
+
+def reference_pipeline() -> PipelineSpec:
+    """The benchmark's pipeline: ``in`` (source) → ``work`` (a map) → ``out`` (sink), defaults
+    everywhere. With the default models, ``work`` (250 messages/s per replica) is the
+    bottleneck and ``in``/``out`` (4000/s) need one or two replicas."""
+    return (
+        Pipeline("reference")
+        .source("in", generator={"rate": 1})
+        .map("work", "tidal.examples.udfs:upper")
+        .sink("out", "blackhole")
+        .build()
+    )
+
+
+@dataclass
+class SimResult:
+    """Everything one simulation recorded, one entry per simulated second (at its end)."""
+
+    trace: Trace
+    policy: str
+    spec: PipelineSpec
+    models: dict[str, VertexModel]
+    times: list[float] = field(default_factory=list)
+    replicas: dict[str, list[int]] = field(default_factory=dict)  # allocated (starting + ready)
+    ready: dict[str, list[int]] = field(default_factory=dict)
+    pending: dict[str, list[int]] = field(default_factory=dict)
+    delivered: list[int] = field(default_factory=list)  # per second, all sinks
+    ticks: list[float] = field(default_factory=list)  # when the controller decided
+    changes: list[Decision] = field(default_factory=list)
+    delays: dict[float, int] = field(default_factory=dict)  # delivered: delay (s) → messages
+    undelivered: list[tuple[float, int]] = field(default_factory=list)  # still in flight at the end
+    first_delivery: dict[float, float] = field(default_factory=dict)  # arrival second → first out
+    empty_at_zero: list[float] = field(default_factory=list)  # arrivals into an empty pipeline at 0
+    conservation: dict[str, tuple[int, int, int]] = field(default_factory=dict)
+    demand: dict[str, list[float]] = field(default_factory=dict)  # offered messages/s per vertex
+    oracle: dict[str, list[int]] = field(default_factory=dict)
+
+    @property
+    def bottleneck(self) -> str:
+        """The vertex the trace needs the most replicas of (ties: the first in the spec)."""
+        return max(self.oracle, key=lambda v: (max(self.oracle[v], default=0), -list(self.oracle).index(v)))
+
+
+class _Recorder:
+    """The controller's decision sink in a simulation: keeps the changes, in memory."""
+
+    def __init__(self, into: list[Decision]) -> None:
+        self.into = into
+
+    def record(self, decision: Decision) -> bool:
+        if decision.changed:
+            self.into.append(decision)
+            return True
+        return False
+
+
+def demand(spec: PipelineSpec, rates: list[float] | tuple[float, ...]) -> dict[str, list[float]]:
+    """Messages/s offered to each vertex: the trace at every source, summed along the edges
+    (each vertex emits one message per message read, copied to each output)."""
+    out: dict[str, list[float]] = {}
+    incoming: dict[str, list[str]] = {v.name: [] for v in spec.vertices}
+    for e in spec.edges:
+        incoming[e.to].append(e.from_)
+    pending = [v.name for v in spec.vertices]
+    while pending:
+        for name in list(pending):
+            ups = incoming[name]
+            if not ups:
+                out[name] = list(rates)
+            elif all(u in out for u in ups):
+                out[name] = [sum(vals) for vals in zip(*(out[u] for u in ups), strict=True)]
+            else:
+                continue
+            pending.remove(name)
+    return {v.name: out[v.name] for v in spec.vertices}
+
+
+def oracle(
+    spec: PipelineSpec, models: Mapping[str, VertexModel], rates: list[float] | tuple[float, ...]
+) -> dict[str, list[int]]:
+    """The least replicas per vertex and second that keep up with the load offered that second
+    (``ceil(demand / capacity)``, within the vertex's ``scale.min``/``scale.max``): a backlog then
+    never builds, so the target processing time is always met."""
+    out = {}
+    for v in spec.vertices:
+        scale = numaflow_scale(v.scale, v.name)
+        cap = models[v.name].capacity
+        out[v.name] = [
+            min(scale.max, max(scale.min, math.ceil(rate / cap - 1e-9)))
+            for rate in demand(spec, rates)[v.name]
+        ]
+    return out
+
+
+def make_policies(
+    name: str, spec: PipelineSpec, models: Mapping[str, VertexModel], trace: Trace
+) -> tuple[dict[str, VertexPolicy], dict[str, int]]:
+    """The policy per vertex for ``name``, and the replicas each vertex starts with."""
+    if name not in POLICIES:
+        raise ValueError(f"unknown policy {name!r}: choose one of {', '.join(POLICIES)}")
+    scales = {v.name: numaflow_scale(v.scale, v.name) for v in spec.vertices}
+    initial = {v: max(1, s.min) for v, s in scales.items()}
+    policies: dict[str, VertexPolicy] = {}
+    if name == "numaflow":
+        return policies, initial
+    if name == "static-peak":
+        peaks = {v: max(rates, default=0) for v, rates in oracle(spec, models, trace.rates).items()}
+        for v, peak in peaks.items():
+            initial[v] = max(1, peak)
+            policies[v] = StaticPeakPolicy(initial[v])
+        return policies, initial
+    ds2: dict[str, Ds2Policy] = {}
+    for v in spec.vertices:
+        s, model = scales[v.name], models[v.name]
+        if name == "kpa":
+            kpa = KpaSpec(metric=KpaMetric.RPS, target=model.capacity, min_scale=s.min, max_scale=s.max)
+            policies[v.name] = KpaPolicy(kpa, v.name, now=0.0, ready=initial[v.name])
+        elif name == "ds2":
+            upstream = tuple(ds2[e.from_] for e in spec.edges if e.to == v.name and e.from_ in ds2)
+            ds2[v.name] = Ds2Policy(
+                restart_seconds=model.startup_seconds,
+                min_replicas=max(1, s.min),
+                max_replicas=s.max,
+                upstream=upstream,
+            )
+            policies[v.name] = ds2[v.name]
+        else:
+            policies[v.name] = SparkDynamicAllocationPolicy(
+                capacity=model.capacity, min_executors=s.min, max_executors=s.max
+            )
+    return policies, initial
+
+
+def simulate(
+    spec: PipelineSpec,
+    trace: Trace,
+    policy: str = "numaflow",
+    models: Mapping[str, VertexModel] | None = None,
+) -> SimResult:
+    """Replay ``trace`` through ``spec`` under ``policy``; see the module docstring."""
+    models = dict(models) if models is not None else default_models(spec)
+    policies, initial = make_policies(policy, spec, models, trace)
+    sim = SimPipeline(spec, models, initial)
+    result = SimResult(trace, policy, spec, models)
+    controller = Controller(spec, sim, sim, _Recorder(result.changes), policies)
+    names = list(sim.vertices)
+    for name in names:
+        result.replicas[name], result.ready[name], result.pending[name] = [], [], []
+    interval = spec.controller.interval_seconds
+    next_tick = interval
+    delivered_before = 0
+    for arrivals in trace.arrivals():
+        vertices = sim.vertices.values()
+        if arrivals and all(v.inputs.length == 0 for v in vertices) and any(not v.ready_at for v in vertices):
+            result.empty_at_zero.append(sim.now)  # a cold start begins
+        sim.step(arrivals)
+        now = sim.now
+        if now + 1e-9 >= next_tick:
+            controller.tick(now)
+            result.ticks.append(now)
+            next_tick += interval
+        result.times.append(now)
+        for name in names:
+            v = sim.vertices[name]
+            result.replicas[name].append(len(v.ready_at))
+            result.ready[name].append(v.ready(now))
+            result.pending[name].append(v.inputs.length)
+        total = sum(sim.delivered.values())
+        result.delivered.append(total - delivered_before)
+        delivered_before = total
+    result.delays = dict(sim.delays)
+    result.first_delivery = dict(sim.first_delivery)
+    result.undelivered = [(born, int(n)) for v in sim.vertices.values() for born, n in v.inputs.cohorts]
+    result.conservation = sim.conservation()
+    result.demand = demand(spec, trace.rates)
+    result.oracle = oracle(spec, models, trace.rates)
+    return result

@@ -1,0 +1,134 @@
+"""The simulated pipeline: capacity, start-up delay, bounded buffers, and nothing lost."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tidal.sim import SimPipeline, VertexModel
+from tidal.spec import Pipeline
+
+
+def chain(max_length: int = 30_000) -> object:
+    return (
+        Pipeline("c", limits={"bufferMaxLength": max_length})
+        .source("in", generator={"rate": 1})
+        .map("work", "tidal.examples.udfs:upper")
+        .sink("out", "blackhole")
+        .build()
+    )
+
+
+def fanout() -> object:
+    return (
+        Pipeline("f")
+        .source("in", generator={"rate": 1})
+        .map("a", "tidal.examples.udfs:upper")
+        .map("b", "tidal.examples.udfs:upper")
+        .sink("sa", "blackhole")
+        .sink("sb", "blackhole")
+        .edge("in", "a")
+        .edge("in", "b")
+        .edge("a", "sa")
+        .edge("b", "sb")
+        .build()
+    )
+
+
+MODELS = {"in": VertexModel(1000, 0), "work": VertexModel(100, 5), "out": VertexModel(1000, 0)}
+
+
+def test_a_replica_processes_its_capacity_per_second() -> None:
+    sim = SimPipeline(chain(), MODELS)
+    sim.step(500)
+    assert sim.sample("in").processed == 500
+    assert sim.sample("work").processed == 100  # one replica of 100/s
+    assert sim.sample("work").pending == 400
+    assert sim.sample("out").processed == 100
+    assert sim.delivered == {"out": 100}
+    assert sim.delays == {1.0: 100}
+
+
+def test_new_replicas_work_only_after_their_startup_delay() -> None:
+    sim = SimPipeline(chain(), MODELS)
+    sim.step(1000)  # t 0 → 1
+    sim.set_replicas("work", 3)  # asked at t=1, ready at t=6
+    assert sim.sample("work").replicas == 3 and sim.sample("work").ready == 1
+    for _ in range(4):
+        sim.step(0)
+    assert sim.sample("work").processed == 500  # t 1 → 5: still one replica
+    sim.step(0)  # t 5 → 6
+    assert sim.sample("work").processed == 600
+    sim.step(0)  # t 6 → 7: three replicas
+    assert sim.sample("work").processed == 900
+    assert sim.sample("work").ready == 3
+
+
+def test_scaling_down_removes_starting_replicas_first() -> None:
+    sim = SimPipeline(chain(), MODELS, initial={"work": 2})
+    sim.step(0)
+    sim.set_replicas("work", 4)
+    sim.set_replicas("work", 2)
+    assert sim.sample("work").replicas == 2 and sim.sample("work").ready == 2
+
+
+def test_zero_replicas_process_nothing() -> None:
+    sim = SimPipeline(chain(), MODELS, initial={"work": 0})
+    for _ in range(3):
+        sim.step(100)
+    assert sim.sample("work").processed == 0
+    assert sim.sample("work").pending == 300
+    assert sim.delivered == {"out": 0}
+
+
+def test_a_full_buffer_stops_its_writer() -> None:
+    spec = chain(max_length=1000)  # usable: 800
+    sim = SimPipeline(spec, {**MODELS, "work": VertexModel(10, 0)})
+    for _ in range(5):
+        sim.step(1000)
+    assert sim.sample("work").pending <= sim.room == 800
+    assert sim.sample("in").pending > 0  # the rest waits at the source
+    total = sim.sample("in").pending + sim.sample("work").pending + sim.delivered["out"]
+    assert total == 5000
+
+
+def test_busy_time_is_work_over_capacity() -> None:
+    sim = SimPipeline(chain(), MODELS, initial={"work": 4})
+    sim.step(250)
+    assert sim.sample("work").busy_seconds == 2.5
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    arrivals=st.lists(st.integers(0, 3000), min_size=1, max_size=60),
+    changes=st.lists(
+        st.tuples(st.integers(0, 59), st.sampled_from(["in", "work", "out"]), st.integers(0, 6))
+    ),
+    capacity=st.floats(1, 700),
+    max_length=st.integers(10, 5000),
+)
+def test_conservation_in_equals_out_plus_buffered(arrivals, changes, capacity, max_length) -> None:
+    sim = SimPipeline(chain(max_length), {**MODELS, "work": VertexModel(capacity, 2.5)})
+    for i, n in enumerate(arrivals):
+        for at, vertex, replicas in changes:
+            if at == i:
+                sim.set_replicas(vertex, replicas)
+        sim.step(n)
+        arrived, delivered, in_flight = sim.conservation()["out"]
+        assert arrived == sum(arrivals[: i + 1])
+        assert arrived == delivered + in_flight
+        assert all(v.inputs.length <= sim.room for name, v in sim.vertices.items() if name != "in")
+    assert sum(sim.delays.values()) == sim.delivered["out"]
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    arrivals=st.lists(st.integers(0, 2000), min_size=1, max_size=40), a=st.integers(0, 3), b=st.integers(0, 3)
+)
+def test_conservation_with_fan_out(arrivals, a, b) -> None:
+    models = {n: VertexModel(300, 1) for n in ("in", "a", "b", "sa", "sb")}
+    sim = SimPipeline(fanout(), models, initial={"a": a, "b": b})
+    for n in arrivals:
+        sim.step(n)
+    for arrived, delivered, in_flight in sim.conservation().values():
+        assert arrived == sum(arrivals) == delivered + in_flight
