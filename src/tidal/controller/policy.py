@@ -7,6 +7,8 @@ the one decision code:
 
 * :class:`NumaflowPolicy` — the default: the activator for a vertex at zero
   (:func:`~tidal.scaling.wake_from_zero`), then Numaflow's rules (:func:`~tidal.scaling.decide`).
+  When a vertex wakes on pending, the controller also wakes the vertices at zero downstream of
+  it through :meth:`NumaflowPolicy.wake_for_path` (:func:`~tidal.scaling.wake_on_path`).
 * :class:`KpaPolicy` — Knative's KPA on the vertex's *arrival rate* (``metric: rps``). A stream
   vertex has no requests; messages arriving at its input are the closest thing, and they are
   measured while the vertex is at zero too, as Knative's activator measures requests it holds.
@@ -35,6 +37,7 @@ from tidal.scaling import (
     VertexObservation,
     decide,
     wake_from_zero,
+    wake_on_path,
 )
 
 __all__ = ["KpaPolicy", "NumaflowPolicy", "VertexPolicy", "VertexView"]
@@ -89,11 +92,23 @@ class NumaflowPolicy:
         self.scale = scale
 
     def decide(self, view: VertexView) -> Decision:
+        obs = self._observation(view)
+        woken = wake_from_zero(self.scale, obs, view.now)
+        if woken is not None:
+            return woken
+        return decide(self.scale, obs, view.now, view.pressure)
+
+    def wake_for_path(self, view: VertexView, woken: str) -> Decision | None:
+        """Wake at once because ``woken`` upstream just woke (see :func:`~tidal.scaling.wake_on_path`)."""
+        return wake_on_path(self.scale, self._observation(view), view.now, woken)
+
+    @staticmethod
+    def _observation(view: VertexView) -> VertexObservation:
         buffers: tuple[BufferInfo, ...] = ()
         if view.kind != VertexKind.SOURCE:
             now_pending = int(view.pending_now) if view.pending_now is not None else 0
             buffers = (BufferInfo(view.name, view.buffer_max_length, view.buffer_usage_limit, now_pending),)
-        obs = VertexObservation(
+        return VertexObservation(
             view.name,
             view.kind,
             replicas=view.replicas,
@@ -103,10 +118,6 @@ class NumaflowPolicy:
             buffers=buffers,
             read_batch_size=view.read_batch_size,
         )
-        woken = wake_from_zero(self.scale, obs, view.now)
-        if woken is not None:
-            return woken
-        return decide(self.scale, obs, view.now, view.pressure)
 
 
 class KpaPolicy:

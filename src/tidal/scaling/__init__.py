@@ -46,6 +46,7 @@ from tidal.scaling.numaflow import (
     decide,
     desired_replicas,
     wake_from_zero,
+    wake_on_path,
 )
 from tidal.scaling.rates import CounterWindow, GaugeWindow, Rater, adaptive_lookback
 from tidal.scaling.windows import (
@@ -96,4 +97,5 @@ __all__ = [
     "round_half_away",
     "smoothing_coefficient",
     "wake_from_zero",
+    "wake_on_path",
 ]

@@ -165,13 +165,18 @@ def simulate(
     trace: Trace,
     policy: str = "numaflow",
     models: Mapping[str, VertexModel] | None = None,
+    *,
+    wake_path: bool = True,
 ) -> SimResult:
-    """Replay ``trace`` through ``spec`` under ``policy``; see the module docstring."""
+    """Replay ``trace`` through ``spec`` under ``policy``; see the module docstring.
+
+    ``wake_path=False`` turns off the controller's path wake-up, to measure what it buys.
+    """
     models = dict(models) if models is not None else default_models(spec)
     policies, initial = make_policies(policy, spec, models, trace)
     sim = SimPipeline(spec, models, initial)
     result = SimResult(trace, policy, spec, models)
-    controller = Controller(spec, sim, sim, _Recorder(result.changes), policies)
+    controller = Controller(spec, sim, sim, _Recorder(result.changes), policies, wake_path=wake_path)
     names = list(sim.vertices)
     for name in names:
         result.replicas[name], result.ready[name], result.pending[name] = [], [], []

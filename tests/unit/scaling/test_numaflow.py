@@ -15,8 +15,10 @@ from tidal.scaling import (
     PressureCheck,
     Rule,
     VertexKind,
+    VertexObservation,
     decide,
     desired_replicas,
+    wake_on_path,
 )
 
 from .conftest import NOW, source, udf
@@ -468,3 +470,25 @@ def test_activator_wakes_a_source_that_reports_pending_and_leaves_one_that_canno
     silent = replace(reporting, partitions=(PartitionMetrics("in", None, None),))
     assert wake_from_zero(NumaflowScale(), silent, NOW) is None  # zeroReplicaSleepSeconds applies
     assert decide(NumaflowScale(), silent, NOW).rule == Rule.COOLDOWN
+
+
+# -- the path wake-up (Tidal's, not Numaflow's) -------------------------------------------------
+
+
+def _at_zero(kind: VertexKind = VertexKind.UDF, replicas: int = 0) -> VertexObservation:
+    return VertexObservation("down", kind, replicas=replicas, ready_replicas=replicas, last_scaled_at=0.0)
+
+
+def test_wake_on_path_wakes_a_vertex_at_zero_to_its_floor() -> None:
+    d = wake_on_path(NumaflowScale(), _at_zero(), 50.0, "in")
+    assert (d.current, d.desired, d.rule) == (0, 1, Rule.WAKE_ON_PATH)
+    assert d.reason == "upstream 'in' woke: wake to 1 now, ahead of its messages"
+    assert wake_on_path(NumaflowScale(min=0, max=5), _at_zero(VertexKind.SINK), 1.0, "x").desired == 1
+
+
+@pytest.mark.parametrize(
+    ("scale", "replicas"),
+    [(NumaflowScale(), 2), (NumaflowScale(disabled=True), 0), (NumaflowScale(min=0, max=0), 0)],
+)
+def test_wake_on_path_leaves_running_disabled_and_capped_vertices_alone(scale, replicas) -> None:
+    assert wake_on_path(scale, _at_zero(replicas=replicas), 1.0, "in") is None

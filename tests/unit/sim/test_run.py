@@ -71,18 +71,31 @@ def test_nothing_is_lost_under_any_policy(policy: str, trace: str) -> None:
 def test_numaflow_decisions_come_from_the_real_scaling_code() -> None:
     result = simulate(SPEC, make_trace("idle"), "numaflow")
     rules = {d.rule for d in result.changes}
-    assert {Rule.SCALE_UP, Rule.SCALE_TO_ZERO, Rule.WAKE_ON_PENDING} <= rules
+    assert {Rule.SCALE_UP, Rule.SCALE_TO_ZERO, Rule.WAKE_ON_PENDING, Rule.WAKE_ON_PATH} <= rules
     woken = next(d for d in result.changes if d.rule == Rule.WAKE_ON_PENDING)
     assert "at 0 replicas: wake to 1 now" in woken.reason
 
 
 def test_cold_start_is_measured_through_the_whole_path() -> None:
-    # Each of the three vertices is at zero after an idle spell and starts in 8 s, one after
-    # the other: a cold start cannot take less than 3 × 8 s.
-    s = score(simulate(SPEC, make_trace("idle"), "numaflow"))
-    assert s.cold_start is not None and 24 <= s.cold_start <= 40
+    # After an idle spell all three vertices are at zero and each starts in 8 s. Woken one
+    # after the other (as messages reach each buffer), a cold start takes at least 3 × 8 s.
+    one_by_one = score(simulate(SPEC, make_trace("idle"), "numaflow", wake_path=False))
+    assert one_by_one.cold_start is not None and 24 <= one_by_one.cold_start <= 40
+    # Woken together (the path wake-up), the start-ups overlap: one start-up and a tick or two.
+    together = score(simulate(SPEC, make_trace("idle"), "numaflow"))
+    assert together.cold_start is not None and 8 <= together.cold_start <= 12
     static = score(simulate(SPEC, make_trace("idle"), "static-peak"))
     assert static.cold_start is None  # never at zero
+
+
+def test_the_path_wakes_in_one_tick_with_its_reasons() -> None:
+    result = simulate(SPEC, make_trace("idle"), "numaflow")
+    first = next(d.at for d in result.changes if d.vertex == "in" and d.rule == Rule.WAKE_ON_PENDING)
+    woke = {d.vertex: d for d in result.changes if d.at == first}
+    assert "reported by the source at 0 replicas" in woke["in"].reason
+    for name in ("work", "out"):
+        assert woke[name].rule == Rule.WAKE_ON_PATH
+        assert woke[name].reason == "upstream 'in' woke: wake to 1 now, ahead of its messages"
 
 
 def test_a_faster_start_up_shortens_the_cold_start() -> None:
