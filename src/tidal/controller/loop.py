@@ -45,6 +45,7 @@ from tidal.scaling import (
     VertexKind,
     check_back_pressure,
 )
+from tidal.scaling.backpressure import downstream_edges
 from tidal.spec import PipelineSpec, numaflow_scale
 
 __all__ = ["Actuator", "Controller", "DecisionRecorder", "Probe", "VertexSample"]
@@ -117,9 +118,6 @@ class Controller:
         limits = spec.limits
         self._usable = limits.buffer_max_length * limits.buffer_usage_limit
         self._edges = [Edge(e.from_, e.to) for e in spec.edges]
-        self._downstream: dict[str, list[str]] = {v.name: [] for v in spec.vertices}
-        for e in spec.edges:
-            self._downstream[e.from_].append(e.to)
         self.wake_path = wake_path
         policies = dict(policies or {})
         unknown = set(policies) - {v.name for v in spec.vertices}
@@ -196,13 +194,7 @@ class Controller:
         """Every vertex that woke on pending wakes the vertices at zero downstream of it."""
         woken = [n for n, d in decisions.items() if d.rule == Rule.WAKE_ON_PENDING and d.current == 0]
         for origin in woken:
-            stack, seen = list(self._downstream[origin]), {origin}
-            while stack:
-                name = stack.pop()
-                if name in seen:
-                    continue
-                seen.add(name)
-                stack.extend(self._downstream[name])
+            for name in dict.fromkeys(e.to for e in downstream_edges(origin, self._edges)):
                 view, decision = views.get(name), decisions.get(name)
                 wake = getattr(self._vertices[name].policy, "wake_for_path", None)
                 if view is None or decision is None or decision.changed or wake is None:

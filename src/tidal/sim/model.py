@@ -33,9 +33,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from tidal.controller import VertexSample
-from tidal.spec import PipelineSpec
+from tidal.spec import PipelineSpec, VertexSpec
 
-__all__ = ["SimPipeline", "VertexModel", "default_models"]
+__all__ = ["SimPipeline", "VertexModel", "default_models", "topological"]
 
 
 @dataclass(frozen=True)
@@ -138,7 +138,7 @@ class SimPipeline:
         limits = spec.limits
         self.room = int(limits.buffer_max_length * limits.buffer_usage_limit)
         self.vertices: dict[str, _Vertex] = {}
-        for v in _topological(spec):
+        for v in topological(spec):
             replicas = (initial or {}).get(v.name, 1)
             self.vertices[v.name] = _Vertex(v.name, v.kind, models[v.name], ready_at=[0.0] * replicas)
         for e in spec.edges:
@@ -230,7 +230,8 @@ class SimPipeline:
         return {sink: (per_source, n, self.in_flight(sink)) for sink, n in self.delivered.items()}
 
 
-def _topological(spec: PipelineSpec) -> list:
+def topological(spec: PipelineSpec) -> list[VertexSpec]:
+    """The vertices, every one after all of its upstreams (Kahn's algorithm, spec order on ties)."""
     incoming = {v.name: 0 for v in spec.vertices}
     for e in spec.edges:
         incoming[e.to] += 1

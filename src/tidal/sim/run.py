@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from tidal.controller import Controller, KpaPolicy, VertexPolicy
 from tidal.scaling import Decision, KpaMetric, KpaSpec
-from tidal.sim.model import SimPipeline, VertexModel, default_models
+from tidal.sim.model import SimPipeline, VertexModel, default_models, topological
 from tidal.sim.peers import Ds2Policy, SparkDynamicAllocationPolicy, StaticPeakPolicy
 from tidal.sim.traces import Trace
 from tidal.spec import Pipeline, PipelineSpec, numaflow_scale
@@ -90,17 +90,9 @@ def demand(spec: PipelineSpec, rates: list[float] | tuple[float, ...]) -> dict[s
     incoming: dict[str, list[str]] = {v.name: [] for v in spec.vertices}
     for e in spec.edges:
         incoming[e.to].append(e.from_)
-    pending = [v.name for v in spec.vertices]
-    while pending:
-        for name in list(pending):
-            ups = incoming[name]
-            if not ups:
-                out[name] = list(rates)
-            elif all(u in out for u in ups):
-                out[name] = [sum(vals) for vals in zip(*(out[u] for u in ups), strict=True)]
-            else:
-                continue
-            pending.remove(name)
+    for v in topological(spec):
+        ups = incoming[v.name]
+        out[v.name] = [sum(vals) for vals in zip(*(out[u] for u in ups), strict=True)] if ups else list(rates)
     return {v.name: out[v.name] for v in spec.vertices}
 
 
@@ -111,12 +103,12 @@ def oracle(
     (``ceil(demand / capacity)``, within the vertex's ``scale.min``/``scale.max``): a backlog then
     never builds, so the target processing time is always met."""
     out = {}
+    offered = demand(spec, rates)
     for v in spec.vertices:
         scale = numaflow_scale(v.scale, v.name)
         cap = models[v.name].capacity
         out[v.name] = [
-            min(scale.max, max(scale.min, math.ceil(rate / cap - 1e-9)))
-            for rate in demand(spec, rates)[v.name]
+            min(scale.max, max(scale.min, math.ceil(rate / cap - 1e-9))) for rate in offered[v.name]
         ]
     return out
 
