@@ -27,13 +27,18 @@ def write_batches(kind: str, where: str, buffer: str, writer: str, batches: int,
     return written
 
 
-def write_forever(kind: str, where: str, buffer: str, size: int) -> None:
-    """Append batches until killed; prints each batch number once it is stored."""
+def write_forever(kind: str, where: str, buffer: str, size: int, keyed: bool = False) -> None:
+    """Append batches (``keyed``: with ``append_batch``) until killed; prints each batch number
+    once it is stored."""
     store = open_store(kind, where)
     buf = store.open(buffer)
     b = 0
     while True:
-        buf.append([b"y" * 100] * size, [f"k{b}-{i}" for i in range(size)])
+        ids = [f"k{b}-{i}" for i in range(size)]
+        if keyed:
+            buf.append_batch(f"batch-{b}", ids, [b"y" * 100] * size)
+        else:
+            buf.append([b"y" * 100] * size, ids)
         b += 1
         sys.stdout.write(f"{b}\n")
         sys.stdout.flush()
@@ -42,4 +47,4 @@ def write_forever(kind: str, where: str, buffer: str, size: int) -> None:
 
 
 if __name__ == "__main__":
-    write_forever(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]))
+    write_forever(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5:] == ["keyed"])

@@ -159,12 +159,13 @@ def test_pending_and_usage_under_concurrent_use(backend):
     assert s.pending == 3000 - s.committed == s.length
 
 
-def test_writer_killed_mid_batch_leaves_no_half_batch(backend, tmp_path):
+@pytest.mark.parametrize("mode", ["append", "keyed"])
+def test_writer_killed_mid_batch_leaves_no_half_batch(backend, tmp_path, mode):
     kind, where, store = backend
     buf = store.create("kill", BufferLimits(max_length=50_000))
     size = 1000
     proc = subprocess.Popen(
-        [sys.executable, isb_workers.__file__, kind, where, "kill", str(size)],
+        [sys.executable, isb_workers.__file__, kind, where, "kill", str(size), mode],
         stdout=subprocess.PIPE,
         text=True,
         cwd=str(Path(isb_workers.__file__).parent),
@@ -188,6 +189,54 @@ def test_writer_killed_mid_batch_leaves_no_half_batch(backend, tmp_path):
     assert set(counts.values()) == {size}, f"partial batches: {counts}"
 
 
+def test_a_batch_key_is_stored_once_even_after_trim(backend):
+    _, _, store = backend
+    buf = store.create("keys")
+    r = buf.append_batch("v:1-3", ["a", "b", "c"], [b"A", b"B", b"C"])
+    assert (r.first_seq, r.last_seq, r.appended, r.duplicates) == (1, 3, 3, 0)
+    r = buf.append_batch("v:1-3", ["a", "b", "c"], [b"A", b"B", b"C"])  # a replayed task
+    assert (r.appended, r.duplicates) == (0, 3)
+    buf.commit(3)
+    assert (
+        buf.append_batch("v:1-3", ["a", "b", "c"], [b"A", b"B", b"C"]).appended == 0
+    )  # trimmed: still known
+    r = buf.append_batch("v:4-5", ["a", "d"], [b"A2", b"D"])  # ids may repeat across batches
+    assert (r.first_seq, r.last_seq, r.appended) == (4, 5, 2)
+    assert [(seq, mid, p) for seq, mid, p in buf.read(0, 10)] == [(4, "a", b"A2"), (5, "d", b"D")]
+
+
+def test_read_batch_is_arrow_and_matches_read_range_across_batches(backend):
+    import pyarrow as pa
+
+    _, _, store = backend
+    buf = store.create("arrow")
+    buf.append(*payloads(5))  # seqs 1..5
+    buf.append_batch("k", pa.array([f"b-{i}" for i in range(5)]), pa.array([b"p%d" % i for i in range(5)]))
+    batch = buf.read_batch(3, 8)
+    assert batch.schema.names == ["seq", "id", "payload"]
+    assert batch.column("seq").to_pylist() == [3, 4, 5, 6, 7, 8]
+    assert batch.column("id").to_pylist() == ["m-2", "m-3", "m-4", "b-0", "b-1", "b-2"]
+    assert list(zip(*(c.to_pylist() for c in batch.columns), strict=True)) == buf.read_range(3, 8)
+    buf.commit(4)  # inside the first batch: what is committed is never read again
+    assert buf.read_batch(1, 6).column("seq").to_pylist() == [5, 6]
+    assert [seq for seq, _, _ in buf.read(0, 3)] == [5, 6, 7]
+    assert (buf.stats().length, buf.stats().pending) == (6, 6)
+    assert buf.read_batch(20, 30).num_rows == 0
+
+
+def test_a_keyed_batch_that_would_overflow_is_refused_whole(backend):
+    _, _, store = backend
+    buf = store.create("small-keyed", BufferLimits(max_length=10))
+    buf.append_batch("one", [f"a{i}" for i in range(8)], [b"x"] * 8)
+    with pytest.raises(errors.BufferFull):
+        buf.append_batch("two", [f"b{i}" for i in range(3)], [b"y"] * 3)
+    assert buf.stats().length == 8
+    buf.commit(5)
+    assert (
+        buf.append_batch("two", [f"b{i}" for i in range(3)], [b"y"] * 3).appended == 3
+    )  # the key was not spent
+
+
 def test_errors_are_clear(backend):
     _, _, store = backend
     with pytest.raises(errors.BufferNotFound, match="'nope' does not exist"):
@@ -199,6 +248,10 @@ def test_errors_are_clear(backend):
         buf.append(["text"], ["id"])
     with pytest.raises(TypeError, match="one id per message"):
         buf.append([b"a", b"b"], ["only-one"])
+    with pytest.raises(TypeError, match="one id per message"):
+        buf.append_batch("k", ["only-one"], [b"a", b"b"])
+    with pytest.raises(TypeError, match="key must be a non-empty str"):
+        buf.append_batch("", ["a"], [b"a"])
 
 
 def test_list_and_drop(backend):

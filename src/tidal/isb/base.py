@@ -7,6 +7,20 @@ original was committed and trimmed. That is what makes a replayed micro-batch ha
 Readers ``read`` by sequence (replayable until committed) and ``commit`` up to a sequence, which
 trims. ``pending`` = appended − committed.
 
+De-duplication comes in two grains:
+
+- ``append(payloads, ids)``: **per message**. Each id is stored once. A user source's staging
+  buffer needs this: a source may redeliver any subset of its messages after a crash.
+- ``append_batch(key, ids, payloads)``: **per batch**. A batch whose ``key`` was seen within the
+  window is skipped whole. The runtime writes this way: a key names the input range a batch was
+  made from (``<vertex>:<first>-<last>``), so a replayed task rewrites keys the buffer already
+  holds. Per-batch de-duplication costs one key per batch instead of one per message (about
+  10× the append throughput, ``docs/benchmarks.md``). Keys and message ids share one namespace
+  per buffer.
+
+``read_batch(first, last)`` returns the range as one Arrow record batch (``seq, id, payload``),
+which is what the runtime moves; ``read`` and ``read_range`` return ``(seq, id, payload)`` tuples.
+
 Two backends implement it: :mod:`tidal.isb.sqlite` (default, one host) and
 :mod:`tidal.isb.jetstream` (NATS JetStream, many hosts). One conformance suite tests both.
 """
@@ -15,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 __all__ = [
     "DEFAULT_DEDUP_WINDOW_SECONDS",
@@ -133,8 +147,19 @@ class Buffer(Protocol):
         """Append a batch atomically. Raises ``BufferFull`` (nothing stored) past ``max_length``."""
         ...
 
+    def append_batch(
+        self, key: str, ids: Sequence[str] | Any, payloads: Sequence[bytes] | Any
+    ) -> AppendResult:
+        """Append a batch atomically, skipped whole (``duplicates = n``) when ``key`` was seen.
+        ``ids`` and ``payloads`` are lists or Arrow arrays. Raises ``BufferFull`` like ``append``."""
+        ...
+
     def read(self, after: int, limit: int) -> list[Message]:
         """Up to ``limit`` messages with ``seq > after``, in order. Replayable until committed."""
+        ...
+
+    def read_batch(self, first: int, last: int) -> Any:
+        """Messages with ``first <= seq <= last`` as one ``pyarrow.RecordBatch`` (seq, id, payload)."""
         ...
 
     def read_range(self, first: int, last: int) -> list[Message]:

@@ -5,10 +5,12 @@ processes the JVM starts (not in the driver's), so state is shared through the f
 Python objects (``shared/design.md``). What goes through it:
 
 - ``replicas``: written by the controller, read by the vertex's reader at every micro-batch.
-- ``plans``: the input range of the micro-batch a vertex's reader planned last. Spark runs a
-  query's micro-batches one after the other, so when the writer commits, the last plan is the
-  batch it commits: the writer trims the input to its end and counts its messages as processed
-  (a filter writes fewer rows than it read, so the output cannot tell).
+- ``plans``: the input range of the micro-batch a vertex's reader planned last, and its split
+  into partitions. Spark runs a query's micro-batches one after the other, so when the writer
+  commits, the last plan is the batch it commits: the writer trims the input to its end and
+  counts its messages as processed (a filter writes fewer rows than it read, so the output
+  cannot tell). A replay of the same range reuses the split, so its tasks write the same
+  de-duplication keys as before.
 - ``batches``: one row per committed micro-batch (tasks, messages in and out).
 - ``reports``: what a source's reader saw of its source (its ``pending()``, or why it is not
   available), for the controller in the driver process.
@@ -17,7 +19,9 @@ Python objects (``shared/design.md``). What goes through it:
 
 from __future__ import annotations
 
+import json
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,6 +46,7 @@ class Plan:
 
     first: int
     last: int
+    parts: tuple[tuple[int, int], ...] = ()  # the partitions' ranges, in order
 
     @property
     def count(self) -> int:
@@ -73,8 +78,10 @@ class ControlStore:
             )
             db.execute(
                 "CREATE TABLE IF NOT EXISTS plans (vertex TEXT PRIMARY KEY, first INTEGER NOT NULL, "
-                "last INTEGER NOT NULL)"
+                "last INTEGER NOT NULL, parts TEXT NOT NULL DEFAULT '[]')"
             )
+            if "parts" not in {row[1] for row in db.execute("PRAGMA table_info(plans)")}:
+                db.execute("ALTER TABLE plans ADD COLUMN parts TEXT NOT NULL DEFAULT '[]'")  # an older run
             db.execute(
                 "CREATE TABLE IF NOT EXISTS reports (vertex TEXT PRIMARY KEY, pending REAL, "
                 "error TEXT NOT NULL, at REAL NOT NULL)"
@@ -103,13 +110,21 @@ class ControlStore:
                 (vertex, batch_id, tasks, rows, time.time(), written),
             )
 
-    def set_plan(self, vertex: str, first: int, last: int) -> None:
+    def set_plan(self, vertex: str, first: int, last: int, parts: Sequence[tuple[int, int]] = ()) -> None:
         with self._store.transaction() as db:
-            db.execute("INSERT OR REPLACE INTO plans VALUES (?, ?, ?)", (vertex, first, last))
+            db.execute(
+                "INSERT OR REPLACE INTO plans VALUES (?, ?, ?, ?)",
+                (vertex, first, last, json.dumps([list(p) for p in parts])),
+            )
 
     def plan(self, vertex: str) -> Plan | None:
-        row = self._store.db.execute("SELECT first, last FROM plans WHERE vertex=?", (vertex,)).fetchone()
-        return Plan(int(row[0]), int(row[1])) if row else None
+        row = self._store.db.execute(
+            "SELECT first, last, parts FROM plans WHERE vertex=?", (vertex,)
+        ).fetchone()
+        if row is None:
+            return None
+        parts = tuple((int(a), int(b)) for a, b in json.loads(row[2]))
+        return Plan(int(row[0]), int(row[1]), parts)
 
     def report_source(self, vertex: str, pending: float | None, error: str = "") -> None:
         with self._store.transaction() as db:

@@ -10,6 +10,10 @@ The calls are synchronous; a private event loop thread per process runs the nats
   window, also after the original was purged). The server refuses an atomic batch containing any
   known id, so such a batch falls back to acknowledged single publishes, and the server skips
   exactly the duplicates. Batches over 1000 messages are atomic per 1000-message chunk.
+* **append_batch** (per-batch de-duplication): each message's ``Nats-Msg-Id`` is
+  ``<key>#<i>`` and its own id travels in a ``Tidal-Id`` header; the server then skips a
+  replayed batch message by message. Messages stay one stream message each: JetStream's
+  sequences are the buffer's sequences, and ``max_msgs`` bounds messages, not batches.
 * **read**: batched direct get by sequence (stateless, replayable).
 * **commit**: purge the stream below ``seq + 1``; the stream's first sequence is the commit point.
 
@@ -29,7 +33,10 @@ import uuid
 from collections.abc import Coroutine, Sequence
 from typing import Any, TypeVar
 
+import pyarrow as pa
+
 from tidal import errors
+from tidal.isb import segments
 from tidal.isb.base import (
     DEFAULT_DEDUP_WINDOW_SECONDS,
     AppendResult,
@@ -236,7 +243,22 @@ class JetStreamBuffer:
             return AppendResult(0, 0, 0, 0)
         return self._store.run(self._append([bytes(p) for p in payloads], list(ids)))
 
-    async def _append(self, payloads: list[bytes], ids: list[str]) -> AppendResult:
+    def append_batch(self, key: str, ids: Any, payloads: Any) -> AppendResult:
+        """Per-batch de-duplication on JetStream: message ``i`` of the batch is published with
+        ``Nats-Msg-Id: <key>#<i>`` (its own id travels in ``Tidal-Id``), so a replayed batch is
+        skipped message by message by the server, within the same duplicate window."""
+        if not isinstance(key, str) or not key:
+            raise TypeError(f"append_batch: the key must be a non-empty str, got {key!r}")
+        batch = segments.as_segment(ids, payloads)
+        if batch.num_rows == 0:
+            return AppendResult(0, 0, 0, 0)
+        id_list = batch.column(0).to_pylist()
+        dedup = [f"{key}#{i}" for i in range(len(id_list))]
+        return self._store.run(self._append(batch.column(1).to_pylist(), id_list, dedup))
+
+    async def _append(
+        self, payloads: list[bytes], ids: list[str], dedup: list[str] | None = None
+    ) -> AppendResult:
         state = await self._state()
         if state.messages + len(payloads) > self._limits.max_length:
             raise errors.BufferFull(self._name, state.messages, len(payloads), self._limits.max_length)
@@ -244,9 +266,10 @@ class JetStreamBuffer:
         appended = duplicates = 0
         for i in range(0, len(payloads), _ATOMIC_MAX):
             chunk_p, chunk_i = payloads[i : i + _ATOMIC_MAX], ids[i : i + _ATOMIC_MAX]
-            result = await self._atomic(chunk_p, chunk_i)
+            chunk_d = dedup[i : i + _ATOMIC_MAX] if dedup is not None else None
+            result = await self._atomic(chunk_p, chunk_i, chunk_d)
             if result is None:  # the chunk holds a known id: publish one by one, skipping duplicates
-                result = await self._singles(chunk_p, chunk_i)
+                result = await self._singles(chunk_p, chunk_i, chunk_d)
             if result.appended:
                 first = first or result.first_seq
                 last = result.last_seq
@@ -266,13 +289,26 @@ class JetStreamBuffer:
             f"buffer {self._name!r}: JetStream refused the publish: {text} (code {code})"
         )
 
-    async def _atomic(self, payloads: list[bytes], ids: list[str]) -> AppendResult | None:
+    @staticmethod
+    def _headers(ids: list[str], dedup: list[str] | None, j: int) -> dict[str, str]:
+        """Message ``j``'s de-duplication id (its own id, or its batch key) and, for a batch, its id."""
+        if dedup is None:
+            return {"Nats-Msg-Id": ids[j]}
+        return {"Nats-Msg-Id": dedup[j], "Tidal-Id": ids[j]}
+
+    async def _atomic(
+        self, payloads: list[bytes], ids: list[str], dedup: list[str] | None
+    ) -> AppendResult | None:
         nc = self._store.nc
         batch_id = uuid.uuid4().hex
         n = len(payloads)
         self._check_sizes(payloads)
-        for j, (payload, message_id) in enumerate(zip(payloads, ids, strict=True), 1):
-            headers = {"Nats-Batch-Id": batch_id, "Nats-Batch-Sequence": str(j), "Nats-Msg-Id": message_id}
+        for j, payload in enumerate(payloads, 1):
+            headers = {
+                "Nats-Batch-Id": batch_id,
+                "Nats-Batch-Sequence": str(j),
+                **self._headers(ids, dedup, j - 1),
+            }
             if j == n:
                 headers["Nats-Batch-Commit"] = "1"
             if j in (1, n):
@@ -291,13 +327,13 @@ class JetStreamBuffer:
                 await nc.publish(self._subject, payload, headers=headers)
         raise AssertionError("unreachable")
 
-    async def _singles(self, payloads: list[bytes], ids: list[str]) -> AppendResult:
+    async def _singles(self, payloads: list[bytes], ids: list[str], dedup: list[str] | None) -> AppendResult:
         js = self._store.nc.jetstream()
         first = last = appended = duplicates = 0
-        for payload, message_id in zip(payloads, ids, strict=True):
+        for j, payload in enumerate(payloads):
             try:
                 ack = await js.publish(
-                    self._subject, payload, headers={"Nats-Msg-Id": message_id}, timeout=_TIMEOUT
+                    self._subject, payload, headers=self._headers(ids, dedup, j), timeout=_TIMEOUT
                 )
             except Exception as exc:
                 if "maximum messages" in str(exc):
@@ -330,7 +366,8 @@ class JetStreamBuffer:
                 if not done.done():
                     done.set_result(None)
                 return
-            out.append((int(headers["Nats-Sequence"]), headers.get("Nats-Msg-Id", ""), msg.data))
+            message_id = headers.get("Tidal-Id") or headers.get("Nats-Msg-Id", "")
+            out.append((int(headers["Nats-Sequence"]), message_id, msg.data))
             if len(out) >= batch and not done.done():
                 done.set_result(None)
 
@@ -354,6 +391,16 @@ class JetStreamBuffer:
             return []
         messages = self._store.run(self._direct_get(first, last - first + 1))
         return [m for m in messages if m[0] <= last]
+
+    def read_batch(self, first: int, last: int) -> Any:
+        rows = self.read_range(first, last)
+        if not rows:
+            return segments.empty()
+        seqs, ids, payloads = zip(*rows, strict=True)
+        return pa.RecordBatch.from_arrays(
+            [pa.array(seqs, pa.int64()), pa.array(ids, pa.string()), pa.array(payloads, pa.binary())],
+            schema=segments.READ_SCHEMA,
+        )
 
     def commit(self, seq: int) -> None:
         async def purge() -> None:

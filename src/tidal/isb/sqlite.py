@@ -1,11 +1,18 @@
 """The default buffer backend: SQLite in WAL mode, one database file per pipeline.
 
-Each buffer is a table ``buf_<name>`` keyed by ``seq INTEGER PRIMARY KEY AUTOINCREMENT`` (without
-AUTOINCREMENT, SQLite reuses sequences after the table is trimmed to empty, which breaks replay by
-sequence). Appends check the length and insert in one ``BEGIN IMMEDIATE`` transaction, so a batch
-is stored whole or not at all, even when the writer is killed mid-batch (WAL rolls it back).
-Message ids live in ``ids_<name>`` for ``dedup_window`` seconds, independent of trimming, so a
-replay after a crash is de-duplicated even when the original was already committed.
+Each buffer is a table ``buf_<name>`` with **one row per appended batch** (a segment,
+:mod:`tidal.isb.segments`): ``seq INTEGER PRIMARY KEY AUTOINCREMENT`` is the batch's last
+sequence, ``first`` its first, and ``data`` its ids and payloads as one Arrow IPC blob. A row
+per message cost a B-tree insert per message, half of an append (``docs/benchmarks.md``).
+AUTOINCREMENT matters: without it SQLite reuses sequences after the table is trimmed to empty,
+which breaks replay by sequence. Appends check the length and insert in one ``BEGIN IMMEDIATE``
+transaction, so a batch is stored whole or not at all, even when the writer is killed mid-batch
+(WAL rolls it back). A commit deletes the segments it covers whole; one it covers in part stays
+until a later commit covers it, and reads never return what was committed.
+
+De-duplication keys (message ids for ``append``, batch keys for ``append_batch``) live in
+``ids_<name>`` for ``dedup_window`` seconds, independent of trimming, so a replay after a crash
+is de-duplicated even when the original was already committed.
 
 Many processes on one host may use the same file: each process opens its own connection (a
 forked Spark Python worker never reuses its parent's). Measured facts (``shared/design.md``): a
@@ -22,8 +29,10 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from tidal import errors
+from tidal.isb import segments
 from tidal.isb.base import (
     DEFAULT_DEDUP_WINDOW_SECONDS,
     AppendResult,
@@ -38,6 +47,8 @@ __all__ = ["SqliteBuffer", "SqliteStore"]
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 _CHUNK = 500  # ids per IN (...) query
 _BUSY_TIMEOUT_S = 30.0
+PAGE_SIZE = int(os.environ.get("TIDAL_PS", "16384"))
+WAL_CHECKPOINT_PAGES = int(os.environ.get("TIDAL_CK", "4000"))
 
 
 def _check_name(name: str) -> str:
@@ -80,7 +91,9 @@ class SqliteStore:
             conn = sqlite3.connect(
                 self.path, isolation_level=None, timeout=_BUSY_TIMEOUT_S, check_same_thread=False
             )
+            conn.execute(f"PRAGMA page_size={PAGE_SIZE}")  # takes effect only on a new file
             conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute(f"PRAGMA wal_autocheckpoint={WAL_CHECKPOINT_PAGES}")
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute(f"PRAGMA busy_timeout={int(_BUSY_TIMEOUT_S * 1000)}")
             local.conn, local.pid = conn, os.getpid()
@@ -117,8 +130,14 @@ class SqliteStore:
         with self.transaction() as db:
             db.execute(
                 f'CREATE TABLE IF NOT EXISTS "buf_{name}" (seq INTEGER PRIMARY KEY AUTOINCREMENT,'
-                " id TEXT NOT NULL, payload BLOB NOT NULL)"
+                " first INTEGER NOT NULL, data BLOB NOT NULL)"
             )
+            columns = {row[1] for row in db.execute(f'PRAGMA table_info("buf_{name}")')}
+            if "data" not in columns:
+                raise errors.BufferError(
+                    f"buffer {name!r} in {self.path} has the row-per-message format of an older Tidal:"
+                    " start the pipeline in a new run directory"
+                )
             db.execute(
                 f'CREATE TABLE IF NOT EXISTS "ids_{name}" '
                 "(id TEXT PRIMARY KEY, at REAL NOT NULL) WITHOUT ROWID"
@@ -172,12 +191,6 @@ class SqliteBuffer:
     def limits(self) -> BufferLimits:
         return self._limits
 
-    def _length(self, db: sqlite3.Connection) -> int:
-        lo, hi = db.execute(
-            f"SELECT (SELECT min(seq) FROM {self._table}), (SELECT max(seq) FROM {self._table})"
-        ).fetchone()
-        return 0 if lo is None else hi - lo + 1
-
     def _last_seq(self, db: sqlite3.Connection) -> int:
         row = db.execute("SELECT seq FROM sqlite_sequence WHERE name=?", (f"buf_{self._name}",)).fetchone()
         return int(row[0]) if row else 0
@@ -188,19 +201,54 @@ class SqliteBuffer:
             raise errors.BufferNotFound(self._name)
         return int(row[0])
 
-    def append(self, payloads: Sequence[bytes], ids: Sequence[str]) -> AppendResult:
-        check_batch(payloads, ids)
+    def _run(self, append: Any) -> AppendResult:
         try:
             with self._store.transaction() as db:
-                return self._append(db, payloads, ids)
+                return append(db)  # type: ignore[no-any-return]
         except sqlite3.OperationalError as exc:
             if "no such table" in str(exc):
                 raise errors.BufferNotFound(self._name) from exc
             raise
 
+    def _store_segment(self, db: sqlite3.Connection, batch: Any, duplicates: int) -> AppendResult:
+        """Check the room and store ``batch`` (SEGMENT_SCHEMA) as one row, in ``db``'s transaction."""
+        n = batch.num_rows
+        last = self._last_seq(db)
+        length = last - self._committed(db)  # every stored, uncommitted message
+        if length + n > self._limits.max_length:
+            raise errors.BufferFull(self._name, length, n, self._limits.max_length)
+        db.execute(
+            f"INSERT INTO {self._table} (seq, first, data) VALUES (?, ?, ?)",
+            (last + n, last + 1, segments.encode(batch)),
+        )
+        return AppendResult(last + 1, last + n, n, duplicates)
+
+    # -- append ----------------------------------------------------------------------------------
+
+    def append_batch(self, key: str, ids: Any, payloads: Any) -> AppendResult:
+        if not isinstance(key, str) or not key:
+            raise TypeError(f"append_batch: the key must be a non-empty str, got {key!r}")
+        batch = segments.as_segment(ids, payloads)
+        if batch.num_rows == 0:
+            return AppendResult(0, 0, 0, 0)
+
+        def append(db: sqlite3.Connection) -> AppendResult:
+            before = db.total_changes
+            db.execute(f"INSERT OR IGNORE INTO {self._ids} (id, at) VALUES (?, ?)", (key, time.time()))
+            if db.total_changes == before:
+                return AppendResult(0, 0, 0, batch.num_rows)  # this key was appended already
+            return self._store_segment(db, batch, 0)
+
+        return self._run(append)
+
+    def append(self, payloads: Sequence[bytes], ids: Sequence[str]) -> AppendResult:
+        check_batch(payloads, ids)
+        if not ids:
+            return AppendResult(0, 0, 0, 0)
+        return self._run(lambda db: self._append(db, payloads, ids))
+
     def _append(self, db: sqlite3.Connection, payloads: Sequence[bytes], ids: Sequence[str]) -> AppendResult:
         n = len(ids)
-        length = self._length(db)
         # Optimistic path: claim every id at once. When all are new (the normal case: a replay
         # is rare) nothing else is needed; a per-id lookup first cost a third of the append.
         db.execute("SAVEPOINT claim")
@@ -211,19 +259,13 @@ class SqliteBuffer:
         # also proves the batch holds no repeats.
         if db.total_changes - before == n:
             db.execute("RELEASE claim")
-            if length + n > self._limits.max_length:
-                raise errors.BufferFull(self._name, length, n, self._limits.max_length)
-            db.executemany(
-                f"INSERT INTO {self._table} (id, payload) VALUES (?, ?)", zip(ids, payloads, strict=True)
-            )
-            last = int(db.execute("SELECT last_insert_rowid()").fetchone()[0])
-            return AppendResult(last - n + 1, last, n, 0)
+            return self._store_segment(db, segments.as_segment(ids, payloads), 0)
         db.execute("ROLLBACK TO claim")
         db.execute("RELEASE claim")
-        return self._append_with_duplicates(db, payloads, ids, length, now)
+        return self._append_with_duplicates(db, payloads, ids, now)
 
     def _append_with_duplicates(
-        self, db: sqlite3.Connection, payloads: Sequence[bytes], ids: Sequence[str], length: int, now: float
+        self, db: sqlite3.Connection, payloads: Sequence[bytes], ids: Sequence[str], now: float
     ) -> AppendResult:
         """A batch with known ids (a replay) or repeated ids: store each new id once, in order."""
         seen: set[str] = set()
@@ -231,34 +273,55 @@ class SqliteBuffer:
             chunk = ids[i : i + _CHUNK]
             marks = ",".join("?" * len(chunk))
             seen.update(r[0] for r in db.execute(f"SELECT id FROM {self._ids} WHERE id IN ({marks})", chunk))
-        rows: list[tuple[str, bytes]] = []
+        new_ids: list[str] = []
+        new_payloads: list[bytes] = []
         for message_id, payload in zip(ids, payloads, strict=True):
             if message_id in seen:
                 continue
             seen.add(message_id)
-            rows.append((message_id, payload))
-        duplicates = len(ids) - len(rows)
-        if not rows:
+            new_ids.append(message_id)
+            new_payloads.append(payload)
+        duplicates = len(ids) - len(new_ids)
+        if not new_ids:
             return AppendResult(0, 0, 0, duplicates)
-        if length + len(rows) > self._limits.max_length:
-            raise errors.BufferFull(self._name, length, len(rows), self._limits.max_length)
-        db.executemany(f"INSERT INTO {self._table} (id, payload) VALUES (?, ?)", rows)
-        last = int(db.execute("SELECT last_insert_rowid()").fetchone()[0])
+        result = self._store_segment(db, segments.as_segment(new_ids, new_payloads), duplicates)
         db.executemany(
-            f"INSERT OR REPLACE INTO {self._ids} (id, at) VALUES (?, ?)", [(r[0], now) for r in rows]
+            f"INSERT OR REPLACE INTO {self._ids} (id, at) VALUES (?, ?)", [(i, now) for i in new_ids]
         )
-        return AppendResult(last - len(rows) + 1, last, len(rows), duplicates)
+        return result
+
+    # -- read ------------------------------------------------------------------------------------
+
+    def read_batch(self, first: int, last: int) -> Any:
+        db = self._store.db
+        db.execute("BEGIN")  # one snapshot: the commit point and the segments agree
+        try:
+            first = max(first, self._committed(db) + 1)
+            parts = []
+            if last >= first:
+                rows = db.execute(
+                    f"SELECT seq, first, data FROM {self._table} WHERE seq >= ? ORDER BY seq", (first,)
+                )
+                for seg_last, seg_first, data in rows:
+                    if seg_first > last:
+                        break
+                    batch = segments.decode(data)
+                    lo, hi = max(first, seg_first), min(last, seg_last)
+                    parts.append(segments.with_seqs(batch.slice(lo - seg_first, hi - lo + 1), lo))
+        finally:
+            db.execute("COMMIT")
+        return segments.join(parts)
 
     def read(self, after: int, limit: int) -> list[Message]:
-        return self._store.db.execute(
-            f"SELECT seq, id, payload FROM {self._table} WHERE seq > ? ORDER BY seq LIMIT ?", (after, limit)
-        ).fetchall()
+        if limit <= 0:
+            return []
+        start = max(after, self.committed()) + 1  # committed messages are gone: read past them
+        return segments.messages(self.read_batch(start, start + limit - 1))
 
     def read_range(self, first: int, last: int) -> list[Message]:
-        return self._store.db.execute(
-            f"SELECT seq, id, payload FROM {self._table} WHERE seq BETWEEN ? AND ? ORDER BY seq",
-            (first, last),
-        ).fetchall()
+        return segments.messages(self.read_batch(first, last))
+
+    # -- commit and state ------------------------------------------------------------------------
 
     def commit(self, seq: int) -> None:
         with self._store.transaction() as db:
@@ -280,9 +343,8 @@ class SqliteBuffer:
         db = self._store.db
         db.execute("BEGIN")
         try:
-            return BufferStats(
-                self._name, self._last_seq(db), self._committed(db), self._length(db), self._limits
-            )
+            last, committed = self._last_seq(db), self._committed(db)
+            return BufferStats(self._name, last, committed, last - committed, self._limits)
         finally:
             db.execute("COMMIT")
 

@@ -1,0 +1,96 @@
+"""Batches of messages as Arrow: the unit a buffer stores and the runtime moves.
+
+A *segment* is one appended batch: consecutive sequences ``first..last`` whose ids and payloads
+travel as one Arrow record batch (``id string, payload binary``), stored as an Arrow IPC stream.
+The SQLite backend stores one row per segment instead of one row per message, which removes the
+per-message B-tree write from the hot path (``docs/benchmarks.md``). Reads hand back one record
+batch in :data:`READ_SCHEMA` (``seq`` added), so the runtime can keep Arrow end to end.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import pyarrow as pa
+
+from tidal.isb.base import Message
+
+__all__ = [
+    "READ_SCHEMA",
+    "SEGMENT_SCHEMA",
+    "as_segment",
+    "decode",
+    "empty",
+    "encode",
+    "join",
+    "messages",
+    "with_seqs",
+]
+
+SEGMENT_SCHEMA = pa.schema([("id", pa.string()), ("payload", pa.binary())])
+READ_SCHEMA = pa.schema([("seq", pa.int64()), ("id", pa.string()), ("payload", pa.binary())])
+
+
+def as_segment(ids: Sequence[str] | pa.Array, payloads: Sequence[bytes] | pa.Array) -> pa.RecordBatch:
+    """``ids`` and ``payloads`` (lists or Arrow arrays) as one record batch in SEGMENT_SCHEMA."""
+    id_array = ids if isinstance(ids, pa.Array) else pa.array(ids, pa.string())
+    payload_array = payloads if isinstance(payloads, pa.Array) else pa.array(payloads, pa.binary())
+    if id_array.type != pa.string():
+        id_array = id_array.cast(pa.string())
+    if payload_array.type != pa.binary():
+        payload_array = payload_array.cast(pa.binary())
+    if len(id_array) != len(payload_array):
+        raise TypeError(f"append: {len(payload_array)} payloads but {len(id_array)} ids (one id per message)")
+    if id_array.null_count or payload_array.null_count:
+        raise TypeError("append: ids and payloads must not be null")
+    return pa.RecordBatch.from_arrays([id_array, payload_array], schema=SEGMENT_SCHEMA)
+
+
+def encode(batch: pa.RecordBatch) -> pa.Buffer:
+    """One segment as Arrow IPC stream bytes (SQLite stores a ``pa.Buffer`` without a copy)."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, SEGMENT_SCHEMA) as writer:
+        writer.write_batch(batch)
+    return sink.getvalue()
+
+
+def decode(blob: bytes) -> pa.RecordBatch:
+    """The segment ``encode`` wrote (zero-copy over ``blob``)."""
+    return pa.ipc.open_stream(pa.py_buffer(blob)).read_next_batch()
+
+
+def with_seqs(batch: pa.RecordBatch, first: int) -> pa.RecordBatch:
+    """``batch`` (SEGMENT_SCHEMA) numbered from ``first``: a batch in READ_SCHEMA."""
+    import numpy as np
+
+    seqs = pa.array(np.arange(first, first + batch.num_rows, dtype=np.int64))
+    return pa.RecordBatch.from_arrays([seqs, batch.column(0), batch.column(1)], schema=READ_SCHEMA)
+
+
+def empty() -> pa.RecordBatch:
+    return pa.RecordBatch.from_pylist([], schema=READ_SCHEMA)
+
+
+def join(batches: Iterable[pa.RecordBatch]) -> pa.RecordBatch:
+    """One record batch in READ_SCHEMA out of several (no copy for a single one)."""
+    parts = [b for b in batches if b.num_rows]
+    if not parts:
+        return empty()
+    if len(parts) == 1:
+        return parts[0]
+    return pa.concat_batches(parts)
+
+
+def messages(batch: Any) -> list[Message]:
+    """A READ_SCHEMA batch as ``(seq, id, payload)`` tuples (the protocol's ``read``)."""
+    if batch.num_rows == 0:
+        return []
+    return list(
+        zip(
+            batch.column(0).to_pylist(),
+            batch.column(1).to_pylist(),
+            batch.column(2).to_pylist(),
+            strict=True,
+        )
+    )
