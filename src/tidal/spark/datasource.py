@@ -1,9 +1,19 @@
 """The Python streaming data source every vertex query reads from and writes to: ``tidal_vertex``.
 
-``spark.readStream.format("tidal_vertex").option("plan", plan.encode())`` reads what the vertex
+``spark.readStream.format("tidal_vertex").option("plan", plan.encode())`` plans what the vertex
 consumes: its input buffer (a UDF or a sink), the user's source (through a staging buffer) or
-the generator (:mod:`tidal.spark.sources`). ``writeStream.format("tidal_vertex")`` applies the
-vertex's UDF and writes to its output buffers, its sink and its dead letter.
+the generator (:mod:`tidal.spark.sources`). ``writeStream.format("tidal_vertex")`` reads each
+task's messages, applies the vertex's UDF and writes to its output buffers, its sink and its
+dead letter.
+
+**Spark carries the tasks; the buffers carry the messages.** A partition is a range of input
+sequences, and the reader hands Spark one row per partition (:data:`SCHEMA`: ``first, last,
+part``). The writer task reads that range straight from the buffer as Arrow. Passing the
+messages themselves through Spark would send every payload from the reader's Python process
+into the JVM and back out to the writer's, which the probe measured at about 1 µs per message
+per hop on 2 cores: more than everything else a hop does (``docs/benchmarks.md``). A
+consequence: Spark's own ``numInputRows`` counts tasks, not messages; Tidal's batch records
+(``tidal status``, the controller) count messages.
 
 **The partition count is the replica count.** At every micro-batch the reader asks the control
 record for the vertex's replicas and returns that many partitions (one Spark task each).
@@ -11,13 +21,16 @@ Admission control takes at most ``replicas × readBatchSize`` messages; replicas
 buffer over its usage limit (back pressure), returns the start offset, which idles the query.
 
 **Exactly once.** Offsets are buffer sequences, so Spark's checkpoint replays exactly the same
-range after a crash. Output ids derive from input ids (``<vertex>:<input id>``): a replayed batch
-rewrites ids the output buffer de-duplicates. The input is trimmed only in the writer's commit,
-after every task of the micro-batch succeeded.
+range after a crash. The split of a micro-batch into partitions is recorded with its plan, and
+a replay reuses it even when the replica count changed in between, so every task of a replay
+covers the same input ranges as before. A task writes its output in pieces, each made of a
+fixed run of input sequences and appended under the key ``<vertex>:<first>-<last>``
+(per-batch de-duplication, :mod:`tidal.isb.base`): a replayed task rewrites keys the output
+buffer already holds, whatever the UDF returns the second time. The input is trimmed only in
+the writer's commit, after every task of the micro-batch succeeded.
 
-**The UDF runs inside the writer task**, on the Arrow batches the reader produced. A separate
-``mapInArrow`` stage would add a third Python process per task and an Arrow round trip through
-the JVM for the same work.
+**The UDF runs inside the writer task**, on Arrow batches. A separate ``mapInArrow`` stage would
+add a third Python process per task and an Arrow round trip through the JVM for the same work.
 """
 
 from __future__ import annotations
@@ -39,22 +52,11 @@ from pyspark.sql.datasource import (
 from tidal import errors
 from tidal.spark.plan import VertexPlan
 
-__all__ = ["SCHEMA", "VertexDataSource", "admit", "plan_partitions", "to_arrow"]
+__all__ = ["SCHEMA", "VertexDataSource", "admit", "plan_partitions", "split", "task_row"]
 
-SCHEMA = "seq long, id string, payload binary"
+SCHEMA = "first long, last long, part int"
 _FULL_WAIT_SECONDS = 300.0
-_APPEND_CHUNK = 1000  # messages per append: a batch is stored whole or refused whole
-
-
-def to_arrow(rows: Sequence[tuple[int, str, bytes]]) -> Any:
-    """Buffer rows ``(seq, id, payload)`` as one Arrow batch in :data:`SCHEMA`."""
-    import pyarrow as pa
-
-    seqs, ids, payloads = zip(*rows, strict=True) if rows else ((), (), ())
-    return pa.RecordBatch.from_arrays(
-        [pa.array(seqs, pa.int64()), pa.array(ids, pa.string()), pa.array(payloads, pa.binary())],
-        names=["seq", "id", "payload"],
-    )
+_MAX_PIECE = 8192  # input messages per output append (fewer when the buffers are small)
 
 
 @dataclass
@@ -84,11 +86,36 @@ def admit(plan: VertexPlan, start: int, available: int) -> int:
 
 
 def plan_partitions(plan: VertexPlan, first: int, last: int) -> list[Range]:
-    """Record ``first..last`` as the vertex's current micro-batch (its writer's commit trims and
-    counts by it) and split it into one range per replica."""
+    """The partitions of the micro-batch ``first..last``, recorded as the vertex's current batch
+    (its writer's commit trims and counts by it): one range per replica, or, when this batch was
+    planned before (a replay after a crash), the same ranges as then."""
     control = plan.control()
-    control.set_plan(plan.vertex, first, last)
-    return split(first, last, control.replicas(plan.vertex, default=1))
+    recorded = control.plan(plan.vertex)
+    if recorded is not None and (recorded.first, recorded.last) == (first, last) and recorded.parts:
+        return [Range(a, b, i) for i, (a, b) in enumerate(recorded.parts)]
+    ranges = split(first, last, control.replicas(plan.vertex, default=1))
+    control.set_plan(plan.vertex, first, last, [(r.first, r.last) for r in ranges])
+    return ranges
+
+
+def task_row(partition: Range) -> Any:
+    """The one row a partition hands Spark: the input range its writer task reads."""
+    import pyarrow as pa
+
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array([partition.first], pa.int64()),
+            pa.array([partition.last], pa.int64()),
+            pa.array([partition.index], pa.int32()),
+        ],
+        names=["first", "last", "part"],
+    )
+
+
+def piece_size(plan: VertexPlan) -> int:
+    """Input messages per output append: small enough that a piece fits an output buffer's
+    usable room a few times over (an append is refused whole past ``bufferMaxLength``)."""
+    return max(1, min(_MAX_PIECE, int(plan.limits.buffer_max_length * plan.limits.buffer_usage_limit) // 4))
 
 
 @dataclass
@@ -163,9 +190,7 @@ class BufferReader(DataSourceStreamReader):
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         assert isinstance(partition, Range)
-        rows = self.plan.buffer(self.input).read_range(partition.first, partition.last)
-        if rows:
-            yield to_arrow(rows)
+        yield task_row(partition)
 
     def commit(self, end: dict[str, int]) -> None:
         """Spark calls this only when it plans the *next* batch (so never for the last batch
@@ -174,7 +199,8 @@ class BufferReader(DataSourceStreamReader):
 
 
 class VertexWriter(DataSourceStreamArrowWriter):
-    """Applies the UDF (if any) and writes to the output buffers, the sink and the dead letter."""
+    """Reads each task's input range, applies the UDF (if any) and writes to the output buffers,
+    the sink and the dead letter."""
 
     def __init__(self, plan: VertexPlan) -> None:
         self.plan = plan
@@ -205,46 +231,75 @@ class VertexWriter(DataSourceStreamArrowWriter):
             )
         return self._sinks[role]
 
+    def messages(self, first: int, last: int) -> Any:
+        """The input messages ``first..last`` as one Arrow batch (``seq, id, payload``)."""
+        if self.plan.input is not None:
+            return self.plan.buffer(self.plan.input).read_batch(first, last)
+        from tidal.spark.sources import generate
+
+        return generate(self.plan, first, last)
+
     def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
+        import pyarrow as pa
+        import pyarrow.compute as pc
         from pyspark import TaskContext
 
-        ids: list[str] = []
-        payloads: list[bytes] = []
+        out_ids: list[Any] = []
+        out_payloads: list[Any] = []
         dead: list[tuple[str, bytes, str]] = []
         transform = self.transform()
-        for batch in iterator:
-            batch_ids = batch.column("id").to_pylist()
-            batch_payloads = batch.column("payload").to_pylist()
-            if transform is None:
-                ids.extend(batch_ids)
-                payloads.extend(batch_payloads)
-            else:
-                outcome = transform.apply(batch_ids, batch_payloads)
-                ids.extend(outcome.ids)
-                payloads.extend(outcome.payloads)
-                dead.extend(outcome.dead)
-        if self.plan.outputs:
-            prefix = f"{self.plan.vertex}:"
-            self._append([prefix + i for i in ids], payloads)
         sink = self.sink("sink")
-        sink_part = sink.write(ids, payloads) if sink is not None else None
+        written = 0
+        step = piece_size(self.plan)
+        prefix = f"{self.plan.vertex}:"
+        for tasks in iterator:
+            for first, last in zip(
+                tasks.column("first").to_pylist(), tasks.column("last").to_pylist(), strict=True
+            ):
+                for a in range(first, last + 1, step):  # a piece: a fixed run of input sequences
+                    b = min(last, a + step - 1)
+                    batch = self.messages(a, b)
+                    ids, payloads = batch.column("id"), batch.column("payload")
+                    if transform is not None:
+                        outcome = transform.apply(ids, payloads)
+                        ids, payloads = outcome.ids, outcome.payloads
+                        dead.extend(outcome.dead)
+                    if len(ids) and self.plan.outputs:
+                        self._append(
+                            f"{prefix}{a}-{b}", pc.binary_join_element_wise(prefix, ids, ""), payloads, step
+                        )
+                    written += len(ids)
+                    if sink is not None:  # kept for the sink's one write per task
+                        out_ids.append(ids)
+                        out_payloads.append(payloads)
+        sink_part = None
+        if sink is not None:
+            ids = pa.concat_arrays(out_ids) if out_ids else pa.array([], pa.string())
+            payloads = pa.concat_arrays(out_payloads) if out_payloads else pa.array([], pa.binary())
+            sink_part = sink.write(ids, payloads)
         dead_part = None
         if dead:
             dead_part = self.sink("dead-letter").write(
-                [d[0] for d in dead], [d[1] for d in dead], [d[2] for d in dead]
+                pa.array([d[0] for d in dead], pa.string()),
+                pa.array([d[1] for d in dead], pa.binary()),
+                [d[2] for d in dead],
             )
         context = TaskContext.get()
-        return _Written(len(ids), context.partitionId() if context else -1, sink_part, dead_part, len(dead))
+        return _Written(written, context.partitionId() if context else -1, sink_part, dead_part, len(dead))
 
-    def _append(self, ids: list[str], payloads: list[bytes]) -> None:
-        for name in self.plan.outputs:  # fan-out: every output buffer gets every message
-            out = self.plan.buffer(name)
-            for at in range(0, len(ids), _APPEND_CHUNK):
-                chunk_ids, chunk = ids[at : at + _APPEND_CHUNK], payloads[at : at + _APPEND_CHUNK]
+    def _append(self, key: str, ids: Any, payloads: Any, most: int) -> None:
+        """A piece's output to every output buffer (fan-out) under its key, in appends of at most
+        ``most`` messages (a flatmap may return many more than it read); waits while full."""
+        n = len(ids)
+        for j, at in enumerate(range(0, n, most)):
+            part = key if n <= most else f"{key}/{j}"
+            part_ids, part_payloads = ids.slice(at, most), payloads.slice(at, most)
+            for name in self.plan.outputs:
+                out = self.plan.buffer(name)
                 deadline = time.monotonic() + _FULL_WAIT_SECONDS
                 while True:
                     try:
-                        out.append(chunk, chunk_ids)
+                        out.append_batch(part, part_ids, part_payloads)
                         break
                     except errors.BufferFull:
                         if time.monotonic() > deadline:

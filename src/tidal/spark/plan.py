@@ -5,20 +5,27 @@ in Python processes the JVM starts. A :class:`VertexPlan` travels as one option 
 cloudpickled and base64-encoded), so a UDF or a user class given as a Python object in the
 builder reaches the workers as it is, and every process sees the same facts: the buffers to
 read and write, the vertex's source, UDF or sink, and where the run keeps its state.
+
+**Cheap to decode.** Spark starts a fresh Python process for every micro-batch of every query to
+create its writer, and that process decodes the plan. So the plan's own module imports little,
+and the pipeline's specs (pydantic models, which cost about half a second to import) travel as
+a nested pickle that is opened only where a spec is read: in the tasks and the reader, which
+live on. Importing ``tidal.spark.datasource`` went from 1.0 s to about 0.05 s past pyspark's own
+(measured with ``python -X importtime``).
 """
 
 from __future__ import annotations
 
 import base64
 import os
-from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark import cloudpickle
 
-from tidal.isb.base import Buffer, BufferStore
-from tidal.isb.control import ControlStore
-from tidal.spec.model import Limits, SinkSpec, SourceSpec, UdfSpec
+if TYPE_CHECKING:
+    from tidal.isb.base import Buffer, BufferStore
+    from tidal.isb.control import ControlStore
+    from tidal.spec.model import Limits, SinkSpec, SourceSpec, UdfSpec
 
 __all__ = ["VertexPlan", "staged_buffer"]
 
@@ -33,20 +40,77 @@ def staged_buffer(vertex: str) -> str:
     return f"staged_{vertex}"
 
 
-@dataclass(frozen=True)
 class VertexPlan:
-    pipeline: str
-    vertex: str
-    db: str  # the run's SQLite file: the control record, and the buffers when backend is sqlite
-    run_dir: str
-    input: str | None  # the buffer the vertex reads (None for a generator)
-    outputs: tuple[str, ...] = ()
-    limits: Limits = field(default_factory=Limits)
-    backend: str = "sqlite"
-    url: str | None = None
-    source: SourceSpec | None = None
-    udf: UdfSpec | None = None
-    sink: SinkSpec | None = None
+    """What one vertex's query needs: its buffers, its source, UDF or sink, the run's state."""
+
+    def __init__(
+        self,
+        pipeline: str,
+        vertex: str,
+        db: str,  # the run's SQLite file: the control record, and the buffers when backend is sqlite
+        run_dir: str,
+        input: str | None,  # the buffer the vertex reads (None for a generator)
+        outputs: tuple[str, ...] = (),
+        limits: Limits | None = None,
+        backend: str = "sqlite",
+        url: str | None = None,
+        source: SourceSpec | None = None,
+        udf: UdfSpec | None = None,
+        sink: SinkSpec | None = None,
+    ) -> None:
+        if limits is None:
+            from tidal.spec.model import Limits
+
+            limits = Limits()
+        self.pipeline = pipeline
+        self.vertex = vertex
+        self.db = db
+        self.run_dir = run_dir
+        self.input = input
+        self.outputs = tuple(outputs)
+        self.backend = backend
+        self.url = url
+        self._specs: dict[str, Any] | None = {"limits": limits, "source": source, "udf": udf, "sink": sink}
+        self._packed: bytes | None = None
+
+    def __repr__(self) -> str:
+        return (
+            f"VertexPlan({self.pipeline!r}, {self.vertex!r}, input={self.input!r}, outputs={self.outputs!r})"
+        )
+
+    # -- pickling: the specs go as a nested pickle, opened on first use ------------------------------
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        if state["_specs"] is not None:
+            state["_packed"] = cloudpickle.dumps(state["_specs"])
+        state["_specs"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
+    def _spec(self, name: str) -> Any:
+        if self._specs is None:
+            assert self._packed is not None
+            self._specs = cloudpickle.loads(self._packed)
+        return self._specs[name]
+
+    @property
+    def limits(self) -> Limits:
+        return self._spec("limits")  # type: ignore[no-any-return]
+
+    @property
+    def source(self) -> SourceSpec | None:
+        return self._spec("source")  # type: ignore[no-any-return]
+
+    @property
+    def udf(self) -> UdfSpec | None:
+        return self._spec("udf")  # type: ignore[no-any-return]
+
+    @property
+    def sink(self) -> SinkSpec | None:
+        return self._spec("sink")  # type: ignore[no-any-return]
 
     @property
     def read_batch_size(self) -> int:
@@ -88,6 +152,8 @@ class VertexPlan:
         key = (os.getpid(), self.db)
         control = _CONTROLS.get(key)
         if control is None:
+            from tidal.isb.control import ControlStore
+
             control = _CONTROLS[key] = ControlStore(self.db)
         return control
 

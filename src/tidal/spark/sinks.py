@@ -1,8 +1,9 @@
 """Terminal sinks (``log``, ``file``, ``blackhole``, ``user``) and the dead letter.
 
 A sink has two halves, like a Spark writer: :meth:`Sink.write` runs in each task with that task's
-messages and returns something small for the driver; :meth:`Sink.commit` runs once per
-micro-batch in the driver after every task succeeded.
+messages (Arrow arrays of ids and payloads: ``blackhole`` never converts them) and returns
+something small for the driver; :meth:`Sink.commit` runs once per micro-batch in the driver
+after every task succeeded.
 
 Delivery, per kind:
 
@@ -42,13 +43,18 @@ log = logging.getLogger("tidal.sink")
 
 
 class Sink(Protocol):
-    def write(self, ids: Sequence[str], payloads: Sequence[bytes], errors: Sequence[str] = ()) -> Any:
-        """Called in a task; returns a small picklable value for :meth:`commit` (or None)."""
+    def write(self, ids: Any, payloads: Any, errors: Sequence[str] = ()) -> Any:
+        """Called in a task with Arrow arrays (``string`` ids, ``binary`` payloads) or lists;
+        returns a small picklable value for :meth:`commit` (or None)."""
         ...
 
     def commit(self, batch_id: int, parts: Sequence[Any]) -> None:
         """Called in the driver once every task of ``batch_id`` succeeded."""
         ...
+
+
+def _pylist(values: Any) -> list[Any]:
+    return values.to_pylist() if hasattr(values, "to_pylist") else list(values)
 
 
 def _text(payload: bytes) -> dict[str, str]:
@@ -59,7 +65,7 @@ def _text(payload: bytes) -> dict[str, str]:
 
 
 class BlackholeSink:
-    def write(self, ids: Sequence[str], payloads: Sequence[bytes], errors: Sequence[str] = ()) -> None:
+    def write(self, ids: Any, payloads: Any, errors: Sequence[str] = ()) -> None:
         return None
 
     def commit(self, batch_id: int, parts: Sequence[Any]) -> None:
@@ -73,12 +79,12 @@ class LogSink:
         self._log = logging.getLogger(f"tidal.sink.{vertex}")
         self._limit = limit  # a payload is cut to this many characters in the line
 
-    def write(self, ids: Sequence[str], payloads: Sequence[bytes], errors: Sequence[str] = ()) -> None:
+    def write(self, ids: Any, payloads: Any, errors: Sequence[str] = ()) -> None:
         if not self._log.handlers and not logging.getLogger("tidal").handlers:
             from tidal import log as tidal_log
 
             tidal_log.configure()
-        for i, (message_id, payload) in enumerate(zip(ids, payloads, strict=True)):
+        for i, (message_id, payload) in enumerate(zip(_pylist(ids), _pylist(payloads), strict=True)):
             text = payload[: self._limit].decode(errors="replace")
             if errors:
                 self._log.warning("id=%s error=%r payload=%r", message_id, errors[i], text)
@@ -96,10 +102,11 @@ class UserSink:
         cls = resolve(spec.class_, at, "class")
         self._sink = cls(**spec.options)
 
-    def write(self, ids: Sequence[str], payloads: Sequence[bytes], errors: Sequence[str] = ()) -> None:
+    def write(self, ids: Any, payloads: Any, errors: Sequence[str] = ()) -> None:
+        ids, payloads = _pylist(ids), _pylist(payloads)
         if errors and hasattr(self._sink, "write_dead"):
             self._sink.write_dead(list(zip(ids, payloads, errors, strict=True)))
-        else:
+        elif ids:
             self._sink.write(list(zip(ids, payloads, strict=True)))
 
     def commit(self, batch_id: int, parts: Sequence[Any]) -> None:
@@ -118,7 +125,8 @@ class FileSink:
         self.parts = Path(state_dir) / "parts"
         self.state = Path(state_dir) / "state.json"
 
-    def write(self, ids: Sequence[str], payloads: Sequence[bytes], errors: Sequence[str] = ()) -> str | None:
+    def write(self, ids: Any, payloads: Any, errors: Sequence[str] = ()) -> str | None:
+        ids, payloads = _pylist(ids), _pylist(payloads)
         if not ids:
             return None
         self.parts.mkdir(parents=True, exist_ok=True)

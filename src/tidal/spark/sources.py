@@ -6,8 +6,9 @@ Python process the JVM starts, not in the driver's).
 
 **Generator.** Offsets are message numbers. ``total(t)`` of the load shape says how many are due
 ``t`` seconds after the run's start (kept in the control record, so a restart continues the
-shape); pending is what is due and not yet admitted. A task builds its messages from their
-numbers: message ``n`` always has the id ``n`` and the same payload, so a replay is exact.
+shape); pending is what is due and not yet admitted. A writer task builds its messages from
+their numbers (:func:`generate`): message ``n`` always has the id ``n`` and the same payload,
+so a replay is exact.
 
 **User source.** The user's class implements ``read(n)`` → an iterable of ``(offset, payload)``,
 ``ack(offsets)``, and ``pending()`` (a negative number means "not available"). The reader calls
@@ -29,12 +30,19 @@ from typing import Any
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
 from tidal.controller.probe import ask_pending
-from tidal.spark.datasource import BufferReader, Range, admit, plan_partitions
+from tidal.spark.datasource import BufferReader, Range, admit, plan_partitions, task_row
 from tidal.spark.plan import VertexPlan
 from tidal.spec.shapes import LoadShape
 from tidal.spec.validate import resolve
 
-__all__ = ["GeneratorReader", "UserSourceReader", "generator_payload", "generator_start"]
+__all__ = [
+    "GeneratorReader",
+    "UserSourceReader",
+    "generate",
+    "generator_payload",
+    "generator_payloads",
+    "generator_start",
+]
 
 log = logging.getLogger("tidal.source")
 
@@ -48,6 +56,35 @@ def generator_payload(vertex: str, n: int, size: int) -> bytes:
     """Message ``n``'s payload: its vertex and number, padded to ``size`` bytes."""
     head = f"{vertex} {n:012d} ".encode()
     return (head + b"." * max(0, size - len(head)))[:size] if size >= len(head) else head
+
+
+def generator_payloads(vertex: str, first: int, last: int, size: int) -> Any:
+    """Messages ``first..last``'s payloads as one Arrow binary array, built in Arrow's kernels:
+    the same bytes as :func:`generator_payload`, at about a quarter of its cost per message."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    numbers = pa.array(np.arange(first, last + 1, dtype=np.int64)).cast(pa.string())
+    head = pc.binary_join_element_wise(f"{vertex} ", pc.utf8_lpad(numbers, 12, "0"), " ", "")
+    return pc.utf8_rpad(head, size, ".").cast(pa.binary())
+
+
+def generate(plan: VertexPlan, first: int, last: int) -> Any:
+    """The generator's messages ``first..last`` as one Arrow batch (``seq, id, payload``)."""
+    import numpy as np
+    import pyarrow as pa
+
+    assert plan.source is not None and plan.source.generator is not None
+    numbers = pa.array(np.arange(first, last + 1, dtype=np.int64))
+    return pa.RecordBatch.from_arrays(
+        [
+            numbers,
+            numbers.cast(pa.string()),
+            generator_payloads(plan.vertex, first, last, plan.source.generator.msg_size),
+        ],
+        names=["seq", "id", "payload"],
+    )
 
 
 class GeneratorReader(DataSourceStreamReader):
@@ -75,21 +112,8 @@ class GeneratorReader(DataSourceStreamReader):
         return plan_partitions(self.plan, start["n"] + 1, end["n"])
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        import pyarrow as pa
-
         assert isinstance(partition, Range)
-        vertex, size = self.plan.vertex, self.spec.msg_size
-        for a in range(partition.first, partition.last + 1, 8192):
-            b = min(partition.last, a + 8191)
-            numbers = range(a, b + 1)
-            yield pa.RecordBatch.from_arrays(
-                [
-                    pa.array(numbers, pa.int64()),
-                    pa.array([str(n) for n in numbers], pa.string()),
-                    pa.array([generator_payload(vertex, n, size) for n in numbers], pa.binary()),
-                ],
-                names=["seq", "id", "payload"],
-            )
+        yield task_row(partition)
 
     def commit(self, end: dict[str, int]) -> None:
         return None  # nothing to trim: the numbers are the messages

@@ -8,10 +8,16 @@ The contract for the user's function (``docs/pipeline-spec.md``):
 | flatmap | ``f(payload) -> iterable of bytes/str`` | ``f(array) -> list of lists``, same length |
 | filter | ``f(payload) -> bool`` | ``f(array) -> boolean mask``, same length |
 
-Output ids are deterministic, so a replayed batch rewrites the same ids: a map or a filter keeps
-the input id, a flatmap's ``k``-th output is ``<id>.<k>``.
+Output ids are deterministic: a map or a filter keeps the input id, a flatmap's ``k``-th output
+is ``<id>.<k>``.
 
-Failures. A call that raises (or returns the wrong type) is retried ``retries`` times. Then the
+Batches stay in Arrow. A map or a filter passes the input's id column on untouched (a filter
+through its mask), and the payloads go through Python only to call a row function: the loop
+has no per-message ``try`` or retry bookkeeping until a call fails. An Arrow function's result is
+used as the output column directly.
+
+Failures. A call that raises (or returns the wrong type) is retried ``retries`` times (so it is
+made ``retries + 1`` times in all). Then the
 message goes to the dead letter, with the exception's text, when the vertex has ``deadLetter``;
 otherwise :class:`tidal.errors.UdfError` names the vertex, the message id and the exception, and
 the micro-batch fails: its input is not committed, so nothing is lost, and a restart after the
@@ -25,6 +31,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import pyarrow as pa
+
 from tidal import errors
 from tidal.spec.model import UdfKind, UdfSpec
 from tidal.spec.validate import resolve
@@ -32,12 +40,20 @@ from tidal.spec.validate import resolve
 __all__ = ["Outcome", "Transform"]
 
 
+def _empty_ids() -> pa.Array:
+    return pa.array([], pa.string())
+
+
+def _empty_payloads() -> pa.Array:
+    return pa.array([], pa.binary())
+
+
 @dataclass
 class Outcome:
-    """What a batch became: messages to write on, and dead letters ``(id, payload, error)``."""
+    """What a batch became: messages to write on (Arrow arrays) and dead letters ``(id, payload, error)``."""
 
-    ids: list[str] = field(default_factory=list)
-    payloads: list[bytes] = field(default_factory=list)
+    ids: pa.Array = field(default_factory=_empty_ids)
+    payloads: pa.Array = field(default_factory=_empty_payloads)
     dead: list[tuple[str, bytes, str]] = field(default_factory=list)
 
 
@@ -60,8 +76,20 @@ class _Failed(Exception):
         self.attempts = attempts
 
 
+class _Collected:
+    """Outputs gathered message by message (the careful path): ids, payloads, dead letters."""
+
+    def __init__(self) -> None:
+        self.ids: list[str] = []
+        self.payloads: list[bytes] = []
+        self.dead: list[tuple[str, bytes, str]] = []
+
+    def outcome(self) -> Outcome:
+        return Outcome(pa.array(self.ids, pa.string()), pa.array(self.payloads, pa.binary()), self.dead)
+
+
 class Transform:
-    """A vertex's UDF, resolved once per process and applied to ``(ids, payloads)`` batches."""
+    """A vertex's UDF, resolved once per process and applied to Arrow ``(ids, payloads)`` batches."""
 
     def __init__(self, vertex: str, udf: UdfSpec, *, dead_letter: bool) -> None:
         self.vertex = vertex
@@ -71,20 +99,66 @@ class Transform:
         self.dead_letter = dead_letter
         self.fn: Callable[[Any], Any] = resolve(udf.function, f"vertices[{vertex}].udf.{udf.kind.value}")
 
-    def apply(self, ids: list[str], payloads: list[bytes]) -> Outcome:
-        out = Outcome()
+    def apply(self, ids: Any, payloads: Any) -> Outcome:
+        """``ids`` (string) and ``payloads`` (binary), as Arrow arrays or lists."""
+        ids = ids if isinstance(ids, pa.Array) else pa.array(ids, pa.string())
+        payloads = payloads if isinstance(payloads, pa.Array) else pa.array(payloads, pa.binary())
+        if len(payloads) == 0:
+            return Outcome()
         if self.arrow:
-            self._apply_arrow(ids, payloads, out)
-        else:
-            for message_id, payload in zip(ids, payloads, strict=True):
-                self._one(message_id, payload, out)
-        return out
+            return self._apply_arrow(ids, payloads)
+        values = payloads.to_pylist()
+        if self.kind is UdfKind.MAP:
+            return self._fast_map(ids, values)
+        if self.kind is UdfKind.FILTER:
+            return self._fast_filter(ids, payloads, values)
+        return self._careful(ids.to_pylist(), values, 0, _Collected()).outcome()
+
+    # -- the fast paths: no per-message bookkeeping until a call fails -------------------------------
+
+    def _fast_map(self, ids: pa.Array, values: list[bytes]) -> Outcome:
+        fn, out = self.fn, []
+        append = out.append
+        try:
+            for value in values:
+                result = fn(value)
+                append(result if type(result) is bytes else _as_bytes(result))
+        except Exception as exc:
+            return self._resume(ids, values, [[r] for r in out], exc)
+        return Outcome(ids, pa.array(out, pa.binary()))
+
+    def _fast_filter(self, ids: pa.Array, payloads: pa.Array, values: list[bytes]) -> Outcome:
+        fn, keep = self.fn, []
+        append = keep.append
+        try:
+            for value in values:
+                result = fn(value)
+                if type(result) is not bool:
+                    raise TypeError(f"a filter must return bool, got {type(result).__name__}")
+                append(result)
+        except Exception as exc:
+            done = [[v] if k else None for k, v in zip(keep, values, strict=False)]
+            return self._resume(ids, values, done, exc)
+        mask = pa.array(keep, pa.bool_())
+        return Outcome(ids.filter(mask), payloads.filter(mask))
+
+    def _resume(
+        self, ids: pa.Array, values: list[bytes], done: list[list[bytes] | None], exc: Exception
+    ) -> Outcome:
+        """The fast loop stopped at message ``len(done)`` with ``exc`` (its first attempt): keep
+        what was done, then go message by message from there."""
+        id_list = ids.to_pylist()
+        collected = _Collected()
+        for message_id, results in zip(id_list, done, strict=False):
+            self._emit(message_id, results, collected)
+        at = len(done)
+        self._one(id_list[at], values[at], collected, self._row, tried=1, last=exc)
+        return self._careful(id_list, values, at + 1, collected).outcome()
 
     # -- per message -----------------------------------------------------------------------------
 
-    def _attempts(self, call: Callable[[], Any]) -> Any:
-        last: BaseException | None = None
-        for _ in range(self.retries + 1):
+    def _attempts(self, call: Callable[[], Any], tried: int = 0, last: BaseException | None = None) -> Any:
+        for _ in range(tried, self.retries + 1):
             try:
                 return call()
             except Exception as exc:  # the user's code: any exception is a failed attempt
@@ -105,62 +179,94 @@ class Transform:
             raise TypeError(f"a flatmap must return an iterable of bytes/str, got {type(result).__name__}")
         return [_as_bytes(item) for item in result]
 
+    def _careful(
+        self,
+        ids: list[str],
+        values: list[bytes],
+        start: int,
+        out: _Collected,
+        call: Callable[[bytes], list[bytes] | None] | None = None,
+    ) -> _Collected:
+        for at in range(start, len(values)):
+            self._one(ids[at], values[at], out, call or self._row)
+        return out
+
     def _one(
         self,
         message_id: str,
         payload: bytes,
-        out: Outcome,
-        call: Callable[[bytes], list[bytes] | None] | None = None,
+        out: _Collected,
+        call: Callable[[bytes], list[bytes] | None],
+        tried: int = 0,
+        last: BaseException | None = None,
     ) -> None:
-        """One message through ``call`` (the row function by default), with its own retries."""
-        call = call or self._row
+        """One message through ``call``, with its own retries (``tried`` attempts already made)."""
         try:
-            results = self._attempts(lambda: call(payload))
+            results = self._attempts(lambda: call(payload), tried, last)
         except _Failed as failed:
             self._fail(message_id, payload, failed, out)
             return
         self._emit(message_id, results, out)
 
-    def _emit(self, message_id: str, results: list[bytes] | None, out: Outcome) -> None:
+    def _emit(self, message_id: str, results: list[bytes] | None, out: _Collected) -> None:
         if not results:
             return
         if self.kind is UdfKind.FLATMAP:
             out.ids.extend(f"{message_id}.{k}" for k in range(len(results)))
         else:
-            out.ids.append(message_id)
+            out.ids.extend([message_id] * len(results))
         out.payloads.extend(results)
 
-    def _fail(self, message_id: str, payload: bytes, failed: _Failed, out: Outcome) -> None:
+    def _fail(self, message_id: str, payload: bytes, failed: _Failed, out: _Collected) -> None:
         if not self.dead_letter:
             raise errors.UdfError(self.vertex, message_id, failed.cause, failed.attempts) from None
         out.dead.append((message_id, payload, f"{type(failed.cause).__name__}: {failed.cause}"))
 
     # -- per Arrow batch -------------------------------------------------------------------------
 
-    def _arrow_rows(self, payloads: list[bytes]) -> list[list[bytes] | None]:
-        import pyarrow as pa
-
-        result = self.fn(pa.array(payloads, pa.binary()))
-        values = result.to_pylist() if hasattr(result, "to_pylist") else list(result)
-        if len(values) != len(payloads):
+    def _arrow_call(self, payloads: pa.Array) -> Any:
+        result = self.fn(payloads)
+        if len(result) != len(payloads):
             raise ValueError(
-                f"an Arrow UDF must return {len(payloads)} values, one per message, got {len(values)}"
+                f"an Arrow UDF must return {len(payloads)} values, one per message, got {len(result)}"
             )
-        if self.kind is UdfKind.MAP:
-            return [[_as_bytes(v)] for v in values]
-        if self.kind is UdfKind.FILTER:
-            return [[p] if bool(v) else None for v, p in zip(values, payloads, strict=True)]
-        return [[_as_bytes(item) for item in v] for v in values]
+        return result
 
-    def _apply_arrow(self, ids: list[str], payloads: list[bytes], out: Outcome) -> None:
-        if not payloads:
-            return
+    def _arrow_whole(self, ids: pa.Array, payloads: pa.Array) -> Outcome:
+        """The whole batch in one call; the result becomes the output column where it can."""
+        result = self._arrow_call(payloads)
+        if self.kind is UdfKind.MAP:
+            if isinstance(result, pa.Array | pa.ChunkedArray) and result.type in (pa.binary(), pa.string()):
+                column = result.cast(pa.binary())
+                column = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+                if column.null_count:
+                    raise TypeError("a UDF must return bytes or str, got None")
+                return Outcome(ids, column)
+            return Outcome(ids, pa.array([_as_bytes(v) for v in _values(result)], pa.binary()))
+        if self.kind is UdfKind.FILTER:
+            mask = result if isinstance(result, pa.Array) else pa.array([bool(v) for v in result], pa.bool_())
+            mask = mask.cast(pa.bool_()).fill_null(False)
+            return Outcome(ids.filter(mask), payloads.filter(mask))
+        out = _Collected()
+        for message_id, items in zip(ids.to_pylist(), _values(result), strict=True):
+            self._emit(message_id, [_as_bytes(item) for item in items], out)
+        return out.outcome()
+
+    def _arrow_rows(self, payload: bytes) -> list[bytes] | None:
+        """One message through the Arrow function (to find which messages fail)."""
+        whole = self._arrow_whole(pa.array(["-"], pa.string()), pa.array([payload], pa.binary()))
+        if self.kind is UdfKind.FLATMAP:
+            return whole.payloads.to_pylist()
+        return whole.payloads.to_pylist() or None
+
+    def _apply_arrow(self, ids: pa.Array, payloads: pa.Array) -> Outcome:
         try:
-            rows = self._attempts(lambda: self._arrow_rows(payloads))
+            return self._attempts(lambda: self._arrow_whole(ids, payloads))  # type: ignore[no-any-return]
         except _Failed:
             # Find the messages that fail: each one alone, with its own retries.
-            for message_id, payload in zip(ids, payloads, strict=True):
-                self._one(message_id, payload, out, lambda p: self._arrow_rows([p])[0])
-            return
-        for message_id, results in zip(ids, rows, strict=True):
-            self._emit(message_id, results, out)
+            out = self._careful(ids.to_pylist(), payloads.to_pylist(), 0, _Collected(), self._arrow_rows)
+            return out.outcome()
+
+
+def _values(result: Any) -> list[Any]:
+    return result.to_pylist() if hasattr(result, "to_pylist") else list(result)

@@ -161,7 +161,7 @@ class SinkSpec(_Model):
 class UdfSpec(_Model):
     """``udf:`` — a Python function: exactly one of map, flatmap, filter.
 
-    ``batch: arrow`` hands the function a ``pyarrow.RecordBatch`` of payloads instead of one
+    ``batch: arrow`` hands the function a ``pyarrow`` binary array of payloads instead of one
     payload at a time. A function that raises is retried ``retries`` times, then the message goes
     to ``deadLetter`` when one is configured, else the vertex stops with an error naming the
     message id (never a silent drop).
