@@ -18,5 +18,5 @@ def test_buffer_benchmark_runs_every_variant_and_counts_every_message(backend, t
         ("read", 2),
     ]
     for row in rows:
-        assert row["tidal_msgs_per_s"] > 0 and row["bare_msgs_per_s"] > 0
+        assert row["tidal_msgs_per_s"] > 0 and row["keyed_msgs_per_s"] > 0 and row["bare_msgs_per_s"] > 0
         assert ("ratio_ids" in row) == (backend == "sqlite")
