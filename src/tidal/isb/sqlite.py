@@ -115,6 +115,16 @@ class SqliteStore:
             raise
         db.execute("COMMIT")
 
+    @contextmanager
+    def snapshot(self) -> Iterator[sqlite3.Connection]:
+        """A read transaction: everything read inside sees one state of the file."""
+        db = self.db
+        db.execute("BEGIN")
+        try:
+            yield db
+        finally:
+            db.execute("COMMIT")
+
     def close(self) -> None:
         """Close every connection this process opened (a forked child leaves its parent's)."""
         pid = os.getpid()
@@ -295,31 +305,31 @@ class SqliteBuffer:
 
     # -- read ------------------------------------------------------------------------------------
 
-    def read_batch(self, first: int, last: int) -> Any:
-        db = self._store.db
-        db.execute("BEGIN")  # one snapshot: the commit point and the segments agree
-        try:
-            first = max(first, self._committed(db) + 1)
-            parts = []
-            if last >= first:
-                rows = db.execute(
-                    f"SELECT seq, first, data FROM {self._table} WHERE seq >= ? ORDER BY seq", (first,)
-                )
-                for seg_last, seg_first, data in rows:
-                    if seg_first > last:
-                        break
-                    batch = segments.decode(data)
-                    lo, hi = max(first, seg_first), min(last, seg_last)
-                    parts.append(segments.with_seqs(batch.slice(lo - seg_first, hi - lo + 1), lo))
-        finally:
-            db.execute("COMMIT")
+    def _segments(self, db: sqlite3.Connection, first: int, last: int) -> Any:
+        """Messages ``first..last`` as one Arrow batch, cut out of the segments that hold them."""
+        parts = []
+        if last >= first:
+            rows = db.execute(
+                f"SELECT seq, first, data FROM {self._table} WHERE seq >= ? ORDER BY seq", (first,)
+            )
+            for seg_last, seg_first, data in rows:
+                if seg_first > last:
+                    break
+                batch = segments.decode(data)
+                lo, hi = max(first, seg_first), min(last, seg_last)
+                parts.append(segments.with_seqs(batch.slice(lo - seg_first, hi - lo + 1), lo))
         return segments.join(parts)
+
+    def read_batch(self, first: int, last: int) -> Any:
+        with self._store.snapshot() as db:  # the commit point and the segments agree
+            return self._segments(db, max(first, self._committed(db) + 1), last)
 
     def read(self, after: int, limit: int) -> list[Message]:
         if limit <= 0:
             return []
-        start = max(after, self.committed()) + 1  # committed messages are gone: read past them
-        return segments.messages(self.read_batch(start, start + limit - 1))
+        with self._store.snapshot() as db:
+            start = max(after, self._committed(db)) + 1  # committed messages are gone: read past them
+            return segments.messages(self._segments(db, start, start + limit - 1))
 
     def read_range(self, first: int, last: int) -> list[Message]:
         return segments.messages(self.read_batch(first, last))
@@ -343,13 +353,9 @@ class SqliteBuffer:
         return self._last_seq(self._store.db)
 
     def stats(self) -> BufferStats:
-        db = self._store.db
-        db.execute("BEGIN")
-        try:
+        with self._store.snapshot() as db:
             last, committed = self._last_seq(db), self._committed(db)
             return BufferStats(self._name, last, committed, last - committed, self._limits)
-        finally:
-            db.execute("COMMIT")
 
     def pending(self) -> int:
         return self.stats().pending

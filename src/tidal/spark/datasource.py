@@ -118,6 +118,17 @@ def piece_size(plan: VertexPlan) -> int:
     return max(1, min(_MAX_PIECE, int(plan.limits.buffer_max_length * plan.limits.buffer_usage_limit) // 4))
 
 
+def pieces(tasks: Iterator[Any], step: int) -> Iterator[tuple[int, int]]:
+    """The task rows' input ranges cut into pieces of at most ``step`` sequences, each starting
+    a whole number of steps into its range (so a replay of the same range cuts the same pieces)."""
+    for rows in tasks:
+        for first, last in zip(
+            rows.column("first").to_pylist(), rows.column("last").to_pylist(), strict=True
+        ):
+            for a in range(first, last + 1, step):
+                yield a, min(last, a + step - 1)
+
+
 @dataclass
 class _Written(WriterCommitMessage):
     written: int
@@ -252,26 +263,19 @@ class VertexWriter(DataSourceStreamArrowWriter):
         written = 0
         step = piece_size(self.plan)
         prefix = f"{self.plan.vertex}:"
-        for tasks in iterator:
-            for first, last in zip(
-                tasks.column("first").to_pylist(), tasks.column("last").to_pylist(), strict=True
-            ):
-                for a in range(first, last + 1, step):  # a piece: a fixed run of input sequences
-                    b = min(last, a + step - 1)
-                    batch = self.messages(a, b)
-                    ids, payloads = batch.column("id"), batch.column("payload")
-                    if transform is not None:
-                        outcome = transform.apply(ids, payloads)
-                        ids, payloads = outcome.ids, outcome.payloads
-                        dead.extend(outcome.dead)
-                    if len(ids) and self.plan.outputs:
-                        self._append(
-                            f"{prefix}{a}-{b}", pc.binary_join_element_wise(prefix, ids, ""), payloads, step
-                        )
-                    written += len(ids)
-                    if sink is not None:  # kept for the sink's one write per task
-                        out_ids.append(ids)
-                        out_payloads.append(payloads)
+        for a, b in pieces(iterator, step):
+            batch = self.messages(a, b)
+            ids, payloads = batch.column("id"), batch.column("payload")
+            if transform is not None:
+                outcome = transform.apply(ids, payloads)
+                ids, payloads = outcome.ids, outcome.payloads
+                dead.extend(outcome.dead)
+            if len(ids) and self.plan.outputs:
+                self._append(f"{prefix}{a}-{b}", pc.binary_join_element_wise(prefix, ids, ""), payloads, step)
+            written += len(ids)
+            if sink is not None:  # kept for the sink's one write per task
+                out_ids.append(ids)
+                out_payloads.append(payloads)
         sink_part = None
         if sink is not None:
             ids = pa.concat_arrays(out_ids) if out_ids else pa.array([], pa.string())
