@@ -168,3 +168,29 @@ def test_dead_letter_keeps_failing_messages_and_the_rest_flows(spark, tmp_path, 
     assert {d["id"] for d in dead} == {f"src:{i}" for i in range(10, 101, 10)}
     assert all(d["error"].startswith("ValueError: cannot handle") for d in dead)
     assert set(out).isdisjoint({f"check:{d['id']}" for d in dead})
+
+
+def test_small_buffers_and_big_batches_do_not_deadlock_the_task_slots(spark, tmp_path):
+    # 2 replicas per vertex on local[2]: every task slot the session has. A generator batch may
+    # take 2 × 5000 messages, but its output buffer holds at most 6000. Were it admitted whole,
+    # its tasks would wait for room while holding both slots, and the map that drains the
+    # buffer could never run: no progress for 5 minutes, then a BufferFull. Admission takes no
+    # more than the output has room for, so nothing waits.
+    fixed = {"disabled": True}
+    spec = (
+        Pipeline("tight", limits={"readBatchSize": 5000, "bufferMaxLength": 6000})
+        .source(
+            "gen", generator={"rate": 100_000, "maxMessages": 40_000, "msgSize": 20}, scale=fixed, replicas=2
+        )
+        .map("work", "tidal.examples.udfs:upper", scale=fixed, replicas=2)
+        .sink("out", "blackhole", scale=fixed, replicas=2)
+        .build()
+    )
+    with PipelineRun(spec, tmp_path, spark=spark, trigger_seconds=0.1) as run:
+        run.wait(120, until=lambda: run.control.processed("out") >= 40_000)
+        assert run.buffers is not None
+        held = run.buffers.open("work").stats()
+    assert run.control.processed("out") == 40_000
+    assert held.limits.max_length == 6000
+    batches = run.control.batches("gen")
+    assert max(b.rows for b in batches) <= 6000, [b.rows for b in batches]  # never more than the room

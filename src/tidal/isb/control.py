@@ -155,6 +155,17 @@ class ControlStore:
         ).fetchone()
         return int(row[0])
 
+    def expansion(self, vertex: str, last: int = 5) -> float:
+        """Messages written per message read over the vertex's ``last`` committed batches that
+        read any, at least 1 (a filter's room is not stretched): how far an output may grow
+        per input message admitted."""
+        row = self._store.db.execute(
+            "SELECT max(CAST(written AS REAL) / rows) FROM (SELECT rows, written FROM batches "
+            "WHERE vertex=? AND rows > 0 ORDER BY batch_id DESC LIMIT ?)",
+            (vertex, last),
+        ).fetchone()
+        return max(1.0, float(row[0])) if row and row[0] is not None else 1.0
+
     def known(self, vertex: str) -> bool:
         """Has a replica count ever been set for ``vertex``?"""
         return (

@@ -77,12 +77,17 @@ def split(first: int, last: int, replicas: int) -> list[Range]:
 
 def admit(plan: VertexPlan, start: int, available: int) -> int:
     """The end offset of a vertex's next micro-batch: at most replicas × readBatchSize past
-    ``start``; ``start`` itself (idle) at replicas 0 or when an output buffer is over its usage
-    limit (back pressure)."""
+    ``start``, and no more than its output buffers have room for (:meth:`VertexPlan.output_room`);
+    ``start`` itself (idle) at replicas 0 or when an output buffer is over its usage limit (back
+    pressure)."""
     replicas = plan.control().replicas(plan.vertex, default=1)
-    if replicas <= 0 or plan.outputs_full() is not None:
+    if replicas <= 0:
         return start
-    return min(available, start + replicas * plan.read_batch_size)
+    take = replicas * plan.read_batch_size
+    room = plan.output_room()
+    if room is not None:
+        take = min(take, room)
+    return min(available, start + take)
 
 
 def plan_partitions(plan: VertexPlan, first: int, last: int) -> list[Range]:

@@ -157,12 +157,28 @@ class VertexPlan:
             control = _CONTROLS[key] = ControlStore(self.db)
         return control
 
-    def outputs_full(self) -> str | None:
-        """The first output buffer over its usage limit (back pressure), or None."""
+    def output_room(self) -> int | None:
+        """How many input messages the next micro-batch may take without overfilling an output
+        buffer (None when the vertex has no outputs): 0 once any output is over its usage limit
+        (back pressure); otherwise the least free room (``bufferMaxLength`` minus what it holds),
+        divided by how much the vertex's last batches expanded (a flatmap writes more than it
+        reads).
+
+        A vertex is its output buffers' only writer, and its micro-batches run one after the
+        other, so the room seen here is still there when the batch writes. This is what keeps
+        a task from waiting on a full buffer: a task that waits holds one of Spark's task slots,
+        and on a small cluster the downstream vertex that would drain the buffer may need that
+        very slot (the bench deadlocked this way with ``local[2]`` before admission looked at
+        the room).
+        """
+        room: int | None = None
         for name in self.outputs:
-            if self.buffer(name).stats().full:
-                return name
-        return None
+            stats = self.buffer(name).stats()
+            free = 0 if stats.full else stats.limits.max_length - stats.length
+            room = free if room is None else min(room, free)
+        if not room:
+            return room
+        return int(room / self.control().expansion(self.vertex))
 
     def options(self) -> dict[str, Any]:
         return {"plan": self.encode()}

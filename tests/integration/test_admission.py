@@ -1,0 +1,94 @@
+"""Admission control: how much a vertex's next micro-batch may take.
+
+The reader's planning code runs here in this process, on real SQLite, without Spark.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tidal.isb import BufferLimits
+from tidal.isb.control import ControlStore
+from tidal.isb.sqlite import SqliteStore
+from tidal.spark.datasource import admit
+from tidal.spark.plan import VertexPlan
+from tidal.spec import Limits
+
+
+@pytest.fixture
+def setup(tmp_path):
+    db = tmp_path / "pipeline.db"
+    store = SqliteStore(db)
+    store.create("in", BufferLimits(max_length=100_000))
+    out = store.create("out", BufferLimits(max_length=1000, usage_limit=0.8))
+    control = ControlStore(db)
+
+    def plan(outputs=("out",)):
+        return VertexPlan(
+            pipeline="t",
+            vertex="v",
+            db=str(db),
+            run_dir=str(tmp_path),
+            input="in",
+            outputs=outputs,
+            limits=Limits(read_batch_size=400, buffer_max_length=1000),
+        )
+
+    yield store, control, out, plan
+    store.close()
+    control.close()
+
+
+def fill(buffer, n, tag="x"):
+    buffer.append([b"p"] * n, [f"{tag}{i}" for i in range(n)])
+
+
+def test_replicas_times_read_batch_when_the_output_has_room(setup):
+    _, control, _, plan = setup
+    control.set_replicas("v", 2)
+    assert admit(plan(), 10, 100_000) == 10 + 2 * 400
+    assert admit(plan(), 10, 500) == 500  # no further than what is there
+
+
+def test_no_more_than_the_output_has_room_for(setup):
+    _, control, out, plan = setup
+    control.set_replicas("v", 2)
+    fill(out, 700)  # 70 %: under the usage limit, but only 300 free
+    assert admit(plan(), 0, 100_000) == 300
+
+
+def test_an_output_over_its_usage_limit_idles_the_vertex(setup):
+    _, control, out, plan = setup
+    control.set_replicas("v", 2)
+    fill(out, 800)
+    assert admit(plan(), 5, 100_000) == 5
+
+
+def test_zero_replicas_idles_the_vertex_and_a_sink_is_capped_by_replicas_only(setup):
+    _, control, out, plan = setup
+    control.set_replicas("v", 0)
+    assert admit(plan(), 5, 100_000) == 5
+    control.set_replicas("v", 3)
+    fill(out, 800)
+    assert admit(plan(outputs=()), 5, 100_000) == 5 + 3 * 400
+
+
+def test_a_flatmap_is_admitted_for_its_expansion(setup):
+    _, control, out, plan = setup
+    control.set_replicas("v", 2)
+    control.record_batch("v", 0, tasks=2, rows=100, written=500)  # 5 out per message in
+    fill(out, 500)
+    assert admit(plan(), 0, 100_000) == 500 // 5
+
+
+def test_expansion_is_the_largest_of_the_recent_batches_and_never_below_one(tmp_path):
+    control = ControlStore(tmp_path / "c.db")
+    assert control.expansion("v") == 1.0  # nothing committed yet
+    control.record_batch("v", 0, 2, rows=100, written=10)  # a filter
+    assert control.expansion("v") == 1.0
+    control.record_batch("v", 1, 2, rows=100, written=300)
+    control.record_batch("v", 2, 2, rows=0, written=0)  # an empty batch says nothing
+    control.record_batch("v", 3, 2, rows=100, written=200)
+    assert control.expansion("v") == 3.0
+    assert control.expansion("v", last=1) == 2.0
+    control.close()
