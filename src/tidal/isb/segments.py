@@ -2,9 +2,10 @@
 
 A *segment* is one appended batch: consecutive sequences ``first..last`` whose ids and payloads
 travel as one Arrow record batch (``id string, payload binary``), stored as an Arrow IPC stream.
-The SQLite backend stores one row per segment instead of one row per message, which removes the
-per-message B-tree write from the hot path (``docs/benchmarks.md``). Reads hand back one record
-batch in :data:`READ_SCHEMA` (``seq`` added), so the runtime can keep Arrow end to end.
+The SQLite backend stores one file (and an index row) per segment instead of a row per
+message, which removes the per-message B-tree write from the hot path (``docs/benchmarks.md``).
+Reads hand back one record batch in :data:`READ_SCHEMA` (``seq`` added), so the runtime can keep
+Arrow end to end.
 """
 
 from __future__ import annotations
@@ -48,16 +49,17 @@ def as_segment(ids: Sequence[str] | pa.Array, payloads: Sequence[bytes] | pa.Arr
 
 
 def encode(batch: pa.RecordBatch) -> pa.Buffer:
-    """One segment as Arrow IPC stream bytes (SQLite stores a ``pa.Buffer`` without a copy)."""
+    """One segment as Arrow IPC stream bytes."""
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, SEGMENT_SCHEMA) as writer:
         writer.write_batch(batch)
     return sink.getvalue()
 
 
-def decode(blob: bytes) -> pa.RecordBatch:
+def decode(blob: bytes | pa.Buffer) -> pa.RecordBatch:
     """The segment ``encode`` wrote (zero-copy over ``blob``)."""
-    return pa.ipc.open_stream(pa.py_buffer(blob)).read_next_batch()
+    source = blob if isinstance(blob, pa.Buffer) else pa.py_buffer(blob)
+    return pa.ipc.open_stream(source).read_next_batch()
 
 
 def with_seqs(batch: pa.RecordBatch, first: int) -> pa.RecordBatch:

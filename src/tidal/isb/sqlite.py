@@ -1,14 +1,28 @@
-"""The default buffer backend: SQLite in WAL mode, one database file per pipeline.
+"""The default buffer backend: SQLite in WAL mode for the index, segment files for the data.
 
 Each buffer is a table ``buf_<name>`` with **one row per appended batch** (a segment,
 :mod:`tidal.isb.segments`): ``seq INTEGER PRIMARY KEY AUTOINCREMENT`` is the batch's last
-sequence, ``first`` its first, and ``data`` its ids and payloads as one Arrow IPC blob. A row
-per message cost a B-tree insert per message, half of an append (``docs/benchmarks.md``).
+sequence, ``first`` its first, ``size`` the bytes of its file. The ids and payloads are an Arrow
+IPC file ``<db>-segments/<name>/<seq>``, next to SQLite's own ``-wal`` and ``-shm`` files.
+
+**Why files.** A row per message cost a B-tree insert per message, half of an append. Storing
+each segment as a blob in SQLite cost the bytes twice on the way in (the WAL, then the
+checkpoint) and once more on the way out: deleting a blob walks its overflow pages, so trimming
+read back everything it freed. Side by side per message through append, read and trim:
+SQLite blobs 1.0–1.2 µs, files 0.15–0.2 µs (``docs/benchmarks.md``).
+
 AUTOINCREMENT matters: without it SQLite reuses sequences after the table is trimmed to empty,
-which breaks replay by sequence. Appends check the length and insert in one ``BEGIN IMMEDIATE``
-transaction, so a batch is stored whole or not at all, even when the writer is killed mid-batch
-(WAL rolls it back). A commit deletes the segments it covers whole; one it covers in part stays
-until a later commit covers it, and reads never return what was committed.
+which breaks replay by sequence.
+
+**Crash safety.** An append writes its file under a temporary name first, then, inside one
+``BEGIN IMMEDIATE`` transaction that also checks the length and claims the de-duplication key,
+renames it to its sequence and inserts the row. A writer killed before the commit leaves at
+most a file no row points to, which the next append of the same sequences replaces, so a batch
+is stored whole or not at all. A commit deletes the rows of the segments it covers whole in one
+transaction and then their files; one it covers in part stays until a later commit covers it,
+and reads never return what was committed. Files are not fsynced: like SQLite's
+``synchronous=NORMAL``, a process crash loses nothing, a power loss may lose the last appends
+(and a read of a damaged segment says so).
 
 De-duplication keys (message ids for ``append``, batch keys for ``append_batch``) live in
 ``ids_<name>`` for ``dedup_window`` seconds, independent of trimming, so a replay after a crash
@@ -21,11 +35,14 @@ single ``SELECT min(), max()`` scans the table, so the bounds are two sub-select
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import shutil
 import sqlite3
 import threading
 import time
+import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -47,11 +64,13 @@ __all__ = ["SqliteBuffer", "SqliteStore"]
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 _CHUNK = 500  # ids per IN (...) query
 _BUSY_TIMEOUT_S = 30.0
-# Segments are large blobs. With SQLite's defaults (4 KiB pages, a checkpoint every 1000 pages,
-# so every 4 MB) an append of 8192 messages cost 0.8 µs a message, mostly checkpoints; with
-# 16 KiB pages and a checkpoint every 64 MB it cost 0.16 µs (measured side by side).
+# The index rows are small now that the data lives in files; these were measured when segments
+# were SQLite blobs (16 KiB pages and a checkpoint every 64 MB against 4 KiB / 4 MB: 0.16 against
+# 0.8 µs a message) and are kept: they cost nothing for small rows.
 PAGE_SIZE = 16384
 WAL_CHECKPOINT_PAGES = 4000
+_READ_ATTEMPTS = 3  # a segment trimmed between a read's snapshot and its file read: read again
+_TMP = ".tmp-"
 
 
 def _check_name(name: str) -> str:
@@ -70,6 +89,7 @@ class SqliteStore:
     def __init__(self, path: str | Path, dedup_window: float = DEFAULT_DEDUP_WINDOW_SECONDS) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.segments_dir = Path(f"{self.path}-segments")
         self.dedup_window = dedup_window
         # One connection per thread (and per process: a forked child opens its own). A shared
         # connection breaks as soon as two threads use it: the runner's status and the
@@ -143,12 +163,13 @@ class SqliteStore:
         with self.transaction() as db:
             db.execute(
                 f'CREATE TABLE IF NOT EXISTS "buf_{name}" (seq INTEGER PRIMARY KEY AUTOINCREMENT,'
-                " first INTEGER NOT NULL, data BLOB NOT NULL)"
+                " first INTEGER NOT NULL, size INTEGER NOT NULL)"
             )
             columns = {row[1] for row in db.execute(f'PRAGMA table_info("buf_{name}")')}
-            if "data" not in columns:
+            if "size" not in columns:
+                layout = "segments stored in SQLite" if "data" in columns else "a row per message"
                 raise errors.BufferError(
-                    f"buffer {name!r} in {self.path} has the row-per-message format of an older Tidal:"
+                    f"buffer {name!r} in {self.path} has the format of an older Tidal ({layout}):"
                     " start the pipeline in a new run directory"
                 )
             db.execute(
@@ -162,6 +183,7 @@ class SqliteStore:
                 "max_length=excluded.max_length, usage_limit=excluded.usage_limit",
                 (name, limits.max_length, limits.usage_limit),
             )
+        (self.segments_dir / name).mkdir(parents=True, exist_ok=True)
         return SqliteBuffer(self, name, limits)
 
     def open(self, name: str) -> SqliteBuffer:
@@ -184,6 +206,7 @@ class SqliteStore:
             db.execute(f'DROP TABLE IF EXISTS "ids_{name}"')
             db.execute("DELETE FROM isb_buffers WHERE name=?", (name,))
             db.execute("DELETE FROM sqlite_sequence WHERE name=?", (f"buf_{name}",))
+        shutil.rmtree(self.segments_dir / name, ignore_errors=True)
 
 
 class SqliteBuffer:
@@ -195,6 +218,7 @@ class SqliteBuffer:
         self._limits = limits
         self._table = f'"buf_{name}"'
         self._ids = f'"ids_{name}"'
+        self._dir = store.segments_dir / name
 
     @property
     def name(self) -> str:
@@ -223,16 +247,31 @@ class SqliteBuffer:
                 raise errors.BufferNotFound(self._name) from exc
             raise
 
-    def _store_segment(self, db: sqlite3.Connection, batch: Any, duplicates: int) -> AppendResult:
-        """Check the room and store ``batch`` (SEGMENT_SCHEMA) as one row, in ``db``'s transaction."""
+    def _stage(self, batch: Any) -> tuple[Path, int]:
+        """Write ``batch`` to a temporary file of this process; its path and size."""
+        data = segments.encode(batch)
+        path = self._dir / f"{_TMP}{os.getpid()}-{uuid.uuid4().hex}"
+        try:
+            with open(path, "wb") as out:
+                out.write(data)
+        except FileNotFoundError as exc:  # the directory went with the buffer
+            raise errors.BufferNotFound(self._name) from exc
+        return path, data.size
+
+    def _store_segment(
+        self, db: sqlite3.Connection, batch: Any, duplicates: int, staged: tuple[Path, int] | None = None
+    ) -> AppendResult:
+        """Check the room and store ``batch`` (SEGMENT_SCHEMA), its file written (or ``staged``)
+        and renamed to its sequence, its row inserted in ``db``'s transaction."""
         n = batch.num_rows
         last = self._last_seq(db)
         length = last - self._committed(db)  # every stored, uncommitted message
         if length + n > self._limits.max_length:
             raise errors.BufferFull(self._name, length, n, self._limits.max_length)
+        tmp, size = staged or self._stage(batch)
+        os.replace(tmp, self._dir / str(last + n))
         db.execute(
-            f"INSERT INTO {self._table} (seq, first, data) VALUES (?, ?, ?)",
-            (last + n, last + 1, segments.encode(batch)),
+            f"INSERT INTO {self._table} (seq, first, size) VALUES (?, ?, ?)", (last + n, last + 1, size)
         )
         return AppendResult(last + 1, last + n, n, duplicates)
 
@@ -244,15 +283,21 @@ class SqliteBuffer:
         batch = segments.as_segment(ids, payloads)
         if batch.num_rows == 0:
             return AppendResult(0, 0, 0, 0)
+        # The file is written before the transaction, so the write lock is held for a rename
+        # and two small inserts only (the vertex's other replicas append to the same buffer).
+        staged = self._stage(batch)
 
         def append(db: sqlite3.Connection) -> AppendResult:
             before = db.total_changes
             db.execute(f"INSERT OR IGNORE INTO {self._ids} (id, at) VALUES (?, ?)", (key, time.time()))
             if db.total_changes == before:
                 return AppendResult(0, 0, 0, batch.num_rows)  # this key was appended already
-            return self._store_segment(db, batch, 0)
+            return self._store_segment(db, batch, 0, staged)
 
-        return self._run(append)
+        try:
+            return self._run(append)
+        finally:
+            staged[0].unlink(missing_ok=True)  # still there when the batch was refused or known
 
     def append(self, payloads: Sequence[bytes], ids: Sequence[str]) -> AppendResult:
         check_batch(payloads, ids)
@@ -310,26 +355,51 @@ class SqliteBuffer:
         parts = []
         if last >= first:
             rows = db.execute(
-                f"SELECT seq, first, data FROM {self._table} WHERE seq >= ? ORDER BY seq", (first,)
+                f"SELECT seq, first, size FROM {self._table} WHERE seq >= ? ORDER BY seq", (first,)
             )
-            for seg_last, seg_first, data in rows:
+            for seg_last, seg_first, size in rows:
                 if seg_first > last:
                     break
-                batch = segments.decode(data)
+                batch = segments.decode(self._load(seg_last, size))
                 lo, hi = max(first, seg_first), min(last, seg_last)
                 parts.append(segments.with_seqs(batch.slice(lo - seg_first, hi - lo + 1), lo))
         return segments.join(parts)
 
+    def _load(self, seq: int, size: int) -> Any:
+        import pyarrow as pa
+
+        path = self._dir / str(seq)
+        with pa.OSFile(str(path), "r") as source:  # FileNotFoundError: trimmed meanwhile
+            data = source.read_buffer()
+        if data.size != size:
+            raise errors.BufferError(
+                f"segment file {path} holds {data.size} bytes, its row says {size}: the buffer is"
+                " damaged (a power loss?); start the pipeline in a new run directory"
+            )
+        return data
+
+    def _read(self, first: int, last: int, *, limit: int | None = None) -> Any:
+        """``first..last`` (or ``limit`` messages from ``first``), clamped to what is uncommitted."""
+        for attempt in range(_READ_ATTEMPTS):
+            with self._store.snapshot() as db:  # the commit point and the segments agree
+                start = max(first, self._committed(db) + 1)
+                end = last if limit is None else start + limit - 1
+                try:
+                    return self._segments(db, start, end)
+                except FileNotFoundError:
+                    # A commit after this snapshot trimmed the segment: read again past it.
+                    if attempt == _READ_ATTEMPTS - 1:
+                        raise
+        raise AssertionError("unreachable")
+
     def read_batch(self, first: int, last: int) -> Any:
-        with self._store.snapshot() as db:  # the commit point and the segments agree
-            return self._segments(db, max(first, self._committed(db) + 1), last)
+        return self._read(first, last)
 
     def read(self, after: int, limit: int) -> list[Message]:
         if limit <= 0:
             return []
-        with self._store.snapshot() as db:
-            start = max(after, self._committed(db)) + 1  # committed messages are gone: read past them
-            return segments.messages(self._segments(db, start, start + limit - 1))
+        # Committed messages are gone: read past them.
+        return segments.messages(self._read(after + 1, 0, limit=limit))
 
     def read_range(self, first: int, last: int) -> list[Message]:
         return segments.messages(self.read_batch(first, last))
@@ -345,6 +415,22 @@ class SqliteBuffer:
             db.execute("UPDATE isb_buffers SET committed=? WHERE name=?", (seq, self._name))
             db.execute(f"DELETE FROM {self._table} WHERE seq <= ?", (seq,))
             db.execute(f"DELETE FROM {self._ids} WHERE at < ?", (time.time() - self._store.dedup_window,))
+        self._sweep(seq)
+
+    def _sweep(self, committed: int) -> None:
+        """Delete the files of trimmed segments (named by their last sequence) and the
+        temporary files of writers that died before their rename."""
+        try:
+            entries = list(os.scandir(self._dir))
+        except FileNotFoundError:
+            return
+        for entry in entries:
+            name = entry.name
+            if name.isdigit():
+                if int(name) <= committed:
+                    _unlink(entry.path)
+            elif name.startswith(_TMP) and not _alive(int(name[len(_TMP) :].split("-", 1)[0])):
+                _unlink(entry.path)
 
     def committed(self) -> int:
         return self._committed(self._store.db)
@@ -362,3 +448,18 @@ class SqliteBuffer:
 
     def close(self) -> None:
         """Buffers share the store's connection; closing the store closes it."""
+
+
+def _unlink(path: str) -> None:
+    with contextlib.suppress(FileNotFoundError):  # another process swept it first
+        os.unlink(path)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
