@@ -17,8 +17,9 @@ consequence: Spark's own ``numInputRows`` counts tasks, not messages; Tidal's ba
 
 **The partition count is the replica count.** At every micro-batch the reader asks the control
 record for the vertex's replicas and returns that many partitions (one Spark task each).
-Admission control takes at most ``replicas × readBatchSize`` messages; replicas 0, or an output
-buffer over its usage limit (back pressure), returns the start offset, which idles the query.
+Admission control takes at most ``replicas × readBatchSize`` messages, and no more than the
+output buffers have room for (:meth:`VertexPlan.output_room`); replicas 0, or an output buffer
+over its usage limit (back pressure), returns the start offset, which idles the query.
 
 **Exactly once.** Offsets are buffer sequences, so Spark's checkpoint replays exactly the same
 range after a crash. The split of a micro-batch into partitions is recorded with its plan, and
@@ -50,6 +51,7 @@ from pyspark.sql.datasource import (
 )
 
 from tidal import errors
+from tidal.spark.heap import freeze_imports
 from tidal.spark.plan import VertexPlan
 
 __all__ = ["SCHEMA", "VertexDataSource", "admit", "plan_partitions", "split", "task_row"]
@@ -107,6 +109,7 @@ def task_row(partition: Range) -> Any:
     """The one row a partition hands Spark: the input range its writer task reads."""
     import pyarrow as pa
 
+    freeze_imports()  # every reader's task comes here, in a worker PySpark keeps for the next
     return pa.RecordBatch.from_arrays(
         [
             pa.array([partition.first], pa.int64()),
@@ -181,7 +184,9 @@ class VertexDataSource(DataSource):
         return BufferReader(plan)
 
     def streamWriter(self, schema: Any, overwrite: bool) -> DataSourceStreamWriter:  # noqa: N802
-        return VertexWriter(_plan(self._options(), "writeStream"))
+        writer = VertexWriter(_plan(self._options(), "writeStream"))
+        freeze_imports()  # PySpark creates the writer anew in a worker of its own every micro-batch
+        return writer
 
 
 class BufferReader(DataSourceStreamReader):
@@ -265,6 +270,7 @@ class VertexWriter(DataSourceStreamArrowWriter):
         dead: list[tuple[str, bytes, str]] = []
         transform = self.transform()
         sink = self.sink("sink")
+        freeze_imports()  # the UDF's and the sink's modules are imported by now
         written = 0
         step = piece_size(self.plan)
         prefix = f"{self.plan.vertex}:"
@@ -316,6 +322,7 @@ class VertexWriter(DataSourceStreamArrowWriter):
                         time.sleep(0.05)  # back pressure: wait for the reader downstream to commit
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
+        freeze_imports()
         written = [m for m in messages if isinstance(m, _Written)]
         sink = self.sink("sink")
         if sink is not None:
