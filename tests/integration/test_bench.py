@@ -20,3 +20,15 @@ def test_buffer_benchmark_runs_every_variant_and_counts_every_message(backend, t
     for row in rows:
         assert row["tidal_msgs_per_s"] > 0 and row["keyed_msgs_per_s"] > 0 and row["bare_msgs_per_s"] > 0
         assert ("ratio_ids" in row) == (backend == "sqlite")
+
+
+@pytest.mark.spark
+def test_throughput_benchmark_measures_both_jobs(spark, tmp_path, monkeypatch):
+    """Short windows and small batches: both jobs run on the session and deliver messages."""
+    from tidal.bench import throughput
+
+    monkeypatch.setattr(throughput, "WARMUP_S", 10.0)
+    monkeypatch.setattr(throughput, "WINDOW_S", 4.0)
+    monkeypatch.setattr(throughput, "READ_BATCH", 2000)
+    assert throughput.plain_rate(spark, tmp_path) > 0
+    assert throughput.tidal_rate(spark, tmp_path) > 0
