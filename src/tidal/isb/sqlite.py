@@ -35,7 +35,6 @@ single ``SELECT min(), max()`` scans the table, so the bounds are two sub-select
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import shutil
@@ -426,11 +425,10 @@ class SqliteBuffer:
             return
         for entry in entries:
             name = entry.name
-            if name.isdigit():
-                if int(name) <= committed:
-                    _unlink(entry.path)
-            elif name.startswith(_TMP) and not _alive(int(name[len(_TMP) :].split("-", 1)[0])):
-                _unlink(entry.path)
+            trimmed = name.isdigit() and int(name) <= committed
+            orphaned = name.startswith(_TMP) and not _alive(int(name[len(_TMP) :].split("-", 1)[0]))
+            if trimmed or orphaned:
+                Path(entry.path).unlink(missing_ok=True)  # another process may have swept it first
 
     def committed(self) -> int:
         return self._committed(self._store.db)
@@ -450,16 +448,11 @@ class SqliteBuffer:
         """Buffers share the store's connection; closing the store closes it."""
 
 
-def _unlink(path: str) -> None:
-    with contextlib.suppress(FileNotFoundError):  # another process swept it first
-        os.unlink(path)
-
-
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
+        pass  # alive, owned by another user
     return True
