@@ -1,6 +1,6 @@
 # Tidal: the two commands a new user needs.
 #   make demo   set up .venv, then run the demo pipeline (Spark local mode, SQLite buffers)
-#   make test   set up .venv, then ruff, import-linter and the whole pytest suite
+#   make test   set up .venv, then ruff, import-linter, mypy and the whole pytest suite
 # Each target creates or refreshes .venv by itself; packages are re-installed only when
 # pyproject.toml or constraints.txt changed.
 
@@ -26,6 +26,7 @@ test: $(STAMP) check-java lint
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests bench
 	$(VENV)/bin/lint-imports
+	$(VENV)/bin/mypy
 
 unit: $(STAMP)
 	$(VPY) -m pytest -q tests/unit

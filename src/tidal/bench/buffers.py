@@ -164,6 +164,7 @@ def _sqlite_bare(job: Job) -> Loop:
     table = f'"{job.buffer}"'
     batches = _batches(job)
     with_ids = job.impl == "bare_ids"
+    rows: list[list[tuple[str, bytes]]] | list[list[tuple[bytes]]]
     if job.op == "append":
         if with_ids:
             insert = f"INSERT INTO {table} (id, payload) VALUES (?, ?)"

@@ -39,14 +39,12 @@ from tidal.controller.policy import NumaflowPolicy, VertexPolicy, VertexView
 from tidal.scaling import (
     BufferLoad,
     Decision,
-    Edge,
     Rater,
     Rule,
     VertexKind,
     check_back_pressure,
 )
-from tidal.scaling.backpressure import downstream_edges
-from tidal.spec import PipelineSpec, numaflow_scale
+from tidal.spec import PipelineSpec, graph, numaflow_scale
 
 __all__ = ["Actuator", "Controller", "DecisionRecorder", "Probe", "VertexSample"]
 
@@ -116,8 +114,10 @@ class Controller:
         self.actuator = actuator
         self.events = events
         limits = spec.limits
-        self._usable = limits.buffer_max_length * limits.buffer_usage_limit
-        self._edges = [Edge(e.from_, e.to) for e in spec.edges]
+        self._usable = limits.usable_length
+        edges = graph.edges_of(spec)
+        # The graph does not change while the controller runs: walk it once per vertex.
+        self._downstream = {v.name: graph.downstream_edges(v.name, edges) for v in spec.vertices}
         self.wake_path = wake_path
         policies = dict(policies or {})
         unknown = set(policies) - {v.name for v in spec.vertices}
@@ -166,9 +166,9 @@ class Controller:
                 # and a grace period for the same reason).
                 v.last_scaled_at = now
         loads = {
-            name: BufferLoad(metrics[name][1], self._usable)
+            name: BufferLoad(pending, self._usable)
             for name, v in self._vertices.items()
-            if v.kind != VertexKind.SOURCE and metrics[name][1] is not None
+            if v.kind != VertexKind.SOURCE and (pending := metrics[name][1]) is not None
         }
         views = {
             name: self._view(v, sample, metrics[name], now, loads)
@@ -194,7 +194,7 @@ class Controller:
         """Every vertex that woke on pending wakes the vertices at zero downstream of it."""
         woken = [n for n, d in decisions.items() if d.rule == Rule.WAKE_ON_PENDING and d.current == 0]
         for origin in woken:
-            for name in dict.fromkeys(e.to for e in downstream_edges(origin, self._edges)):
+            for name in dict.fromkeys(e.to for e in self._downstream[origin]):
                 view, decision = views.get(name), decisions.get(name)
                 wake = getattr(self._vertices[name].policy, "wake_for_path", None)
                 if view is None or decision is None or decision.changed or wake is None:
@@ -224,7 +224,7 @@ class Controller:
             rate=metrics[0],
             pending=metrics[1],
             last_scaled_at=v.last_scaled_at if v.last_scaled_at is not None else now,
-            pressure=check_back_pressure(v.name, self._edges, loads),
+            pressure=check_back_pressure(v.name, self._downstream[v.name], loads),
             buffer_max_length=limits.buffer_max_length,
             buffer_usage_limit=limits.buffer_usage_limit,
             read_batch_size=limits.read_batch_size,

@@ -31,6 +31,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from tidal.scaling.limits import DEFAULT_MAX_LENGTH, DEFAULT_USAGE_LIMIT, BufferLimits
+
 __all__ = [
     "DEFAULT_DEDUP_WINDOW_SECONDS",
     "DEFAULT_MAX_LENGTH",
@@ -44,32 +46,7 @@ __all__ = [
     "check_batch",
 ]
 
-DEFAULT_MAX_LENGTH = 30000
-DEFAULT_USAGE_LIMIT = 0.8
 DEFAULT_DEDUP_WINDOW_SECONDS = 120.0  # JetStream's default duplicate window is 2 minutes
-
-
-@dataclass(frozen=True, slots=True)
-class BufferLimits:
-    """``bufferMaxLength`` and ``bufferUsageLimit`` (Numaflow's names, Numaflow's defaults)."""
-
-    max_length: int = DEFAULT_MAX_LENGTH
-    usage_limit: float = DEFAULT_USAGE_LIMIT
-
-    def __post_init__(self) -> None:
-        from tidal.errors import SpecError
-
-        if self.max_length < 1:
-            raise SpecError("limits.bufferMaxLength", f"{self.max_length} is below 1", "use e.g. 30000")
-        if not 0 < self.usage_limit <= 1:
-            raise SpecError(
-                "limits.bufferUsageLimit", f"{self.usage_limit} is outside (0, 1]", "use a fraction, e.g. 0.8"
-            )
-
-    @property
-    def usable_length(self) -> float:
-        """``max_length × usage_limit``: past this a buffer is "full" for its writers."""
-        return self.max_length * self.usage_limit
 
 
 Message = tuple[int, str, bytes]
@@ -110,8 +87,8 @@ class BufferStats:
 
     @property
     def full(self) -> bool:
-        """Over the usage limit: writers should hold back (back pressure)."""
-        return self.usage >= self.limits.usage_limit
+        """At or over the usable length (``maxLength × usageLimit``): writers hold back."""
+        return self.length >= self.limits.usable_length
 
 
 def check_batch(payloads: Sequence[object], ids: Sequence[object]) -> None:
@@ -173,6 +150,14 @@ class Buffer(Protocol):
     def stats(self) -> BufferStats: ...
 
     def pending(self) -> int: ...
+
+    def committed(self) -> int:
+        """The highest sequence committed (0 before the first commit): where a reader starts."""
+        ...
+
+    def last_seq(self) -> int:
+        """The highest sequence ever appended (0 when none): how far a reader may read."""
+        ...
 
     def close(self) -> None: ...
 

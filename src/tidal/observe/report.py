@@ -90,9 +90,7 @@ def _events(run_dir: Path) -> list[Decision]:
     return list(EventLog(run_dir / "events.jsonl").read())
 
 
-def _plot(
-    name: str, rows: list[dict[str, Any]], events: list[dict[str, Any]], start: float, path: Path
-) -> None:
+def _plot(name: str, rows: list[dict[str, Any]], events: list[Decision], start: float, path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")

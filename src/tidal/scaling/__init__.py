@@ -25,29 +25,31 @@ from tidal.scaling.backpressure import (
 from tidal.scaling.backpressure import check as check_back_pressure
 from tidal.scaling.cron import CronExpr, CronSchedule, CronSpec
 from tidal.scaling.decision import Decision, Rule
-from tidal.scaling.kpa import (
+from tidal.scaling.kpa import KpaDecider, KpaResult, KpaScaler
+from tidal.scaling.kpa_spec import (
     Aggregation,
-    KpaDecider,
     KpaMetric,
-    KpaResult,
-    KpaScaler,
     KpaSpec,
     activator_count,
     initial_excess_burst_capacity,
 )
-from tidal.scaling.numaflow import (
+from tidal.scaling.limits import (
+    DEFAULT_MAX_LENGTH,
     DEFAULT_READ_BATCH_SIZE,
+    DEFAULT_USAGE_LIMIT,
+    BufferLimits,
+    usable_length,
+)
+from tidal.scaling.numaflow import decide, wake_from_zero, wake_on_path
+from tidal.scaling.numaflow_estimate import (
     BufferInfo,
     Estimate,
-    NumaflowScale,
     PartitionMetrics,
     VertexKind,
     VertexObservation,
-    decide,
     desired_replicas,
-    wake_from_zero,
-    wake_on_path,
 )
+from tidal.scaling.numaflow_scale import NumaflowScale, normalise_scale
 from tidal.scaling.rates import CounterWindow, GaugeWindow, Rater, adaptive_lookback
 from tidal.scaling.windows import (
     MaxTimeWindow,
@@ -59,9 +61,12 @@ from tidal.scaling.windows import (
 
 __all__ = [
     "BACK_PRESSURE_THRESHOLD",
+    "DEFAULT_MAX_LENGTH",
     "DEFAULT_READ_BATCH_SIZE",
+    "DEFAULT_USAGE_LIMIT",
     "Aggregation",
     "BufferInfo",
+    "BufferLimits",
     "BufferLoad",
     "CounterWindow",
     "CronExpr",
@@ -94,8 +99,10 @@ __all__ = [
     "decide",
     "desired_replicas",
     "initial_excess_burst_capacity",
+    "normalise_scale",
     "round_half_away",
     "smoothing_coefficient",
+    "usable_length",
     "wake_from_zero",
     "wake_on_path",
 ]

@@ -30,7 +30,6 @@ __all__ = [
     "Pressure",
     "PressureCheck",
     "check",
-    "downstream_edges",
 ]
 
 BACK_PRESSURE_THRESHOLD = 0.9
@@ -83,35 +82,17 @@ class PressureCheck:
 _NO_PRESSURE = PressureCheck(Pressure.NONE)
 
 
-def downstream_edges(vertex: str, edges: Iterable[Edge]) -> list[Edge]:
-    """Every edge reachable from ``vertex``, depth first, each once."""
-    by_source: dict[str, list[Edge]] = {}
-    for edge in edges:
-        by_source.setdefault(edge.source, []).append(edge)
-    found: list[Edge] = []
-    visited: set[str] = set()
-
-    def visit(name: str) -> None:
-        if name in visited:
-            return
-        visited.add(name)
-        for edge in by_source.get(name, []):
-            found.append(edge)
-            visit(edge.to)
-
-    visit(vertex)
-    return found
-
-
 def check(
     vertex: str,
-    edges: Iterable[Edge],
+    downstream: Iterable[Edge],
     loads: Mapping[str, BufferLoad],
     threshold: float = BACK_PRESSURE_THRESHOLD,
 ) -> PressureCheck:
-    """Is there back pressure on ``vertex``? ``loads`` maps a vertex name to its input buffer's load."""
+    """Is there back pressure on ``vertex``? ``downstream`` is every edge reachable from it, depth
+    first (:func:`tidal.spec.graph.downstream_edges`, computed once per pipeline); ``loads`` maps a
+    vertex name to its input buffer's load."""
     worst: PressureCheck = PressureCheck.none()
-    for edge in downstream_edges(vertex, edges):
+    for edge in downstream:
         if edge.on_full == OnFull.DISCARD_LATEST:
             continue
         load = loads.get(edge.to)

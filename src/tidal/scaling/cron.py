@@ -34,7 +34,7 @@ _MONTHS = {
 }
 _DAYS = {d: i for i, d in enumerate(["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"])}
 # (low, high, names) per field, seconds first
-_FIELDS = (
+_FIELDS: tuple[tuple[str, int, int, dict[str, int]], ...] = (
     ("second", 0, 59, {}),
     ("minute", 0, 59, {}),
     ("hour", 0, 23, {}),

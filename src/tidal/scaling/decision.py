@@ -53,6 +53,8 @@ class Rule(StrEnum):
     KPA_NO_DATA = "kpa-no-data"
     KPA_SCALE_DOWN_DELAY = "kpa-scale-down-delay"
     KPA_ZERO_GRACE = "kpa-zero-grace"
+    KPA_ACTIVATING = "kpa-activating"
+    KPA_ACTIVATION_TIMEOUT = "kpa-activation-timeout"
     # -- peers that tidal.sim compares against (not used by the runtime) ----------------------
     STATIC_PEAK = "static-peak"  # provisioned once for the peak, never changed
     DS2_RESCALE = "ds2-rescale"  # DS2 / Flink autoscaler: true processing rate → parallelism
@@ -161,7 +163,7 @@ class Decision:
         if unknown:
             raise TypeError(f"Decision has no field(s) {sorted(unknown)}")
         fields.update(changes)
-        return Decision(**fields)
+        return Decision(**fields)  # type: ignore[arg-type]  # each field checked by name above
 
     def _key(self) -> tuple[Any, ...]:
         return (

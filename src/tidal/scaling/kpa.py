@@ -1,15 +1,16 @@
 """Knative's Pod Autoscaler (KPA) as pure, stateful values: ``spec/knative.md`` §1–2.
 
-* :class:`KpaSpec` — the config-autoscaler keys and revision annotations with upstream defaults and
-  validation ranges, and the resolved target (``max(0.01, total × utilization)``).
+* :class:`~tidal.scaling.kpa_spec.KpaSpec` — the parameters (:mod:`tidal.scaling.kpa_spec`).
 * :class:`KpaDecider` — ``Scale(now)``: stable (60 s) and panic (6 s) window averages of the
   revision-wide observed metric, rate limits (up ×1000, down ÷2), panic entry at 2.0 × the ready
   pods and its exit one stable window after the last over-threshold tick, no scale-down while
   panicking, activation scale, scale-down delay (max over a window) and excess burst capacity.
   "No data" is a :class:`Decision` with rule ``kpa-no-data``, and the last decision stands.
-* :class:`KpaScaler` — the KPA reconciler's part: min/max/initial scale, and the scale-to-zero gate
-  (a revision active for less than one stable window goes to 1 first; then ``max(grace,
-  retention)`` of inactivity, or grace minus the time the activator has been in the path).
+* :class:`KpaScaler` — the KPA reconciler's part: min/max/initial scale, the Active condition
+  (active, activating, inactive) and the scale-to-zero gate (a revision active for less than one
+  stable window goes to 1 first; then ``max(grace, retention)`` of inactivity, or grace minus the
+  time the activator has been in the path; a revision still *activating* — fewer ready replicas
+  than its threshold — past ``progressDeadline + 30 s`` goes to 0, "TimedOut").
 
 Everything takes ``now`` in seconds. Differences from upstream, all deliberate:
 
@@ -28,9 +29,15 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import NamedTuple
 
-from tidal import errors
 from tidal.scaling.decision import Decision, Rule
-from tidal.scaling.windows import MaxTimeWindow, TimedBuckets, WeightedBuckets, round_half_away
+from tidal.scaling.kpa_spec import (
+    Aggregation,
+    KpaMetric,
+    KpaSpec,
+    activator_count,
+    initial_excess_burst_capacity,
+)
+from tidal.scaling.windows import MaxTimeWindow, TimedBuckets, WeightedBuckets
 
 __all__ = [
     "Aggregation",
@@ -44,189 +51,6 @@ __all__ = [
 ]
 
 TICK_SECONDS = 2.0  # the decider's tick; also the max-window granularity
-
-
-class KpaMetric(StrEnum):
-    CONCURRENCY = "concurrency"
-    RPS = "rps"
-
-
-class Aggregation(StrEnum):
-    LINEAR = "linear"
-    WEIGHTED_EXPONENTIAL = "weighted-exponential"
-
-
-def _check(condition: bool, path: str, problem: str, fix: str) -> None:
-    if not condition:
-        raise errors.SpecError(path, problem, fix)
-
-
-@dataclass(frozen=True, slots=True)
-class KpaSpec:
-    """KPA parameters. Names follow Knative's keys in snake case; defaults are upstream's."""
-
-    metric: KpaMetric = KpaMetric.CONCURRENCY
-    target: float | None = None
-    container_concurrency: int = 0
-    target_utilization: float = 0.7
-    target_burst_capacity: float = 211.0
-    stable_window: float = 60.0
-    panic_window_percentage: float = 10.0
-    panic_threshold_percentage: float = 200.0
-    max_scale_up_rate: float = 1000.0
-    max_scale_down_rate: float = 2.0
-    enable_scale_to_zero: bool = True
-    scale_to_zero_grace_period: float = 30.0
-    scale_to_zero_pod_retention_period: float = 0.0
-    scale_down_delay: float = 0.0
-    activator_capacity: float = 100.0
-    initial_scale: int = 1
-    allow_zero_initial_scale: bool = False
-    min_scale: int = 0
-    max_scale: int = 0
-    activation_scale: int = 0
-    aggregation: Aggregation = Aggregation.LINEAR
-    reachable: bool = True
-
-    def __post_init__(self) -> None:
-        tu = self.target_utilization
-        if tu > 1:  # Knative accepts a percentage and divides it by 100
-            tu = tu / 100
-            object.__setattr__(self, "target_utilization", tu)
-        _check(0 < tu <= 1, "kpa.targetUtilization", f"{tu} is outside (0, 1]", "use e.g. 0.7 or 70")
-        _check(
-            0 <= self.container_concurrency <= 1000,
-            "kpa.containerConcurrency",
-            f"{self.container_concurrency} is outside [0, 1000]",
-            "use 0 for unlimited",
-        )
-        if self.target is not None:
-            _check(self.target >= 0.01, "kpa.target", f"{self.target} is below 0.01", "use 0.01 or more")
-        _check(
-            self.target_burst_capacity >= 0 or self.target_burst_capacity == -1,
-            "kpa.targetBurstCapacity",
-            f"{self.target_burst_capacity} is invalid",
-            "use 0 or more, or -1 to keep the activator always in the path",
-        )
-        _check(
-            6 <= self.stable_window <= 3600 and float(self.stable_window).is_integer(),
-            "kpa.stableWindow",
-            f"{self.stable_window} is outside [6, 3600] whole seconds",
-            "use e.g. 60",
-        )
-        _check(
-            1 <= self.panic_window_percentage <= 100,
-            "kpa.panicWindowPercentage",
-            f"{self.panic_window_percentage} is outside [1, 100]",
-            "use e.g. 10",
-        )
-        _check(
-            110 <= self.panic_threshold_percentage <= 1000,
-            "kpa.panicThresholdPercentage",
-            f"{self.panic_threshold_percentage} is outside [110, 1000]",
-            "use e.g. 200",
-        )
-        _check(
-            self.max_scale_up_rate > 1,
-            "kpa.maxScaleUpRate",
-            f"{self.max_scale_up_rate} must be > 1",
-            "use e.g. 1000",
-        )
-        _check(
-            self.max_scale_down_rate > 1,
-            "kpa.maxScaleDownRate",
-            f"{self.max_scale_down_rate} must be > 1",
-            "use e.g. 2",
-        )
-        _check(
-            self.scale_to_zero_grace_period > 0,
-            "kpa.scaleToZeroGracePeriod",
-            f"{self.scale_to_zero_grace_period} must be > 0",
-            "use e.g. 30",
-        )
-        _check(
-            0 <= self.scale_to_zero_pod_retention_period <= 3600,
-            "kpa.scaleToZeroPodRetentionPeriod",
-            f"{self.scale_to_zero_pod_retention_period} is outside [0, 3600]",
-            "use 0 to disable",
-        )
-        _check(
-            0 <= self.scale_down_delay <= 3600 and float(self.scale_down_delay).is_integer(),
-            "kpa.scaleDownDelay",
-            f"{self.scale_down_delay} is outside [0, 3600] whole seconds",
-            "use 0 to disable",
-        )
-        _check(
-            self.activator_capacity >= 1,
-            "kpa.activatorCapacity",
-            f"{self.activator_capacity} < 1",
-            "use e.g. 100",
-        )
-        _check(
-            self.initial_scale >= 0, "kpa.initialScale", f"{self.initial_scale} is negative", "use 1 or more"
-        )
-        _check(
-            self.initial_scale > 0 or self.allow_zero_initial_scale,
-            "kpa.initialScale",
-            "0 requires allowZeroInitialScale: true",
-            "set allowZeroInitialScale or use 1",
-        )
-        _check(self.min_scale >= 0, "kpa.minScale", f"{self.min_scale} is negative", "use 0 or more")
-        _check(self.max_scale >= 0, "kpa.maxScale", f"{self.max_scale} is negative", "use 0 for unbounded")
-        _check(
-            self.max_scale == 0 or self.min_scale <= self.max_scale,
-            "kpa.maxScale",
-            f"{self.max_scale} is below minScale {self.min_scale}",
-            "raise maxScale or lower minScale",
-        )
-        _check(
-            self.activation_scale >= 0 and (self.max_scale == 0 or self.activation_scale <= self.max_scale),
-            "kpa.activationScale",
-            f"{self.activation_scale} is outside [0, maxScale]",
-            "use 2 or more, not above maxScale",
-        )
-
-    @property
-    def total_value(self) -> float:
-        """The 100 % capacity of one replica for the chosen metric."""
-        if self.metric == KpaMetric.RPS:
-            return self.target if self.target is not None else 200.0
-        total = float(self.container_concurrency or 100)
-        if self.target is not None:
-            total = (
-                min(self.target, self.container_concurrency) if self.container_concurrency else self.target
-            )
-        return total
-
-    @property
-    def target_value(self) -> float:
-        """What one replica should carry: ``max(0.01, total × utilization)``."""
-        return max(0.01, self.total_value * self.target_utilization)
-
-    @property
-    def panic_window(self) -> float:
-        return max(1.0, round_half_away(self.stable_window * self.panic_window_percentage / 100))
-
-    @property
-    def panic_threshold(self) -> float:
-        return self.panic_threshold_percentage / 100
-
-
-def initial_excess_burst_capacity(spec: KpaSpec) -> float:
-    """EBC before the first tick: TBC itself for 0 and −1, else ``initialScale × total − TBC``."""
-    tbc = spec.target_burst_capacity
-    if tbc in (0, -1):
-        return tbc
-    return float(math.trunc(spec.initial_scale * spec.total_value - tbc))
-
-
-def activator_count(spec: KpaSpec, ready: int) -> int:
-    """How many activators front a revision in Proxy mode (knative.md §1.6)."""
-    tbc = spec.target_burst_capacity
-    if tbc == 0:
-        return 2
-    demand = ready * spec.total_value + max(tbc, 0)
-    return max(2, math.ceil(demand / spec.activator_capacity))
 
 
 class KpaResult(NamedTuple):
@@ -392,6 +216,7 @@ class KpaDecider:
 
 class _Phase(StrEnum):
     ACTIVE = "active"
+    ACTIVATING = "activating"
     INACTIVE = "inactive"
 
 
@@ -400,6 +225,7 @@ class _GateState:
     phase: _Phase = _Phase.ACTIVE
     since: float = 0.0
     proxy_since: float | None = None
+    activating_since: float | None = None
     initialized: bool = False
     history: list[str] = field(default_factory=list)
 
@@ -435,7 +261,8 @@ class KpaScaler:
         low = 0 if not spec.reachable else spec.min_scale
         if not state.initialized and spec.reachable and spec.initial_scale > 1:
             low = max(low, spec.initial_scale)
-        if (ready or 0) >= max(low, 1):
+        threshold = max(low, 1)
+        if (ready or 0) >= threshold:
             state.initialized = True
         bounded = max(want, low)
         if spec.max_scale:
@@ -446,6 +273,13 @@ class KpaScaler:
                 state.proxy_since = now
         else:
             state.proxy_since = None
+        # The Active condition: fewer ready than the threshold is "activating" (Knative's Queued),
+        # unless the revision is inactive and nothing is wanted.
+        if (ready or 0) < threshold and not (state.phase == _Phase.INACTIVE and bounded <= 0):
+            if state.phase != _Phase.ACTIVATING:
+                state.phase, state.activating_since = _Phase.ACTIVATING, now
+        elif state.phase == _Phase.ACTIVATING:
+            state.phase, state.since, state.activating_since = _Phase.ACTIVE, now, None
         if bounded > 0:
             if state.phase == _Phase.INACTIVE:
                 state.phase, state.since = _Phase.ACTIVE, now
@@ -458,6 +292,27 @@ class KpaScaler:
         # bounded == 0: the scale-to-zero gate
         if not spec.enable_scale_to_zero:
             return d.replace(desired=1, reason=lambda: d.reason + "; scale to zero disabled: keep 1")
+        if state.phase == _Phase.ACTIVATING:
+            activating_for = now - (state.activating_since if state.activating_since is not None else now)
+            timeout = spec.activation_timeout
+            if activating_for >= timeout:
+                state.phase, state.since, state.activating_since = _Phase.INACTIVE, now, None
+                return d.replace(
+                    desired=0,
+                    rule=Rule.KPA_ACTIVATION_TIMEOUT,
+                    reason=lambda: (
+                        d.reason + f"; activating {activating_for:.0f} s ≥ progress deadline + 30 s "
+                        f"({timeout:g} s) with {ready or 0} ready: 0 (TimedOut)"
+                    ),
+                )
+            return d.replace(
+                desired=current,
+                rule=Rule.KPA_ACTIVATING,
+                reason=lambda: (
+                    d.reason + f"; activating for {activating_for:.0f} s ({ready or 0} ready): "
+                    f"wait up to {timeout:g} s before 0"
+                ),
+            )
         if state.phase == _Phase.ACTIVE:
             active_for = now - state.since
             if active_for >= spec.stable_window:

@@ -20,18 +20,15 @@ the checks in upstream order:
 16. up: direct back pressure → −1 (no down cooldown), downstream back pressure → hold, else
     ``min(desired − current, replicasPerScaleUp)`` after the up cooldown.
 
-Formulas (per partition, the maximum wins, starting from 1): the **time model**
-``round((pending / rate) / targetProcessingSeconds × ready)`` for sources, and for UDFs/sinks while
-``pending ≤ bufferLength − targetAvailableBufferLength``; otherwise the **buffer model**
-``round(targetAvailable / ((limit − pending) / ready))``, or ``replicas + replicasPerScaleUp`` once
-pending reaches the limit. Rounding is half away from zero; the result is floored at 1 and capped at
-pending.
+The models' formulas are in :mod:`tidal.scaling.numaflow_estimate`; the ``scale:`` block and its
+normalisation in :mod:`tidal.scaling.numaflow_scale`. Steps 5, 15 and 16 move toward a target with
+one rule (:func:`_step_toward`): at most ``replicasPerScaleUp``/``Down`` per decision, after that
+direction's cooldown.
 
 Deliberate differences from upstream (each also in ``docs/scaling.md``):
 
-* **Stalled partitions hold.** Upstream skips a partition with pending > 0 and rate 0, so a stuck
-  vertex is scaled *down* to 1. Tidal votes to keep the ready replicas, as Numaflow's MonoVertex
-  scaler does: a stall is not evidence that fewer replicas would do.
+* **Stalled partitions hold** at the current count (MonoVertex's rule; upstream's vertex scaler
+  scales a stuck vertex down to 1): see :mod:`tidal.scaling.numaflow_estimate`.
 * **min is respected at zero.** Upstream's zero-replica branch ignores ``min`` (issue #2220); Tidal
   brings a vertex at 0 up to ``min`` when ``min > 0``.
 * **min == max is enforced.** Upstream skips such a vertex and relies on its controller's clamp;
@@ -43,18 +40,26 @@ Deliberate differences from upstream (each also in ``docs/scaling.md``):
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
-from enum import StrEnum
+from collections.abc import Callable, Mapping
 from functools import partial
-from typing import NamedTuple
 
-from tidal import errors
 from tidal.scaling.backpressure import Pressure, PressureCheck
-from tidal.scaling.cron import CronSpec
 from tidal.scaling.decision import Decision, Inputs, Rule, Text
-from tidal.scaling.rates import MAX_LOOKBACK_SECONDS
-from tidal.scaling.windows import round_half_away
+from tidal.scaling.limits import DEFAULT_READ_BATCH_SIZE
+from tidal.scaling.numaflow_estimate import (
+    BufferInfo,
+    Estimate,
+    PartitionMetrics,
+    Raw,
+    VertexKind,
+    VertexObservation,
+    desired_replicas,
+    estimate,
+    estimate_inputs,
+    estimate_reason,
+    zero,
+)
+from tidal.scaling.numaflow_scale import NumaflowScale, normalise_scale
 
 __all__ = [
     "DEFAULT_READ_BATCH_SIZE",
@@ -66,18 +71,10 @@ __all__ = [
     "VertexObservation",
     "decide",
     "desired_replicas",
+    "normalise_scale",
     "wake_from_zero",
     "wake_on_path",
 ]
-
-DEFAULT_READ_BATCH_SIZE = 500
-
-
-class VertexKind(StrEnum):
-    SOURCE = "source"
-    UDF = "udf"
-    SINK = "sink"
-
 
 # Enum members bound once: an attribute lookup on an Enum class costs ~0.1 µs, and the hot path
 # of decide() made a dozen of them per vertex per tick (tidal bench scaling).
@@ -90,278 +87,6 @@ _SCALE_UP_COOLDOWN = Rule.SCALE_UP_COOLDOWN
 _SCALE_DOWN_COOLDOWN = Rule.SCALE_DOWN_COOLDOWN
 _PRESSURE_NONE = Pressure.NONE
 _PRESSURE_DIRECT = Pressure.DIRECT
-
-
-def _check(condition: bool, path: str, problem: str, fix: str) -> None:
-    if not condition:
-        raise errors.SpecError(path, problem, fix)
-
-
-@dataclass(frozen=True, slots=True)
-class NumaflowScale:
-    """A vertex's ``scale:`` block with Numaflow's names (in snake case) and defaults (§2).
-
-    Invalid values raise :class:`tidal.errors.SpecError` naming the field, e.g.
-    ``scale.max: 1 is below min 3 (raise max or lower min)``.
-    """
-
-    disabled: bool = False
-    min: int = 0
-    max: int = 50
-    lookback_seconds: float = 120.0
-    scale_up_cooldown_seconds: float = 90.0
-    scale_down_cooldown_seconds: float = 90.0
-    zero_replica_sleep_seconds: float = 120.0
-    target_processing_seconds: float = 20.0
-    target_buffer_availability: float = 50.0
-    replicas_per_scale_up: int = 2
-    replicas_per_scale_down: int = 2
-    cron: CronSpec | None = None
-
-    def __post_init__(self) -> None:
-        _check(self.min >= 0, "scale.min", f"{self.min} is negative", "use 0 or more")
-        _check(
-            self.max >= self.min,
-            "scale.max",
-            f"{self.max} is below min {self.min}",
-            "raise max or lower min",
-        )
-        _check(
-            0 < self.lookback_seconds <= MAX_LOOKBACK_SECONDS,
-            "scale.lookbackSeconds",
-            f"{self.lookback_seconds} is outside (0, {MAX_LOOKBACK_SECONDS:.0f}]",
-            "use a value from 1 to 600 seconds",
-        )
-        for name, value in (
-            ("scaleUpCooldownSeconds", self.scale_up_cooldown_seconds),
-            ("scaleDownCooldownSeconds", self.scale_down_cooldown_seconds),
-            ("zeroReplicaSleepSeconds", self.zero_replica_sleep_seconds),
-        ):
-            _check(value >= 0, f"scale.{name}", f"{value} is negative", "use 0 or more seconds")
-        _check(
-            self.target_processing_seconds > 0,
-            "scale.targetProcessingSeconds",
-            f"{self.target_processing_seconds} must be > 0",
-            "use the seconds within which pending messages should be processed, e.g. 20",
-        )
-        _check(
-            0 < self.target_buffer_availability <= 100,
-            "scale.targetBufferAvailability",
-            f"{self.target_buffer_availability} is outside (0, 100]",
-            "use a percentage of bufferMaxLength, e.g. 50",
-        )
-        for name, step in (
-            ("replicasPerScaleUp", self.replicas_per_scale_up),
-            ("replicasPerScaleDown", self.replicas_per_scale_down),
-        ):
-            _check(step >= 1, f"scale.{name}", f"{step} is below 1", "use 1 or more replicas per step")
-        if self.cron is not None:
-            for i, window in enumerate(self.cron.schedules):
-                path = f"scale.cron.schedules[{i}]"
-                _check(window.min >= 0, f"{path}.min", f"{window.min} is negative", "use 0 or more")
-                _check(
-                    window.max >= window.min,
-                    f"{path}.max",
-                    f"{window.max} is below min {window.min}",
-                    "raise max or lower min",
-                )
-                _check(
-                    self.min <= window.min and window.max <= self.max,
-                    path,
-                    f"[{window.min}, {window.max}] is outside the base bounds [{self.min}, {self.max}]",
-                    "widen scale.min/scale.max: the base bounds always win (Numaflow #3632)",
-                )
-
-    @property
-    def fixed(self) -> bool:
-        return self.min == self.max
-
-    @property
-    def shortest_cooldown(self) -> float:
-        """The global cooldown (step 3): no decision at all within the shorter of the two."""
-        up, down = self.scale_up_cooldown_seconds, self.scale_down_cooldown_seconds
-        return up if up < down else down
-
-
-class PartitionMetrics(NamedTuple):
-    """Rate (messages/s over the lookback, all replicas) and averaged pending of one partition.
-
-    ``None`` or a negative value means "not available".
-    """
-
-    name: str
-    rate: float | None
-    pending: float | None
-
-    @property
-    def available(self) -> bool:
-        return self.rate is not None and self.pending is not None and self.rate >= 0 and self.pending >= 0
-
-
-class BufferInfo(NamedTuple):
-    """An owned input buffer (UDF/sink): limits and the *current* pending count (for the wake)."""
-
-    name: str
-    max_length: int
-    usage_limit: float
-    pending: int = 0
-
-    @property
-    def length_limit(self) -> int:
-        return int(self.max_length * self.usage_limit)
-
-
-@dataclass(slots=True)
-class VertexObservation:
-    """What the controller saw of one vertex at one tick.
-
-    Treat it as a value (derive variants with ``dataclasses.replace``). It is not ``frozen``
-    because a frozen dataclass's ``__init__`` costs three times as much, and the controller
-    builds one per vertex per tick.
-    """
-
-    vertex: str
-    kind: VertexKind
-    replicas: int
-    ready_replicas: int
-    last_scaled_at: float
-    partitions: Sequence[PartitionMetrics] = ()
-    buffers: Sequence[BufferInfo] = ()
-    desired_replicas: int | None = None  # what the actuator was last asked for; None = replicas
-    running: bool = True
-    rate_limit_max: float | None = None  # spec.limits.rateLimit.max
-    read_batch_size: int = DEFAULT_READ_BATCH_SIZE
-
-
-class Estimate(NamedTuple):
-    """What the time or buffer model asks for, before bounds, steps and cooldowns."""
-
-    desired: int
-    reason: str
-    inputs: dict[str, object]
-
-
-def _fmt(x: float) -> str:
-    return f"{x:.0f}" if float(x).is_integer() else f"{x:.3g}"
-
-
-class _Raw(NamedTuple):
-    """The winning partition's numbers; rendered into words only when somebody reads them."""
-
-    desired: int
-    model: str  # "none" | "zero" | "stalled" | "time" | "buffer-full" | "buffer"
-    partition: str
-    pending: float
-    rate: float
-    ready: int
-    note: str  # "", " (floored at 1)" or " (capped at pending N)"
-    limit: int
-    target_available: int
-
-
-_NO_ESTIMATE = _Raw(1, "none", "", 0.0, 0.0, 0, "", 0, 0)
-
-
-def _new_raw(fields: tuple[int, str, str, float, float, int, str, int, int]) -> _Raw:
-    # tuple.__new__ skips the NamedTuple's Python-level __new__: a third of _estimate's cost.
-    return tuple.__new__(_Raw, fields)
-
-
-def _estimate(scale: NumaflowScale, obs: VertexObservation) -> _Raw:
-    """Numaflow ``desiredReplicas()`` (post-#2996): the max over partitions, starting from 1."""
-    ready = obs.ready_replicas
-    t = scale.target_processing_seconds
-    buffer_length = limit = target_available = 0
-    source = obs.kind == _SOURCE
-    if not source and obs.buffers:
-        last = obs.buffers[-1]
-        buffer_length = last.max_length
-        limit = last.length_limit
-        target_available = int(buffer_length * scale.target_buffer_availability / 100)
-    best = _NO_ESTIMATE
-    for name, rate, pending in obs.partitions:
-        p = float(pending or 0)
-        r = float(rate or 0)
-        if p == 0 or r == 0:
-            if p > 0 and r == 0:
-                # Deliberate: a stalled partition keeps the ready replicas (MonoVertex behaviour).
-                d = max(ready, 1)
-                if d > best[0]:
-                    best = _new_raw((d, "stalled", name, p, r, ready, "", limit, target_available))
-            continue
-        if source or p <= buffer_length - target_available:
-            raw = (p / r) / t * ready
-            if not raw <= p:  # also catches inf from a vanishing rate: the cap at pending applies anyway
-                raw = p
-            d = math.floor(raw + 0.5)  # round half away from zero; raw >= 0 here
-            model = "time"
-        elif p >= limit:
-            d = obs.replicas + scale.replicas_per_scale_up
-            model = "buffer-full"
-        else:
-            d = int(round_half_away(target_available / ((limit - p) / ready)))
-            model = "buffer"
-        note = ""
-        if d == 0:
-            d = 1
-            note = " (floored at 1)"
-        if p > 0 and d > p:
-            d = int(p)
-            note = f" (capped at pending {d})"
-        if d > best[0] or best is _NO_ESTIMATE:
-            best = _new_raw((d, model, name, p, r, ready, note, limit, target_available))
-    return best
-
-
-def _estimate_reason(raw: _Raw, scale: NumaflowScale, replicas: int) -> str:
-    p, r, ready = raw.pending, raw.rate, raw.ready
-    model = raw.model
-    if model == "none":
-        return "no partition has both pending and rate: 1"
-    if model == "zero":
-        return "no pending and no processing over the lookback → 0"
-    if model == "stalled":
-        return f"pending {_fmt(p)} but no progress over the lookback: hold {raw.desired}"
-    if model == "time":
-        why = (
-            f"pending {_fmt(p)} at {_fmt(r)}/s over {ready} replicas, "
-            f"target {_fmt(scale.target_processing_seconds)} s"
-        )
-    elif model == "buffer-full":
-        why = f"buffer pending {_fmt(p)} at its limit {raw.limit}: {replicas} + {scale.replicas_per_scale_up}"
-    else:
-        why = (
-            f"buffer pending {_fmt(p)} of limit {raw.limit}, target available {raw.target_available}, "
-            f"{_fmt((raw.limit - p) / ready)} free per replica over {ready} replicas"
-        )
-    return f"{why} → {raw.desired}{raw.note}"
-
-
-def _estimate_inputs(raw: _Raw, scale: NumaflowScale) -> dict[str, object]:
-    if raw.model in ("none", "zero"):
-        return {}
-    inputs: dict[str, object] = {"pending": raw.pending, "rate": raw.rate, "ready": raw.ready}
-    if raw.model == "stalled":
-        inputs["model"] = "stalled"
-        return inputs
-    inputs = {"partition": raw.partition, **inputs, "model": raw.model}
-    inputs["targetProcessingSeconds"] = scale.target_processing_seconds
-    if raw.model != "time":
-        inputs["bufferLengthLimit"] = raw.limit
-        inputs["targetAvailableBufferLength"] = raw.target_available
-    return inputs
-
-
-def desired_replicas(scale: NumaflowScale, obs: VertexObservation) -> Estimate:
-    """Numaflow ``desiredReplicas()``: the models' answer for this observation, explained.
-
-    >>> obs = VertexObservation("in", VertexKind.SOURCE, replicas=2, ready_replicas=2,
-    ...     last_scaled_at=0, partitions=(PartitionMetrics("p0", 10000, 60000),))
-    >>> desired_replicas(NumaflowScale(target_processing_seconds=3), obs).reason
-    'pending 60000 at 10000/s over 2 replicas, target 3 s → 4'
-    """
-    raw = _estimate(scale, obs)
-    return Estimate(raw.desired, _estimate_reason(raw, scale, obs.replicas), _estimate_inputs(raw, scale))
 
 
 def _hold(
@@ -392,24 +117,48 @@ def _cooldown_note(direction: str, since: float, cooldown: float) -> str:
 
 
 def _step_toward(
-    scale: NumaflowScale, obs: VertexObservation, now: float, target: int, since: float, rule: Rule, why: str
+    scale: NumaflowScale,
+    obs: VertexObservation,
+    now: float,
+    target: int,
+    since: float,
+    reason: Callable[[str], str],
+    *,
+    rule: Rule | None = None,
+    recommended: int | None = None,
+    inputs: Inputs | None = None,
 ) -> Decision:
-    """Move toward ``target`` by at most one step, respecting the direction's cooldown."""
+    """Move toward ``target`` by at most one step (``replicasPerScaleUp``/``Down``), after that
+    direction's cooldown: Numaflow's steps 5, 15 and 16, in one place.
+
+    ``reason(suffix)`` renders the decision's reason (lazily, on read); the suffix says the step
+    taken (`` (step +2 of 5)``) or the cooldown that holds. ``rule`` names a move (cron's rules);
+    by default it is scale-up, scale-down or scale-to-zero by direction.
+    """
     current = obs.replicas
-    inputs = {"target": target}
     if target > current:
-        step = min(target - current, scale.replicas_per_scale_up)
-        cooldown = scale.scale_up_cooldown_seconds
-        if since < cooldown:
-            note = _cooldown_note("up", since, cooldown)
-            return _hold(obs, now, _SCALE_UP_COOLDOWN, f"{why}; {note}", target, inputs)
-        return _move(obs, now, current + step, rule, f"{why}: +{step}", target, inputs)
-    step = min(current - target, scale.replicas_per_scale_down)
-    cooldown = scale.scale_down_cooldown_seconds
+        gap = target - current
+        step = min(gap, scale.replicas_per_scale_up)
+        cooldown, direction, sign, held = scale.scale_up_cooldown_seconds, "up", "+", _SCALE_UP_COOLDOWN
+        new = current + step
+        moved = rule or _SCALE_UP
+    else:
+        gap = current - target
+        step = min(gap, scale.replicas_per_scale_down)
+        cooldown, direction, sign, held = scale.scale_down_cooldown_seconds, "down", "−", _SCALE_DOWN_COOLDOWN
+        new = current - step
+        moved = rule or (_SCALE_TO_ZERO if new == 0 else _SCALE_DOWN)
+    if recommended is None:
+        recommended = target
     if since < cooldown:
-        note = _cooldown_note("down", since, cooldown)
-        return _hold(obs, now, _SCALE_DOWN_COOLDOWN, f"{why}; {note}", target, inputs)
-    return _move(obs, now, current - step, rule, f"{why}: −{step}", target, inputs)
+        note = f"; {_cooldown_note(direction, since, cooldown)}"
+        return _hold(obs, now, held, partial(reason, note), recommended, inputs)
+    suffix = f" (step {sign}{step} of {gap})" if step < gap else ""
+    return _move(obs, now, new, moved, partial(reason, suffix), recommended, inputs)
+
+
+def _fixed_reason(why: str, suffix: str) -> str:
+    return f"{why}{suffix}"
 
 
 def decide(
@@ -459,9 +208,17 @@ def decide(
             index, low, high = active
             window = f"cron window {index} [{low}, {high}]"
             if current < low:
-                return _step_toward(scale, obs, now, low, since, Rule.CRON_MIN, f"{window}: below min")
+                why = f"{window}: {current} below min → {low}"
+                reason = partial(_fixed_reason, why)
+                return _step_toward(
+                    scale, obs, now, low, since, reason, rule=Rule.CRON_MIN, inputs={"target": low}
+                )
             if current > high:
-                return _step_toward(scale, obs, now, high, since, Rule.CRON_MAX, f"{window}: above max")
+                why = f"{window}: {current} above max → {high}"
+                reason = partial(_fixed_reason, why)
+                return _step_toward(
+                    scale, obs, now, high, since, reason, rule=Rule.CRON_MAX, inputs={"target": high}
+                )
 
     if low == high:
         if current != low:
@@ -488,10 +245,7 @@ def decide(
     if not partitions:
         return _metrics_unavailable(obs, now)
 
-    if total_pending == 0 and total_rate == 0:
-        raw = _Raw(0, "zero", "", 0.0, 0.0, obs.ready_replicas, "", 0, 0)
-    else:
-        raw = _estimate(scale, obs)
+    raw = zero(obs) if total_pending == 0 and total_rate == 0 else estimate(scale, obs)
     desired = raw.desired
     ready = obs.ready_replicas
     inputs = partial(_decision_inputs, raw, scale, total_pending, total_rate, ready, None)
@@ -515,58 +269,40 @@ def decide(
         return _move(obs, now, clamped, Rule.INTO_BOUNDS, reason, clamped, inputs)
 
     if clamped < current:
-        gap = current - clamped
-        step = min(gap, scale.replicas_per_scale_down)
-        cooldown = scale.scale_down_cooldown_seconds
-        if since < cooldown:
-            suffix = f"; {_cooldown_note('down', since, cooldown)}"
-            reason = partial(_decision_reason, raw, scale, current, low, high, "", suffix)
-            return _hold(obs, now, _SCALE_DOWN_COOLDOWN, reason, clamped, inputs)
-        target = current - step
-        suffix = f" (step −{step} of {gap})" if step < gap else ""
-        reason = partial(_decision_reason, raw, scale, current, low, high, "", suffix)
-        rule = _SCALE_TO_ZERO if target == 0 else _SCALE_DOWN
-        return _move(obs, now, target, rule, reason, clamped, inputs)
+        reason = partial(_decision_reason, raw, scale, current, low, high, "")
+        return _step_toward(scale, obs, now, clamped, since, reason, inputs=inputs)
 
     if clamped > current:
         level = pressure.level if pressure is not None else _PRESSURE_NONE
         if level != _PRESSURE_NONE:
             assert pressure is not None
             return _back_pressure(obs, now, pressure, clamped, low, raw, scale, total_pending, total_rate)
-        gap = clamped - current
-        step = min(gap, scale.replicas_per_scale_up)
-        cooldown = scale.scale_up_cooldown_seconds
-        if since < cooldown:
-            suffix = f"; {_cooldown_note('up', since, cooldown)}"
-            reason = partial(_decision_reason, raw, scale, current, low, high, "", suffix)
-            return _hold(obs, now, _SCALE_UP_COOLDOWN, reason, clamped, inputs)
-        suffix = f" (step +{step} of {gap})" if step < gap else ""
-        reason = partial(_decision_reason, raw, scale, current, low, high, "", suffix)
-        return _move(obs, now, current + step, _SCALE_UP, reason, clamped, inputs)
+        reason = partial(_decision_reason, raw, scale, current, low, high, "")
+        return _step_toward(scale, obs, now, clamped, since, reason, inputs=inputs)
 
     reason = partial(_decision_reason, raw, scale, current, low, high, "", f": already at {current}")
     return _hold(obs, now, _STEADY, reason, clamped, inputs)
 
 
 def _decision_reason(
-    raw: _Raw, scale: NumaflowScale, current: int, low: int, high: int, prefix: str, suffix: str
+    raw: Raw, scale: NumaflowScale, current: int, low: int, high: int, prefix: str, suffix: str = ""
 ) -> str:
     """``[prefix]<the model's reason>[ (clamped to [low, high])][suffix]``, rendered on read."""
     clamped = min(max(raw.desired, low), high)
     bounds = f" (clamped to [{low}, {high}])" if clamped != raw.desired else ""
-    return f"{prefix}{_estimate_reason(raw, scale, current)}{bounds}{suffix}"
+    return f"{prefix}{estimate_reason(raw, scale, current)}{bounds}{suffix}"
 
 
 def _decision_inputs(
-    raw: _Raw,
+    raw: Raw,
     scale: NumaflowScale,
     total_pending: float,
     total_rate: float,
     ready: int,
-    extra: dict[str, object] | None,
+    extra: Mapping[str, object] | None,
 ) -> dict[str, object]:
-    inputs = {"totalPending": total_pending, "totalRate": total_rate, "ready": ready}
-    inputs.update(_estimate_inputs(raw, scale))
+    inputs: dict[str, object] = {"totalPending": total_pending, "totalRate": total_rate, "ready": ready}
+    inputs.update(estimate_inputs(raw, scale))
     if extra:
         inputs.update(extra)
     return inputs
@@ -578,7 +314,7 @@ def _back_pressure(
     pressure: PressureCheck,
     clamped: int,
     low: int,
-    raw: _Raw,
+    raw: Raw,
     scale: NumaflowScale,
     total_pending: float,
     total_rate: float,

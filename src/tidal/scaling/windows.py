@@ -167,7 +167,7 @@ class TimedBuckets:
 
 def smoothing_coefficient(buckets: int) -> float:
     """Knative's weight for the exponential window: ``max(1 − 0.0001^(1/N), 0.2)``."""
-    return max(1.0 - (1.0 - 0.9999) ** (1.0 / buckets), 0.2)
+    return max(1.0 - math.pow(1.0 - 0.9999, 1.0 / buckets), 0.2)
 
 
 class WeightedBuckets(TimedBuckets):

@@ -33,9 +33,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from tidal.controller import VertexSample
-from tidal.spec import PipelineSpec, VertexSpec
+from tidal.spec import PipelineSpec, graph
 
-__all__ = ["SimPipeline", "VertexModel", "default_models", "topological"]
+__all__ = ["SimPipeline", "VertexModel", "default_models"]
 
 
 @dataclass(frozen=True)
@@ -138,7 +138,7 @@ class SimPipeline:
         limits = spec.limits
         self.room = int(limits.buffer_max_length * limits.buffer_usage_limit)
         self.vertices: dict[str, _Vertex] = {}
-        for v in topological(spec):
+        for v in graph.topological(spec):
             replicas = (initial or {}).get(v.name, 1)
             self.vertices[v.name] = _Vertex(v.name, v.kind, models[v.name], ready_at=[0.0] * replicas)
         for e in spec.edges:
@@ -228,22 +228,3 @@ class SimPipeline:
         path through the pipeline (with one source; fan-out copies each message to each sink)."""
         per_source = self.arrived // max(1, len(self.sources))
         return {sink: (per_source, n, self.in_flight(sink)) for sink, n in self.delivered.items()}
-
-
-def topological(spec: PipelineSpec) -> list[VertexSpec]:
-    """The vertices, every one after all of its upstreams (Kahn's algorithm, spec order on ties)."""
-    incoming = {v.name: 0 for v in spec.vertices}
-    for e in spec.edges:
-        incoming[e.to] += 1
-    by_name = {v.name: v for v in spec.vertices}
-    ready = [v.name for v in spec.vertices if incoming[v.name] == 0]
-    order = []
-    while ready:
-        name = ready.pop(0)
-        order.append(by_name[name])
-        for e in spec.edges:
-            if e.from_ == name:
-                incoming[e.to] -= 1
-                if incoming[e.to] == 0:
-                    ready.append(e.to)
-    return order

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Mapping
 
 from tidal.controller import VertexView
 from tidal.scaling import Decision, Rule
@@ -177,7 +178,12 @@ class Ds2Policy:
         )
 
     def _move(
-        self, view: VertexView, desired: int, reason: str, inputs: dict, recommended: int | None = None
+        self,
+        view: VertexView,
+        desired: int,
+        reason: str,
+        inputs: Mapping[str, object],
+        recommended: int | None = None,
     ) -> Decision:
         self._last_rescale = view.now
         self._history.clear()  # Flink restarts metric collection after a rescale
@@ -193,7 +199,7 @@ class Ds2Policy:
             recommended or desired,
         )
 
-    def _hold(self, view: VertexView, reason: str, inputs: dict | None = None) -> Decision:
+    def _hold(self, view: VertexView, reason: str, inputs: Mapping[str, object] | None = None) -> Decision:
         return Decision(
             view.name, view.now, view.replicas, view.replicas, Rule.DS2_HOLD, reason, inputs or {}
         )
@@ -294,5 +300,5 @@ class SparkDynamicAllocationPolicy:
         self._surplus.clear()
         self._watching_since = None
 
-    def _hold(self, view: VertexView, reason: str, inputs: dict) -> Decision:
+    def _hold(self, view: VertexView, reason: str, inputs: Mapping[str, object]) -> Decision:
         return Decision(view.name, view.now, view.replicas, view.replicas, Rule.SPARK_HOLD, reason, inputs)

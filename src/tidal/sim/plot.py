@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from tidal.sim.run import SimResult
 
 __all__ = ["plot_comparison", "plot_run"]
 
 
-def _pyplot():
+def _pyplot() -> Any:
     import matplotlib
 
     matplotlib.use("Agg")

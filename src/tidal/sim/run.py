@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 
 from tidal.controller import Controller, KpaPolicy, VertexPolicy
 from tidal.scaling import Decision, KpaMetric, KpaSpec
-from tidal.sim.model import SimPipeline, VertexModel, default_models, topological
+from tidal.sim.model import SimPipeline, VertexModel, default_models
 from tidal.sim.peers import Ds2Policy, SparkDynamicAllocationPolicy, StaticPeakPolicy
 from tidal.sim.traces import Trace
-from tidal.spec import Pipeline, PipelineSpec, numaflow_scale
+from tidal.spec import Pipeline, PipelineSpec, graph, numaflow_scale
 
 __all__ = ["POLICIES", "SimResult", "demand", "make_policies", "oracle", "reference_pipeline", "simulate"]
 
@@ -90,7 +90,7 @@ def demand(spec: PipelineSpec, rates: list[float] | tuple[float, ...]) -> dict[s
     incoming: dict[str, list[str]] = {v.name: [] for v in spec.vertices}
     for e in spec.edges:
         incoming[e.to].append(e.from_)
-    for v in topological(spec):
+    for v in graph.topological(spec):
         ups = incoming[v.name]
         out[v.name] = [sum(vals) for vals in zip(*(out[u] for u in ups), strict=True)] if ups else list(rates)
     return {v.name: out[v.name] for v in spec.vertices}
@@ -125,10 +125,10 @@ def make_policies(
     if name == "numaflow":
         return policies, initial
     if name == "static-peak":
-        peaks = {v: max(rates, default=0) for v, rates in oracle(spec, models, trace.rates).items()}
-        for v, peak in peaks.items():
-            initial[v] = max(1, peak)
-            policies[v] = StaticPeakPolicy(initial[v])
+        peaks = {n: max(rates, default=0) for n, rates in oracle(spec, models, trace.rates).items()}
+        for n, peak in peaks.items():
+            initial[n] = max(1, peak)
+            policies[n] = StaticPeakPolicy(initial[n])
         return policies, initial
     ds2: dict[str, Ds2Policy] = {}
     for v in spec.vertices:

@@ -73,7 +73,7 @@ def _reason(exc: object) -> str:
     for pattern in (r"tidal\.errors\.\w+: (.+)", r"(\w+(?:Error|Exception): .+)"):
         found = re.findall(pattern, text)
         if found:
-            return found[-1].strip()
+            return str(found[-1]).strip()
     return text.strip().splitlines()[0] if text.strip() else repr(exc)
 
 

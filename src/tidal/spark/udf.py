@@ -117,7 +117,7 @@ class Transform:
     # -- the fast paths: no per-message bookkeeping until a call fails -------------------------------
 
     def _fast_map(self, ids: pa.Array, values: list[bytes]) -> Outcome:
-        fn, out = self.fn, []
+        fn, out = self.fn, list[bytes]()
         append = out.append
         try:
             for value in values:
@@ -128,7 +128,7 @@ class Transform:
         return Outcome(ids, pa.array(out, pa.binary()))
 
     def _fast_filter(self, ids: pa.Array, payloads: pa.Array, values: list[bytes]) -> Outcome:
-        fn, keep = self.fn, []
+        fn, keep = self.fn, list[bool]()
         append = keep.append
         try:
             for value in values:
@@ -256,8 +256,8 @@ class Transform:
         """One message through the Arrow function (to find which messages fail)."""
         whole = self._arrow_whole(pa.array(["-"], pa.string()), pa.array([payload], pa.binary()))
         if self.kind is UdfKind.FLATMAP:
-            return whole.payloads.to_pylist()
-        return whole.payloads.to_pylist() or None
+            return list(whole.payloads.to_pylist())
+        return list(whole.payloads.to_pylist()) or None
 
     def _apply_arrow(self, ids: pa.Array, payloads: pa.Array) -> Outcome:
         try:

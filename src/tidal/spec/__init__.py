@@ -3,6 +3,7 @@
 See ``docs/pipeline-spec.md`` for every field.
 """
 
+from tidal.spec import graph
 from tidal.spec.builder import Pipeline
 from tidal.spec.model import (
     EdgeSpec,
@@ -33,6 +34,7 @@ __all__ = [
     "UdfKind",
     "UdfSpec",
     "VertexSpec",
+    "graph",
     "load_pipeline",
     "numaflow_scale",
     "parse_pipeline",

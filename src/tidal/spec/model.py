@@ -13,7 +13,6 @@ Deliberate differences from Numaflow:
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from enum import StrEnum
 from typing import Any
@@ -21,8 +20,12 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
-from tidal.isb.base import DEFAULT_MAX_LENGTH, DEFAULT_USAGE_LIMIT
-from tidal.scaling import NumaflowScale
+from tidal.scaling.limits import (
+    DEFAULT_MAX_LENGTH,
+    DEFAULT_READ_BATCH_SIZE,
+    DEFAULT_USAGE_LIMIT,
+    BufferLimits,
+)
 from tidal.spec.shapes import Shape
 
 __all__ = [
@@ -57,11 +60,29 @@ class _Model(BaseModel):
 
 
 class Limits(_Model):
-    """``limits:`` — Numaflow's pipeline limits, with its defaults."""
+    """``limits:`` — Numaflow's pipeline limits, with its defaults.
 
-    buffer_max_length: int = Field(DEFAULT_MAX_LENGTH, ge=1)
-    buffer_usage_limit: float = Field(DEFAULT_USAGE_LIMIT, gt=0, le=1)
-    read_batch_size: int = Field(500, ge=1)
+    The buffer limits are validated by :class:`~tidal.scaling.limits.BufferLimits` (their one
+    validator); :attr:`buffer` is that value, which the buffers, back pressure and the policies use.
+    """
+
+    buffer_max_length: int = DEFAULT_MAX_LENGTH
+    buffer_usage_limit: float = DEFAULT_USAGE_LIMIT
+    read_batch_size: int = Field(DEFAULT_READ_BATCH_SIZE, ge=1)
+
+    @model_validator(mode="after")
+    def _buffer_limits(self) -> Limits:
+        BufferLimits(self.buffer_max_length, self.buffer_usage_limit)  # raises SpecError with the path
+        return self
+
+    @property
+    def buffer(self) -> BufferLimits:
+        return BufferLimits(self.buffer_max_length, self.buffer_usage_limit)
+
+    @property
+    def usable_length(self) -> int:
+        """``bufferMaxLength × bufferUsageLimit``: past this a buffer is full."""
+        return self.buffer.usable_length
 
 
 class CronScheduleSpec(_Model):
@@ -72,27 +93,31 @@ class CronScheduleSpec(_Model):
 
 
 class CronSpecModel(_Model):
-    timezone: str = "UTC"
+    timezone: str = "UTC"  # "" means UTC too, as in Numaflow
     schedules: list[CronScheduleSpec] = Field(min_length=1)
 
 
-_NUMAFLOW = {f.name: f.default for f in dataclasses.fields(NumaflowScale)}  # one source of defaults
-
-
 class ScaleSpec(_Model):
-    """``scale:`` — Numaflow's autoscaling fields; the defaults are :class:`NumaflowScale`'s."""
+    """``scale:`` — Numaflow's autoscaling fields, as written.
 
-    disabled: bool = _NUMAFLOW["disabled"]
-    min: int = _NUMAFLOW["min"]
-    max: int = _NUMAFLOW["max"]
-    lookback_seconds: float = _NUMAFLOW["lookback_seconds"]
-    scale_up_cooldown_seconds: float = _NUMAFLOW["scale_up_cooldown_seconds"]
-    scale_down_cooldown_seconds: float = _NUMAFLOW["scale_down_cooldown_seconds"]
-    zero_replica_sleep_seconds: float = _NUMAFLOW["zero_replica_sleep_seconds"]
-    target_processing_seconds: float = _NUMAFLOW["target_processing_seconds"]
-    target_buffer_availability: float = _NUMAFLOW["target_buffer_availability"]
-    replicas_per_scale_up: int = _NUMAFLOW["replicas_per_scale_up"]
-    replicas_per_scale_down: int = _NUMAFLOW["replicas_per_scale_down"]
+    Only the structure is checked here; an absent field is ``None`` and takes its default from
+    :class:`~tidal.scaling.NumaflowScale`, which is the one validator of the values
+    (:func:`tidal.spec.validate.numaflow_scale` builds it, after Numaflow's normalisation:
+    ``lookbackSeconds`` capped at 600, the deprecated ``replicasPerScale``).
+    """
+
+    disabled: bool | None = None
+    min: int | None = None
+    max: int | None = None
+    lookback_seconds: float | None = None
+    scale_up_cooldown_seconds: float | None = None
+    scale_down_cooldown_seconds: float | None = None
+    zero_replica_sleep_seconds: float | None = None
+    target_processing_seconds: float | None = None
+    target_buffer_availability: float | None = None
+    replicas_per_scale_up: int | None = None
+    replicas_per_scale_down: int | None = None
+    replicas_per_scale: int | None = None  # deprecated upstream: both steps when they are absent
     cron: CronSpecModel | None = None
 
 
@@ -187,7 +212,7 @@ class UdfSpec(_Model):
 
     @property
     def function(self) -> str | Callable[..., Any]:
-        value = getattr(self, self.kind.value)
+        value: str | Callable[..., Any] | None = getattr(self, self.kind.value)
         assert value is not None
         return value
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import logging
 import types
 import typing
 from collections.abc import Callable, Mapping
@@ -31,8 +32,11 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from tidal import errors
-from tidal.scaling import CronExpr, CronSchedule, CronSpec, NumaflowScale
+from tidal.scaling import CronExpr, CronSchedule, CronSpec, NumaflowScale, normalise_scale
+from tidal.spec import graph
 from tidal.spec.model import PipelineSpec, ScaleSpec, UserClassSpec, VertexSpec
+
+log = logging.getLogger("tidal.spec")
 
 __all__ = ["load_pipeline", "numaflow_scale", "parse_pipeline", "resolve"]
 
@@ -109,6 +113,10 @@ def _from_pydantic(err: Mapping[str, Any]) -> errors.SpecError:
         return errors.SpecError(_path(loc), f"unknown key {key!r}", fix)
     if kind == "missing":
         return errors.SpecError(_path(loc), "is required", "add it")
+    cause = (err.get("ctx") or {}).get("error")
+    if isinstance(cause, errors.SpecError):  # a validator of the scaling core: its path is the leaf's
+        leaf = cause.path.rsplit(".", 1)[-1]
+        return errors.SpecError(f"{_path(loc)}.{leaf}" if loc else cause.path, cause.problem, cause.fix)
     value = err.get("input")
     shown = f"{value!r} " if value is not None and not isinstance(value, Mapping | list) else ""
     return errors.SpecError(_path(loc), f"{shown}{message}".strip(), "")
@@ -203,7 +211,7 @@ def _check_graph(spec: PipelineSpec) -> list[errors.SpecError]:
                 )
             )
         good.append(pair)
-    cycle = _find_cycle(names, good)
+    cycle = graph.find_cycle(names, good)
     if cycle:
         problems.append(
             errors.SpecError(
@@ -234,35 +242,6 @@ def _check_graph(spec: PipelineSpec) -> list[errors.SpecError]:
                 )
             )
     return problems
-
-
-def _find_cycle(names: list[str], edges: list[tuple[str, str]]) -> list[str] | None:
-    out: dict[str, list[str]] = {n: [] for n in names}
-    for a, b in edges:
-        out[a].append(b)
-    state: dict[str, int] = {}  # 1 = on the stack, 2 = done
-    stack: list[str] = []
-
-    def visit(n: str) -> list[str] | None:
-        state[n] = 1
-        stack.append(n)
-        for m in out[n]:
-            if state.get(m) == 1:
-                return [*stack[stack.index(m) :], m]
-            if m not in state:
-                found = visit(m)
-                if found:
-                    return found
-        stack.pop()
-        state[n] = 2
-        return None
-
-    for n in names:
-        if n not in state:
-            found = visit(n)
-            if found:
-                return found
-    return None
 
 
 # -- per vertex: scale and code references -----------------------------------------------------
@@ -304,13 +283,19 @@ def _user_classes(v: VertexSpec, at: str) -> list[tuple[str, UserClassSpec]]:
 
 
 def numaflow_scale(scale: ScaleSpec, at: str = "") -> NumaflowScale:
-    """The scaling core's policy for a vertex's ``scale:`` block; errors carry ``at`` as prefix."""
+    """The scaling core's policy for a vertex's ``scale:`` block; errors carry ``at`` as prefix.
+
+    Absent fields take :class:`~tidal.scaling.NumaflowScale`'s defaults, and what Numaflow's
+    getters normalise is normalised the same way (:func:`~tidal.scaling.normalise_scale`), with a
+    logged notice; an empty cron ``timezone`` means UTC, as upstream reads it.
+    """
     prefix = f"{at}." if at else ""
     cron = None
     try:
         if scale.cron is not None:
+            zone = scale.cron.timezone or "UTC"
             try:
-                tz = ZoneInfo(scale.cron.timezone)
+                tz = ZoneInfo(zone)
             except (ZoneInfoNotFoundError, ValueError):
                 raise errors.SpecError(
                     "scale.cron.timezone",
@@ -328,24 +313,20 @@ def numaflow_scale(scale: ScaleSpec, at: str = "") -> NumaflowScale:
                     for k, s in enumerate(scale.cron.schedules)
                 ),
                 tz,
-                scale.cron.timezone,
+                zone,
             )
-        return NumaflowScale(
-            disabled=scale.disabled,
-            min=scale.min,
-            max=scale.max,
-            lookback_seconds=scale.lookback_seconds,
-            scale_up_cooldown_seconds=scale.scale_up_cooldown_seconds,
-            scale_down_cooldown_seconds=scale.scale_down_cooldown_seconds,
-            zero_replica_sleep_seconds=scale.zero_replica_sleep_seconds,
-            target_processing_seconds=scale.target_processing_seconds,
-            target_buffer_availability=scale.target_buffer_availability,
-            replicas_per_scale_up=scale.replicas_per_scale_up,
-            replicas_per_scale_down=scale.replicas_per_scale_down,
-            cron=cron,
-        )
+        given = scale.model_dump(exclude={"cron", "replicas_per_scale"}, exclude_none=True)
+        result, notices = normalise_scale({**given, "cron": cron}, scale.replicas_per_scale)
     except errors.SpecError as exc:
         raise errors.SpecError(prefix + exc.path, exc.problem, exc.fix) from None
+    for notice in notices:
+        if (prefix, notice) not in _NOTIFIED:  # once per field per process: the spec is read often
+            _NOTIFIED.add((prefix, notice))
+            log.warning("%s%s", prefix, notice)
+    return result
+
+
+_NOTIFIED: set[tuple[str, str]] = set()
 
 
 def resolve(ref: str | Callable[..., Any] | type, path: str, kind: str = "function") -> Any:

@@ -37,7 +37,16 @@ def feed(decider: KpaDecider | KpaScaler, start: float, seconds: int, value: flo
         pytest.param(KpaSpec(metric=KpaMetric.RPS, target=300), 300, 210, id="rps-target"),
         pytest.param(KpaSpec(target=50), 50, 35, id="target-annotation"),
         pytest.param(KpaSpec(target=50, container_concurrency=20), 20, 14, id="target-capped-at-cc"),
-        pytest.param(KpaSpec(target_utilization=50), 100, 50, id="utilization-percent"),
+        pytest.param(
+            KpaSpec.from_knative(annotations={"target-utilization-percentage": 50}),
+            100,
+            50,
+            id="annotation-50",
+        ),
+        pytest.param(
+            KpaSpec.from_knative({"container-concurrency-target-percentage": 50}), 100, 50, id="config-50"
+        ),
+        pytest.param(KpaSpec.per_replica(target=30, total=40), 40, 30, id="per-replica"),
         pytest.param(KpaSpec(target=0.01, target_utilization=0.5), 0.01, 0.01, id="floor-0.01"),
     ],
 )
