@@ -24,7 +24,7 @@ test: $(STAMP) check-java lint
 	$(VPY) -m pytest -q tests
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check src tests bench
+	$(VENV)/bin/ruff check src tests
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy
 

@@ -1,7 +1,8 @@
 """Tidal: autoscaling streaming data pipelines on Apache Spark (PySpark).
 
-The public surface is small: this module, :mod:`tidal.scaling` (the pure decision core) and
-:mod:`tidal.errors`. Everything else is runtime machinery.
+The public surface is small: this module, :mod:`tidal.scaling` (the pure decision core),
+:mod:`tidal.errors`, :mod:`tidal.contracts` (what a user's source and sink implement) and
+:mod:`tidal.testing` (helpers for users' tests). Everything else is runtime machinery.
 """
 
 from tidal.errors import (
@@ -10,6 +11,7 @@ from tidal.errors import (
     BufferNotFound,
     BufferUnavailable,
     MessageTooLarge,
+    PipelineError,
     SourceError,
     SpecError,
     TidalError,
@@ -28,6 +30,7 @@ __all__ = [
     "KpaSpec",
     "MessageTooLarge",
     "NumaflowScale",
+    "PipelineError",
     "Rule",
     "SourceError",
     "SpecError",

@@ -8,11 +8,14 @@
     │   ├── MessageTooLarge         a message exceeds the backend's limit: shrink it
     │   └── BufferUnavailable       the backend cannot be reached (names the URL): retry or fix the URL
     ├── UdfError                    a user function raised (names the vertex and message id)
-    └── SourceError                 a user source raised
+    ├── SourceError                 a user source raised
+    └── PipelineError               a vertex's query stopped with an error: fix, then start again
 
 The branches group by what the caller can do: a ``SpecError`` is fixed by editing input and is
 never retried; ``BufferFull`` and ``BufferUnavailable`` are transient and retried; ``UdfError``
-carries the message that failed so it can go to a dead letter instead of being dropped.
+carries the message that failed so it can go to a dead letter instead of being dropped; a
+``PipelineError`` stops the run with nothing committed past the failed micro-batch, so starting
+again after the fix resumes from the same messages. ``docs/errors.md`` mirrors this tree.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ __all__ = [
     "BufferNotFound",
     "BufferUnavailable",
     "MessageTooLarge",
+    "PipelineError",
     "SourceError",
     "SpecError",
     "TidalError",

@@ -10,8 +10,8 @@ import pytest
 from tidal.isb import BufferLimits
 from tidal.isb.control import ControlStore
 from tidal.isb.sqlite import SqliteStore
-from tidal.spark.datasource import admit
-from tidal.spark.plan import VertexPlan
+from tidal.spark.admission import admit
+from tidal.spark.config import QueryConfig
 from tidal.spec import Limits
 
 
@@ -24,7 +24,7 @@ def setup(tmp_path):
     control = ControlStore(db)
 
     def plan(outputs=("out",)):
-        return VertexPlan(
+        return QueryConfig(
             pipeline="t",
             vertex="v",
             db=str(db),
@@ -46,31 +46,31 @@ def fill(buffer, n, tag="x"):
 def test_replicas_times_read_batch_when_the_output_has_room(setup):
     _, control, _, plan = setup
     control.set_replicas("v", 2)
-    assert admit(plan(), 10, 100_000) == 10 + 2 * 400
-    assert admit(plan(), 10, 500) == 500  # no further than what is there
+    assert admit(plan(), 10, 100_000).end == 10 + 2 * 400
+    assert admit(plan(), 10, 500).end == 500  # no further than what is there
 
 
 def test_no_more_than_the_output_has_room_for(setup):
     _, control, out, plan = setup
     control.set_replicas("v", 2)
     fill(out, 700)  # 70 %: under the usage limit, but only 300 free
-    assert admit(plan(), 0, 100_000) == 300
+    assert admit(plan(), 0, 100_000).end == 300
 
 
 def test_an_output_over_its_usage_limit_idles_the_vertex(setup):
     _, control, out, plan = setup
     control.set_replicas("v", 2)
     fill(out, 800)
-    assert admit(plan(), 5, 100_000) == 5
+    assert admit(plan(), 5, 100_000).end == 5
 
 
 def test_zero_replicas_idles_the_vertex_and_a_sink_is_capped_by_replicas_only(setup):
     _, control, out, plan = setup
     control.set_replicas("v", 0)
-    assert admit(plan(), 5, 100_000) == 5
+    assert admit(plan(), 5, 100_000).end == 5
     control.set_replicas("v", 3)
     fill(out, 800)
-    assert admit(plan(outputs=()), 5, 100_000) == 5 + 3 * 400
+    assert admit(plan(outputs=()), 5, 100_000).end == 5 + 3 * 400
 
 
 def test_a_flatmap_is_admitted_for_its_expansion(setup):
@@ -78,7 +78,7 @@ def test_a_flatmap_is_admitted_for_its_expansion(setup):
     control.set_replicas("v", 2)
     control.record_batch("v", 0, tasks=2, rows=100, written=500)  # 5 out per message in
     fill(out, 500)
-    assert admit(plan(), 0, 100_000) == 500 // 5
+    assert admit(plan(), 0, 100_000).end == 500 // 5
 
 
 def test_expansion_is_the_largest_of_the_recent_batches_and_never_below_one(tmp_path):

@@ -10,8 +10,9 @@ from __future__ import annotations
 from tidal.isb import BufferLimits
 from tidal.isb.control import ControlStore
 from tidal.isb.sqlite import SqliteStore
-from tidal.spark.datasource import VertexWriter, plan_partitions, task_row
-from tidal.spark.plan import VertexPlan
+from tidal.spark.admission import partition_batch, task_row
+from tidal.spark.config import QueryConfig
+from tidal.spark.writer import VertexWriter
 from tidal.spec import Limits
 from tidal.spec.model import UdfSpec
 
@@ -22,7 +23,7 @@ def setup(tmp_path, udf=None, limits=None):
     source = store.create("in", BufferLimits(max_length=50_000))
     out = store.create("out", BufferLimits(max_length=50_000))
     source.append([f"p{i}".encode() for i in range(1000)], [f"m{i}" for i in range(1000)])
-    plan = VertexPlan(
+    plan = QueryConfig(
         pipeline="t",
         vertex="v",
         db=str(db),
@@ -38,14 +39,14 @@ def setup(tmp_path, udf=None, limits=None):
 def test_a_replay_after_a_replica_change_reuses_the_split_and_writes_nothing_twice(tmp_path):
     store, control, plan, out = setup(tmp_path)
     control.set_replicas("v", 2)
-    first_try = plan_partitions(plan, 1, 1000)
+    first_try = partition_batch(plan, 1, 1000, None)
     assert [(r.first, r.last) for r in first_try] == [(1, 500), (501, 1000)]
     writer = VertexWriter(plan)
     writer.write(iter([task_row(first_try[0])]))  # task 0 stored its output, then the driver died
     assert out.stats().last_seq == 500
 
     control.set_replicas("v", 4)  # the controller scaled up before the restart
-    replay = plan_partitions(plan, 1, 1000)
+    replay = partition_batch(plan, 1, 1000, None)
     assert [(r.first, r.last) for r in replay] == [(1, 500), (501, 1000)]  # the same tasks as before
     messages = [writer.write(iter([task_row(r)])) for r in replay]
     writer.commit(messages, 0)
@@ -55,7 +56,7 @@ def test_a_replay_after_a_replica_change_reuses_the_split_and_writes_nothing_twi
     assert store.open("in").stats().committed == 1000
     # The next batch is new: it is split by the replica count of now.
     store.open("in").append([b"x"] * 8, [f"n{i}" for i in range(8)])
-    assert len(plan_partitions(plan, 1001, 1008)) == 4
+    assert len(partition_batch(plan, 1001, 1008, None)) == 4
     store.close()
     control.close()
 
@@ -69,7 +70,7 @@ def test_a_flatmap_that_outgrows_its_piece_is_appended_in_parts_and_replays_clea
     src.commit(1000)
     src.append([b"a b c d e"] * 1000, [f"w{i}" for i in range(1000)])
     control.set_replicas("v", 1)
-    ranges = plan_partitions(plan, 1001, 2000)
+    ranges = partition_batch(plan, 1001, 2000, None)
     writer = VertexWriter(plan)
     writer.write(iter([task_row(ranges[0])]))
     writer.write(iter([task_row(ranges[0])]))  # the same task again: a retry

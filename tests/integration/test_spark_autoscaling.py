@@ -15,7 +15,7 @@ from tidal.isb import BufferLimits
 from tidal.isb.control import ControlStore
 from tidal.isb.sqlite import SqliteStore
 from tidal.scaling import Rule
-from tidal.spark.plan import VertexPlan
+from tidal.spark.config import QueryConfig
 from tidal.spark.vertex import start_vertex
 from tidal.spec import Pipeline
 
@@ -60,7 +60,7 @@ def test_controller_scales_a_spark_vertex_up_down_to_zero_and_wakes_it(spark, tm
     work.append([b"m%d" % i for i in range(n)], [f"m{i}" for i in range(n)])
     events = EventLog(tmp_path / "events.jsonl")
     controller = Controller(spec, StoreProbe(spec, store, control), control, events)
-    plan = VertexPlan(
+    plan = QueryConfig(
         pipeline="auto",
         vertex="work",
         db=str(db),

@@ -9,7 +9,7 @@ import pytest
 from tidal.isb import BufferLimits
 from tidal.isb.control import ControlStore
 from tidal.isb.sqlite import SqliteStore
-from tidal.spark.plan import VertexPlan
+from tidal.spark.config import QueryConfig
 from tidal.spark.vertex import start_vertex
 from tidal.spec import Limits
 
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.spark
 
 
 def start_query(spark, db, checkpoint, read_batch_size=500):
-    plan = VertexPlan(
+    plan = QueryConfig(
         pipeline="t",
         vertex="v",
         db=str(db),

@@ -47,8 +47,8 @@ def test_root_exports_are_pinned():
     assert sorted(tidal.__all__) == sorted(
         [
             "BufferError", "BufferFull", "BufferNotFound", "BufferUnavailable", "Decision", "KpaSpec",
-            "MessageTooLarge", "NumaflowScale", "Rule", "SourceError", "SpecError", "TidalError",
-            "UdfError", "VertexKind", "__version__",
+            "MessageTooLarge", "NumaflowScale", "PipelineError", "Rule", "SourceError", "SpecError",
+            "TidalError", "UdfError", "VertexKind", "__version__",
         ]
     )  # fmt: skip
     for name in tidal.__all__:
@@ -58,3 +58,26 @@ def test_root_exports_are_pinned():
 def test_scaling_exports_exist():
     for name in tidal.scaling.__all__:
         assert hasattr(tidal.scaling, name), name
+
+
+def test_the_error_tree_is_drawn_the_same_in_the_code_and_the_docs():
+    import inspect
+    import re
+
+    import tidal.errors
+
+    def tree(text: str) -> list[tuple[int, str]]:
+        drawn = re.findall(
+            r"^(\s*(?:[│ ]*[├└]── )?)(\w+(?:Error|Full|NotFound|Large|Unavailable))\s", text, re.M
+        )
+        return [(len(prefix.strip(" ")), name) for prefix, name in drawn]
+
+    in_code = tree(tidal.errors.__doc__ or "")
+    in_docs = tree((SRC.parent.parent / "docs" / "errors.md").read_text().split("```")[1])
+    assert in_code == in_docs
+    classes = {
+        n
+        for n, c in inspect.getmembers(tidal.errors, inspect.isclass)
+        if issubclass(c, tidal.errors.TidalError)
+    }
+    assert {name for _, name in in_code} == classes == set(tidal.errors.__all__)

@@ -8,7 +8,7 @@ import pytest
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 
-@pytest.mark.parametrize("name", ["scaling.md", "pipeline-spec.md"])
+@pytest.mark.parametrize("name", ["scaling.md", "pipeline-spec.md", "testing.md"])
 def test_doc_examples_run(name):
     result = doctest.testfile(str(DOCS / name), module_relative=False, optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0
@@ -23,6 +23,8 @@ def test_doc_examples_run(name):
         "tidal.scaling.rates",
         "tidal.scaling.numaflow",
         "tidal.spec.builder",
+        "tidal.scaling.numaflow_scale",
+        "tidal.testing",
     ],
 )
 def test_module_doctests(module):

@@ -1,7 +1,7 @@
 """Benchmarks, run with ``tidal bench NAME`` (or ``make bench`` for all of them).
 
 Each benchmark measures ours side by side with a baseline in the same run where one exists,
-reports medians, prints a Markdown table and writes JSON under ``bench/results/``. They are not
+reports medians, prints a Markdown table and writes JSON under ``runs/bench/``. They are not
 tests: the machines are shared and noisy, so numbers go into ``docs/``, not into assertions.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-RESULTS = Path("bench") / "results"
+RESULTS = Path("runs") / "bench"
 
 
 def write_result(name: str, payload: object, out: Path = RESULTS) -> Path:

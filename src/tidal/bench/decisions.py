@@ -3,9 +3,9 @@
 Replays each trace of :data:`tidal.sim.TRACES` (seed 0) through the reference pipeline
 (:func:`tidal.sim.reference_pipeline`) under each policy of :data:`tidal.sim.POLICIES`, with the
 real controller and scaling code, and scores them (:mod:`tidal.sim.scores`). Writes
-``bench/results/decisions.json``, ``decisions.md`` (the table published in
+``runs/bench/decisions.json``, ``decisions.md`` (the table published in
 ``docs/benchmarks.md``) and a PNG per trace comparing the policies under
-``bench/results/decisions/``. Simulated time costs no wall time: the whole matrix runs in
+``runs/bench/decisions/``. Simulated time costs no wall time: the whole matrix runs in
 seconds.
 
 Run: ``tidal bench decisions``.

@@ -17,7 +17,7 @@ Both run on the same local SparkSession (``local[2]``), alternating, ``REPEATS``
 2M msg/s and admits one batch's worth; ``rate-micro-batch`` makes a batch of that size at every
 trigger), so the figure is capacity at equal batch size.
 
-Both build payloads with :func:`tidal.spark.sources.generator_payloads` (Arrow kernels) and
+Both build payloads with :func:`tidal.spark.readers.generator_payloads` (Arrow kernels) and
 call ``upper`` once per message, so the Python work per message is the same.
 
 Throughput = messages finished by the last step over a window after a warm-up. A second
@@ -40,7 +40,7 @@ from typing import Any
 
 from tidal.bench import RESULTS, write_result
 from tidal.examples.udfs import upper
-from tidal.spark.sources import generator_payload, generator_payloads
+from tidal.spark.generator import generator_payload, generator_payloads
 from tidal.spark.vertex import stop_between_batches
 
 REPEATS = 3

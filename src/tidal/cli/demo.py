@@ -1,9 +1,10 @@
 """``tidal demo`` (what ``make demo`` runs): the wave pipeline, scaled live, then its report.
 
-``examples/wave.yaml``: a generator sends waves of orders, a Python UDF with 2 ms of latency per
-order enriches them, a file sink archives them. In about two and a half minutes on Spark's local
-mode it shows the whole cycle: scale-up under the first wave, scale-down after it, scale to
-zero in the quiet spell, the wake-up when the second wave arrives. Then it checks that every
+``tidal/examples/wave.yaml`` (it ships in the package): a generator sends waves of orders, a
+Python UDF with 2 ms of latency per order enriches them, a file sink archives them. In about two
+and a half minutes on Spark's local mode it shows the whole cycle: scale-up under the first
+wave, scale-down after it, scale to zero in the quiet spell, the wake-up when the second wave
+arrives. Then it checks that every
 order arrived exactly once and prints where the report and the decisions are.
 """
 
@@ -14,7 +15,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-PIPELINE = Path(__file__).resolve().parents[3] / "examples" / "wave.yaml"
+PIPELINE = Path(__file__).resolve().parents[1] / "examples" / "wave.yaml"
 DURATION = 160.0  # two waves (at 0 s and 110 s, 40 s each) and the drain of the second
 MASTER = "local[6]"  # task slots: sleeping UDF tasks run side by side even on 2 cores
 
@@ -24,7 +25,7 @@ def run(duration: float | None = None, run_root: str | Path = "runs") -> int:
 
     console = Console()
     if not PIPELINE.exists():
-        console.print(f"[red]the demo pipeline is missing: {PIPELINE}[/] (run tidal demo from a clone)")
+        console.print(f"[red]the demo pipeline is missing: {PIPELINE}[/] (reinstall tidal)")
         return 2
     run_dir = default_run_dir("demo", run_root)
     console.print(

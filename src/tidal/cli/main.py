@@ -67,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     simulate.add_argument("--startup", type=float, default=8.0, help="seconds before a new replica works")
     simulate.add_argument("--out", default=None, help="where to write scores, plots and changes")
 
-    bench = sub.add_parser("bench", help="run a benchmark; results go to bench/results/")
+    bench = sub.add_parser("bench", help="run a benchmark; results go to runs/bench/")
     bench.add_argument("name", choices=[*BENCHMARKS, "all"], help="which benchmark")
     return parser
 

@@ -8,7 +8,8 @@ inputs and applies outputs.
 For every vertex, every tick:
 1. **Sample.** The probe reads the vertex's processed count, its pending (the input buffer's
    for a UDF or sink, the source's own ``pending()`` for a source) and its replicas.
-2. **Record** both in the vertex's :class:`~tidal.scaling.Rater`.
+2. **Record** both in the vertex's :class:`~tidal.scaling.Rater`; every 30 s the vertex's
+   lookback adapts to its longest quiet spell (Numaflow's dynamic lookback).
 3. **Back pressure.** The averaged pending of every buffer, against
    ``bufferMaxLength × bufferUsageLimit``, gives it for each vertex.
 4. **Decide.** The vertex's :class:`~tidal.controller.policy.VertexPolicy` decides from a
@@ -42,6 +43,7 @@ from tidal.scaling import (
     Rater,
     Rule,
     VertexKind,
+    adaptive_lookback,
     check_back_pressure,
 )
 from tidal.spec import PipelineSpec, graph, numaflow_scale
@@ -79,17 +81,22 @@ class DecisionRecorder(Protocol):
 _KINDS = {"source": VertexKind.SOURCE, "udf": VertexKind.UDF, "sink": VertexKind.SINK}
 
 
+ADAPT_LOOKBACK_EVERY = 30.0  # Numaflow's daemon re-computes the dynamic lookback every 30 s
+
+
 @dataclass
 class _Vertex:
     name: str
     kind: VertexKind
-    lookback_seconds: float
+    lookback_seconds: float  # the lookback in use: the configured one, stretched by adaptive_lookback
     policy: VertexPolicy
     rater: Rater
     last_scaled_at: float | None = None  # None until the first tick
     last: Decision | None = None
     rate: float | None = None
     pending: float | None = None
+    configured_lookback: float = 0.0
+    lookback_adapted_at: float | None = None
 
 
 class Controller:
@@ -127,7 +134,14 @@ class Controller:
         for v in spec.vertices:
             scale = numaflow_scale(v.scale, v.name)
             policy = policies.get(v.name) or NumaflowPolicy(scale)
-            self._vertices[v.name] = _Vertex(v.name, _KINDS[v.kind], scale.lookback_seconds, policy, Rater())
+            self._vertices[v.name] = _Vertex(
+                v.name,
+                _KINDS[v.kind],
+                scale.lookback_seconds,
+                policy,
+                Rater(),
+                configured_lookback=scale.lookback_seconds,
+            )
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -154,6 +168,8 @@ class Controller:
             samples[name] = sample
             if sample is not None:
                 v.rater.record(now, {"all": sample.processed}, sample.pending)
+        for v in self._vertices.values():
+            self._adapt_lookback(v, now)
         # Rate and averaged pending once per vertex: the back-pressure loads and the decisions
         # both read them.
         metrics = {name: v.rater.metrics(now, v.lookback_seconds) for name, v in self._vertices.items()}
@@ -190,16 +206,39 @@ class Controller:
             out.append(decision)
         return out
 
+    def lookbacks(self) -> Mapping[str, float]:
+        """The lookback in use per vertex (Numaflow's dynamic lookback, §3.4)."""
+        return {name: v.lookback_seconds for name, v in self._vertices.items()}
+
+    @staticmethod
+    def _adapt_lookback(v: _Vertex, now: float) -> None:
+        """Numaflow's dynamic lookback, every 30 s: stretch the window over the vertex's longest
+        quiet spell (a slow, bursty UDF is not judged idle between two outputs), back toward the
+        configured value when the spells shorten."""
+        if v.lookback_adapted_at is not None and now - v.lookback_adapted_at < ADAPT_LOOKBACK_EVERY:
+            return
+        v.lookback_adapted_at = now
+        pending = v.rater.latest_pending()
+        idle = pending is None or pending <= 0  # nothing known to wait: a quiet spell is not slowness
+        granularity = min(60.0, v.configured_lookback)
+        adapted = adaptive_lookback(
+            v.rater, now, v.lookback_seconds, v.configured_lookback, idle=idle, granularity=granularity
+        )
+        if adapted != v.lookback_seconds:
+            log.info(
+                "vertex %s: lookback %g s → %g s (longest quiet spell)", v.name, v.lookback_seconds, adapted
+            )
+            v.lookback_seconds = adapted
+
     def _wake_paths(self, views: Mapping[str, VertexView], decisions: dict[str, Decision]) -> None:
         """Every vertex that woke on pending wakes the vertices at zero downstream of it."""
         woken = [n for n, d in decisions.items() if d.rule == Rule.WAKE_ON_PENDING and d.current == 0]
         for origin in woken:
             for name in dict.fromkeys(e.to for e in self._downstream[origin]):
                 view, decision = views.get(name), decisions.get(name)
-                wake = getattr(self._vertices[name].policy, "wake_for_path", None)
-                if view is None or decision is None or decision.changed or wake is None:
+                if view is None or decision is None or decision.changed:
                     continue
-                path_decision = wake(view, origin)
+                path_decision = self._vertices[name].policy.wake_for_path(view, origin)
                 if path_decision is not None:
                     decisions[name] = path_decision
 

@@ -76,14 +76,23 @@ class VertexView:
 
 
 class VertexPolicy(Protocol):
-    """Decides one vertex's replicas; ``name`` labels it in benchmarks and plots."""
+    """Decides one vertex's replicas; ``name`` labels it in benchmarks and plots.
+
+    ``wake_for_path`` is asked when a vertex upstream woke from zero on pending (the controller's
+    path wake-up): a decision to wake now, or ``None`` to wait for the messages. A policy that
+    subclasses this Protocol inherits "wait" (``None``).
+    """
 
     name: str
 
     def decide(self, view: VertexView) -> Decision: ...
 
+    def wake_for_path(self, view: VertexView, woken: str) -> Decision | None:
+        """Wake at once because ``woken``, upstream, just woke? ``None``: wait for messages."""
+        return None
 
-class NumaflowPolicy:
+
+class NumaflowPolicy(VertexPolicy):
     """Numaflow's autoscaler with Tidal's activator: the default policy of every vertex."""
 
     name = "numaflow"
@@ -120,14 +129,15 @@ class NumaflowPolicy:
         )
 
 
-class KpaPolicy:
+class KpaPolicy(VertexPolicy):
     """Knative's KPA (stable/panic windows, rate limits, scale-to-zero gate) on arrivals/s.
 
     Each tick records the messages that arrived since the previous tick, divided by the time
     between them, as the revision-wide requests per second; ``spec.target`` is the
     messages/s one replica should take (before ``targetUtilization``). Messages that arrive
     while the vertex is at zero are counted too (Knative's activator reports the requests it
-    holds), which is what wakes it.
+    holds), which is what wakes it. It does not wake on the path (Knative's activator serves one
+    revision; the KPA wakes on the arrivals it sees).
     """
 
     name = "kpa"

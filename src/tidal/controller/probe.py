@@ -6,9 +6,12 @@ it saw into the control record at every trigger (the reader runs in a Python pro
 starts, not in the driver's); a ``source_pending`` callable given here takes precedence. A
 negative value, a ``pending()`` that raises, or a report older than ``stale_after`` seconds means
 "not available": the policy then leaves the source alone, as Numaflow's UDSource contract says.
-Processed counts are the messages of the vertex's committed micro-batches
-(:class:`~tidal.isb.control.ControlStore`). ``running(vertex)`` says whether the vertex's query
-is up: a vertex whose query is down has no ready replica, and the policy does not scale it.
+Processed counts and busy seconds (what the writer tasks spent working) are the sums over the
+vertex's committed micro-batches (:class:`~tidal.isb.control.ControlStore`). Ready replicas are
+observed, not assumed: what the latest batches really ran
+(:meth:`~tidal.isb.control.ControlStore.ready_replicas`), so a scale-up counts as ready only once
+Spark ran it. ``running(vertex)`` says whether the vertex's query is up: a vertex whose query is
+down has no ready replica, and the policy does not scale it.
 """
 
 from __future__ import annotations
@@ -61,13 +64,16 @@ class StoreProbe:
 
     def sample(self, vertex: str) -> VertexSample:
         replicas = self._control.replicas(vertex, default=self._initial[vertex])
-        processed = float(self._control.processed(vertex))
+        processed, busy = self._control.progress(vertex)
         if self._kinds[vertex] == "source":
             pending = self._pending_of_source(vertex)
         else:
             pending = float(self._buffers.open(vertex).stats().pending)
-        ready = None if self._running is None or self._running(vertex) else 0
-        return VertexSample(processed, pending, replicas, ready)
+        if self._running is not None and not self._running(vertex):
+            ready = 0
+        else:
+            ready = self._control.ready_replicas(vertex, replicas)
+        return VertexSample(float(processed), pending, replicas, ready, busy_seconds=busy)
 
     def _pending_of_source(self, vertex: str) -> float | None:
         report = self._source_pending.get(vertex)

@@ -5,13 +5,14 @@ processes the JVM starts (not in the driver's), so state is shared through the f
 Python objects (``shared/design.md``). What goes through it:
 
 - ``replicas``: written by the controller, read by the vertex's reader at every micro-batch.
-- ``plans``: the input range of the micro-batch a vertex's reader planned last, and its split
+- ``plans``: the input range of the micro-batch a vertex's reader admitted last, and its split
   into partitions. Spark runs a query's micro-batches one after the other, so when the writer
   commits, the last plan is the batch it commits: the writer trims the input to its end and
   counts its messages as processed (a filter writes fewer rows than it read, so the output
   cannot tell). A replay of the same range reuses the split, so its tasks write the same
   de-duplication keys as before.
-- ``batches``: one row per committed micro-batch (tasks, messages in and out).
+- ``batches``: one row per committed micro-batch: its tasks (the replicas that really ran),
+  messages in and out, and the seconds its tasks spent working (``busy``).
 - ``reports``: what a source's reader saw of its source (its ``pending()``, or why it is not
   available), for the controller in the driver process.
 - ``meta``: small facts of the run that must survive a restart (the generator's start time).
@@ -27,7 +28,7 @@ from pathlib import Path
 
 from tidal.isb.sqlite import SqliteStore
 
-__all__ = ["BatchRecord", "ControlStore", "Plan", "SourceReport"]
+__all__ = ["BatchRange", "BatchRecord", "ControlStore", "SourceReport"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,10 +39,11 @@ class BatchRecord:
     rows: int  # messages read from the input
     at: float
     written: int = 0  # messages written to the outputs (a filter writes fewer, a flatmap more)
+    busy: float = 0.0  # seconds its tasks spent working (reading, the UDF, writing), summed
 
 
 @dataclass(frozen=True, slots=True)
-class Plan:
+class BatchRange:
     """A micro-batch's input range: sequences ``first..last`` (empty when ``last < first``)."""
 
     first: int
@@ -82,6 +84,8 @@ class ControlStore:
             )
             if "parts" not in {row[1] for row in db.execute("PRAGMA table_info(plans)")}:
                 db.execute("ALTER TABLE plans ADD COLUMN parts TEXT NOT NULL DEFAULT '[]'")  # an older run
+            if "busy" not in {row[1] for row in db.execute("PRAGMA table_info(batches)")}:
+                db.execute("ALTER TABLE batches ADD COLUMN busy REAL NOT NULL DEFAULT 0")  # an older run
             db.execute(
                 "CREATE TABLE IF NOT EXISTS reports (vertex TEXT PRIMARY KEY, pending REAL, "
                 "error TEXT NOT NULL, at REAL NOT NULL)"
@@ -102,29 +106,35 @@ class ControlStore:
         row = self._store.db.execute("SELECT replicas FROM control WHERE vertex=?", (vertex,)).fetchone()
         return int(row[0]) if row else default
 
-    def record_batch(self, vertex: str, batch_id: int, tasks: int, rows: int, written: int = 0) -> None:
+    def record_batch(
+        self, vertex: str, batch_id: int, tasks: int, rows: int, written: int = 0, *, busy: float = 0.0
+    ) -> None:
         """A committed micro-batch; recording the same batch again (a replay) replaces it."""
         with self._store.transaction() as db:
             db.execute(
-                "INSERT OR REPLACE INTO batches VALUES (?, ?, ?, ?, ?, ?)",
-                (vertex, batch_id, tasks, rows, time.time(), written),
+                "INSERT OR REPLACE INTO batches (vertex, batch_id, tasks, rows, at, written, busy) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (vertex, batch_id, tasks, rows, time.time(), written, busy),
             )
 
-    def set_plan(self, vertex: str, first: int, last: int, parts: Sequence[tuple[int, int]] = ()) -> None:
+    def set_batch_range(
+        self, vertex: str, first: int, last: int, parts: Sequence[tuple[int, int]] = ()
+    ) -> None:
         with self._store.transaction() as db:
             db.execute(
                 "INSERT OR REPLACE INTO plans VALUES (?, ?, ?, ?)",
                 (vertex, first, last, json.dumps([list(p) for p in parts])),
             )
 
-    def plan(self, vertex: str) -> Plan | None:
+    def batch_range(self, vertex: str) -> BatchRange | None:
+        """The micro-batch the vertex's reader admitted last, with its split into tasks."""
         row = self._store.db.execute(
             "SELECT first, last, parts FROM plans WHERE vertex=?", (vertex,)
         ).fetchone()
         if row is None:
             return None
         parts = tuple((int(a), int(b)) for a, b in json.loads(row[2]))
-        return Plan(int(row[0]), int(row[1]), parts)
+        return BatchRange(int(row[0]), int(row[1]), parts)
 
     def report_source(self, vertex: str, pending: float | None, error: str = "") -> None:
         with self._store.transaction() as db:
@@ -150,10 +160,33 @@ class ControlStore:
 
     def processed(self, vertex: str) -> int:
         """Messages the vertex has processed so far (the sum over its committed batches)."""
+        return self.progress(vertex)[0]
+
+    def progress(self, vertex: str) -> tuple[int, float]:
+        """Messages processed and busy seconds so far, summed over the committed batches."""
         row = self._store.db.execute(
-            "SELECT coalesce(sum(rows), 0) FROM batches WHERE vertex=?", (vertex,)
+            "SELECT coalesce(sum(rows), 0), coalesce(sum(busy), 0) FROM batches WHERE vertex=?", (vertex,)
         ).fetchone()
-        return int(row[0])
+        return int(row[0]), float(row[1])
+
+    def ready_replicas(self, vertex: str, replicas: int) -> int:
+        """The replicas Spark really ran, as far as the committed batches show: ``replicas`` once
+        a batch admitted after the count was last set ran that many tasks (or had fewer messages
+        than replicas, so could not use more); until then the tasks of the vertex's latest batch
+        that read messages (a scale-up is not ready before it ran), at most ``replicas``. Before
+        any such batch nothing was observed, and ``replicas`` is taken as ready."""
+        db = self._store.db
+        row = db.execute(
+            "SELECT tasks, rows, at FROM batches WHERE vertex=? AND rows > 0 ORDER BY batch_id DESC LIMIT 1",
+            (vertex,),
+        ).fetchone()
+        if row is None:
+            return replicas
+        tasks, rows, at = int(row[0]), int(row[1]), float(row[2])
+        changed = db.execute("SELECT updated FROM control WHERE vertex=?", (vertex,)).fetchone()
+        if changed is not None and at >= float(changed[0]) and (tasks >= replicas or rows < replicas):
+            return replicas
+        return min(replicas, tasks)
 
     def expansion(self, vertex: str, last: int = 5) -> float:
         """Messages written per message read over the vertex's ``last`` committed batches that
@@ -174,10 +207,13 @@ class ControlStore:
 
     def batches(self, vertex: str) -> list[BatchRecord]:
         rows = self._store.db.execute(
-            "SELECT vertex, batch_id, tasks, rows, at, written FROM batches WHERE vertex=? ORDER BY batch_id",
+            "SELECT vertex, batch_id, tasks, rows, at, written, busy FROM batches WHERE vertex=? "
+            "ORDER BY batch_id",
             (vertex,),
         )
-        return [BatchRecord(v, int(b), int(t), int(r), float(a), int(w)) for v, b, t, r, a, w in rows]
+        return [
+            BatchRecord(v, int(b), int(t), int(r), float(a), int(w), float(u)) for v, b, t, r, a, w, u in rows
+        ]
 
     def close(self) -> None:
         self._store.close()

@@ -22,6 +22,10 @@ Deliberate differences from upstream (``docs/scaling.md`` lists them all):
   ``-1`` in, which biases the mean low.
 * The adaptive lookback is computed per vertex; upstream's loop stops for every vertex after the
   first one with too few samples.
+* An idle vertex's trailing quiet run does not stretch its lookback (``adaptive_lookback(...,
+  idle=True)``): upstream's does, until the window takes in the old backlog again.
+* The controller rounds a quiet spell up to ``min(60 s, lookbackSeconds)``, not always a whole
+  minute, so a lookback under a minute keeps its meaning (``granularity``).
 
 All methods take ``now`` in seconds; nothing here reads a clock.
 """
@@ -339,16 +343,24 @@ class Rater(_PendingSeries):
     def latest_pending(self) -> float | None:
         return self.latest()
 
+    def totals(self) -> list[tuple[float, float]]:
+        """``(timestamp, cumulative processed)`` per sample: what :func:`adaptive_lookback` reads."""
+        start = self._start
+        return list(zip(self._ts[start:], self._processed_col[start:], strict=True))
+
 
 _NAN = math.nan
 
 
 def adaptive_lookback(
-    counts: CounterWindow,
+    counts: CounterWindow | Rater,
     now: float,
     current: float,
     configured: float,
     maximum: float = MAX_LOOKBACK_SECONDS,
+    *,
+    idle: bool = False,
+    granularity: float = 60.0,
 ) -> float:
     """Numaflow's dynamic lookback (§3.4): stretch the window to cover the longest quiet spell.
 
@@ -358,7 +370,14 @@ def adaptive_lookback(
     at most ``maximum`` or shrink to no less than the configured lookback.
 
     An interval is measured from the sample where the count last changed to the sample where it
-    next increases. With fewer than two samples the current lookback is kept.
+    next increases. With fewer than two samples the current lookback is kept. ``counts`` is a
+    :class:`CounterWindow` or the controller's :class:`Rater` (its processed count).
+
+    ``idle`` (deliberate difference): nothing is known to be pending now, so the trailing quiet
+    run is idleness, not slow processing, and does not count. Upstream counts it, and an idle
+    vertex's window then grows every 30 s until it takes in the backlog it drained minutes ago:
+    the averaged pending comes back and the idle vertex is scaled up again (measured in
+    ``tests/integration/test_controller.py`` when this was wired in).
     """
     totals = counts.totals()
     start = counts._start_index(now, 3.0 * current)
@@ -374,9 +393,9 @@ def adaptive_lookback(
             since, value = t, c
         elif c < value:
             since, value = t, c
-    if value > 0:
+    if value > 0 and not idle:
         longest = max(longest, totals[end][0] - since)
-    result = math.ceil(longest / 60.0) * 60.0
+    result = math.ceil(longest / granularity) * granularity
     if result > current:
         return min(result, maximum)
     return max(result, configured)

@@ -39,13 +39,13 @@ import math
 from collections import deque
 from collections.abc import Mapping
 
-from tidal.controller import VertexView
+from tidal.controller import VertexPolicy, VertexView
 from tidal.scaling import Decision, Rule
 
 __all__ = ["Ds2Policy", "SparkDynamicAllocationPolicy", "StaticPeakPolicy"]
 
 
-class StaticPeakPolicy:
+class StaticPeakPolicy(VertexPolicy):
     """Always ``replicas``: enough for the trace's peak, chosen before the run."""
 
     name = "static-peak"
@@ -69,7 +69,7 @@ class StaticPeakPolicy:
         )
 
 
-class Ds2Policy:
+class Ds2Policy(VertexPolicy):
     """DS2 / Flink autoscaler on one vertex; see the module docstring for the rule."""
 
     name = "ds2"
@@ -205,7 +205,7 @@ class Ds2Policy:
         )
 
 
-class SparkDynamicAllocationPolicy:
+class SparkDynamicAllocationPolicy(VertexPolicy):
     """Spark's dynamic allocation on one vertex; see the module docstring for the rule."""
 
     name = "spark-da"

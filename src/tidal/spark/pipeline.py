@@ -28,10 +28,11 @@ from typing import Any
 
 from tidal import errors
 from tidal.controller import Controller, EventLog, StoreProbe
-from tidal.isb.base import BufferLimits, BufferStore
+from tidal.isb.base import BufferStore
 from tidal.isb.control import ControlStore
-from tidal.spark.plan import VertexPlan, staged_buffer
-from tidal.spark.sources import generator_start
+from tidal.spark.config import QueryConfig, staged_buffer
+from tidal.spark.generator import generator_start
+from tidal.spark.stores import open_store
 from tidal.spark.vertex import start_vertex, stop_between_batches
 from tidal.spec import PipelineSpec
 
@@ -110,24 +111,19 @@ class PipelineRun:
     # -- set-up --------------------------------------------------------------------------------
 
     def _open_buffers(self) -> BufferStore:
-        if self.spec.buffers.backend == "sqlite":
-            from tidal.isb.sqlite import SqliteStore
-
-            return SqliteStore(self.db)
-        from tidal.isb.jetstream import JetStreamStore
-
-        if self._url is None:  # no server given: start one for this run, stopped with it
+        backend = self.spec.buffers.backend
+        if backend == "jetstream" and self._url is None:  # no server given: start one for this run
             from tidal.isb.natsd import NatsServer
 
             self._nats = NatsServer(self.run_dir / "nats").start()
             self._url = self._nats.url
-        assert self._url is not None
-        return JetStreamStore(self._url, self.spec.name)
+        return open_store(backend, db=str(self.db), pipeline=self.spec.name, url=self._url)
 
-    def plan(self, vertex: str) -> VertexPlan:
+    def query_config(self, vertex: str) -> QueryConfig:
+        """What the query of ``vertex`` needs to know (its buffers, source, UDF or sink)."""
         v = self.spec.vertex(vertex)
         source_input = staged_buffer(vertex) if v.source is not None and v.source.user is not None else None
-        return VertexPlan(
+        return QueryConfig(
             pipeline=self.spec.name,
             vertex=vertex,
             db=str(self.db),
@@ -146,7 +142,7 @@ class PipelineRun:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.started_at = time.time()
         self.buffers = self._open_buffers()
-        limits = BufferLimits(self.spec.limits.buffer_max_length, self.spec.limits.buffer_usage_limit)
+        limits = self.spec.limits.buffer
         self.control = ControlStore(self.db)
         for v in self.spec.vertices:
             if v.kind != "source":
@@ -155,10 +151,10 @@ class PipelineRun:
                 self.buffers.create(staged_buffer(v.name), limits)
             if not self.control.known(v.name):  # a restart keeps the replicas it had
                 self.control.set_replicas(v.name, v.replicas)
-        plans = {v.name: self.plan(v.name) for v in self.spec.vertices}
-        for plan in plans.values():
-            if plan.source is not None and plan.source.generator is not None:
-                generator_start(plan)
+        configs = {v.name: self.query_config(v.name) for v in self.spec.vertices}
+        for config in configs.values():
+            if config.source is not None and config.source.generator is not None:
+                generator_start(config)
         if self._spark is None:
             from tidal.spark.session import build_session
 
@@ -167,10 +163,10 @@ class PipelineRun:
 
         self._spark.dataSource.register(VertexDataSource)
         # Downstream first: a vertex's reader is up before anything is written into its buffer.
-        for name in reversed(list(plans)):
+        for name in reversed(list(configs)):
             self.queries[name] = start_vertex(
                 self._spark,
-                plans[name],
+                configs[name],
                 self.run_dir / "checkpoints" / name,
                 trigger_seconds=self.trigger_seconds,
             )
@@ -181,7 +177,7 @@ class PipelineRun:
         log.info(
             "pipeline %s running: %d vertices, run directory %s%s",
             self.spec.name,
-            len(plans),
+            len(configs),
             self.run_dir,
             " (dry run: decisions are not applied)" if self.dry_run else "",
         )

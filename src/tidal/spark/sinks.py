@@ -34,6 +34,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from tidal import contracts
 from tidal.spec.model import SinkSpec
 from tidal.spec.validate import resolve
 
@@ -100,19 +101,18 @@ class UserSink:
 
     def __init__(self, spec: Any, at: str) -> None:
         cls = resolve(spec.class_, at, "class")
-        self._sink = cls(**spec.options)
+        self._sink: contracts.Sink = contracts.check_sink(cls(**spec.options), at)
 
     def write(self, ids: Any, payloads: Any, errors: Sequence[str] = ()) -> None:
         ids, payloads = _pylist(ids), _pylist(payloads)
-        if errors and hasattr(self._sink, "write_dead"):
+        if errors and isinstance(self._sink, contracts.DeadLetterSink):
             self._sink.write_dead(list(zip(ids, payloads, errors, strict=True)))
         elif ids:
             self._sink.write(list(zip(ids, payloads, strict=True)))
 
     def commit(self, batch_id: int, parts: Sequence[Any]) -> None:
-        commit = getattr(self._sink, "commit", None)
-        if callable(commit):
-            commit(batch_id)
+        if isinstance(self._sink, contracts.CommittingSink):
+            self._sink.commit(batch_id)
 
 
 class FileSink:

@@ -1,6 +1,6 @@
 """One vertex = one Structured Streaming query, in its own FAIR pool.
 
-The wiring lives here once: the plan as the source's and the sink's option, a processing-time
+The wiring lives here once: the query's configuration as the source's and the sink's option, a processing-time
 trigger so an idle vertex does not spin (with the default trigger Spark polls ~80 times a second),
 the checkpoint, and the scheduler pool named after the vertex.
 """
@@ -11,23 +11,23 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tidal.spark.plan import VertexPlan
+from tidal.spark.config import QueryConfig
 
 __all__ = ["start_vertex", "stop_between_batches"]
 
 
 def start_vertex(
     spark: Any,
-    plan: VertexPlan,
+    config: QueryConfig,
     checkpoint: str | Path,
     *,
     trigger_seconds: float = 0.5,
 ) -> Any:
-    """Start the query of ``plan.vertex`` and return its ``StreamingQuery``."""
-    options = plan.options()
+    """Start the query of ``config.vertex`` and return its ``StreamingQuery``."""
+    options = config.options()
     context = spark.sparkContext
     # A local property is per thread and a query's thread inherits it when it starts.
-    context.setLocalProperty("spark.scheduler.pool", plan.vertex)
+    context.setLocalProperty("spark.scheduler.pool", config.vertex)
     try:
         return (
             spark.readStream.format("tidal_vertex")
@@ -37,7 +37,7 @@ def start_vertex(
             .options(**options)
             .option("checkpointLocation", str(checkpoint))
             .trigger(processingTime=f"{max(1, int(trigger_seconds * 1000))} milliseconds")
-            .queryName(plan.vertex)
+            .queryName(config.vertex)
             .start()
         )
     finally:

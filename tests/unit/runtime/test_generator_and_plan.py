@@ -8,8 +8,8 @@ import sys
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tidal.spark.plan import VertexPlan
-from tidal.spark.sources import generator_payload, generator_payloads
+from tidal.spark.config import QueryConfig
+from tidal.spark.generator import generator_payload, generator_payloads
 from tidal.spec import Limits
 from tidal.spec.model import UdfSpec
 
@@ -27,10 +27,10 @@ def test_vectorised_payloads_are_the_per_message_bytes(vertex, first, count, siz
 
 
 def test_a_plan_round_trips_and_its_specs_open_on_first_use():
-    plan = VertexPlan(
+    plan = QueryConfig(
         "p", "v", "/tmp/x.db", "/tmp", "in", ("out",), Limits(read_batch_size=7), udf=UdfSpec(map=str.upper)
     )
-    again = VertexPlan.decode(plan.encode())
+    again = QueryConfig.decode(plan.encode())
     assert (again.vertex, again.input, again.outputs) == ("v", "in", ("out",))
     assert again.read_batch_size == 7 and again.udf is not None and again.udf.function is str.upper
     assert again.sink is None and again.source is None
@@ -38,14 +38,14 @@ def test_a_plan_round_trips_and_its_specs_open_on_first_use():
 
 def test_decoding_a_plan_does_not_import_the_spec_models():
     """Spark decodes the plan in a fresh process at every micro-batch: it must stay cheap."""
-    text = VertexPlan(
+    text = QueryConfig(
         "p", "v", "/tmp/x.db", "/tmp", "in", udf=UdfSpec(map="tidal.examples.udfs:upper")
     ).encode()
     code = (
         "import sys\n"
-        "from tidal.spark.datasource import VertexWriter\n"
-        "from tidal.spark.plan import VertexPlan\n"
-        f"VertexWriter(VertexPlan.decode({text!r}))\n"
+        "from tidal.spark.writer import VertexWriter\n"
+        "from tidal.spark.config import QueryConfig\n"
+        f"VertexWriter(QueryConfig.decode({text!r}))\n"
         "heavy = ('pydantic', 'numpy', 'tidal.spec.model', 'tidal.isb.sqlite')\n"
         "heavy = sorted(m for m in heavy if m in sys.modules)\n"
         "print(','.join(heavy))\n"

@@ -1,0 +1,82 @@
+"""What a user's source and sink classes implement: typed Protocols, checked when they are built.
+
+A pipeline names them as ``module:Class`` (``source.user.class``, ``sink.user.class``, a UDF's
+``deadLetter.user.class``); Tidal builds them with the spec's ``options`` as keyword arguments,
+inside the Spark tasks and readers, and checks them against these Protocols there, so a missing
+method is an error that names the class, the method and the spec field, not an
+``AttributeError`` deep in a Spark task.
+
+* :class:`Source` — Numaflow's UDSource contract: ``read(n)`` returns up to ``n`` messages as
+  ``(offset, payload)`` pairs; ``ack(offsets)`` acknowledges them once they are stored;
+  ``pending()`` says how many the source still holds, and a negative number, ``None`` or an
+  exception means "not available" (the autoscaler then leaves the source alone). Offsets must
+  identify messages: a source may redeliver after a crash, and Tidal stores each offset once.
+* :class:`Sink` — ``write(records)`` with ``records`` a list of ``(id, payload)``: at least once
+  (a replayed micro-batch writes again; ids let the sink de-duplicate).
+* :class:`DeadLetterSink` — a sink that also takes ``write_dead(records)`` with
+  ``(id, payload, error)`` triples, when it serves as a UDF's ``deadLetter``.
+* :class:`CommittingSink` — a sink with ``commit(batch_id)``, called once per micro-batch after
+  every task wrote: the place to make writes visible or to flush.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Protocol, TypeVar, runtime_checkable
+
+from tidal import errors
+
+__all__ = ["CommittingSink", "DeadLetterSink", "Sink", "Source", "check_sink", "check_source"]
+
+
+@runtime_checkable
+class Source(Protocol):
+    def read(self, n: int) -> Iterable[tuple[object, bytes | str]]: ...
+
+    def ack(self, offsets: Sequence[object]) -> None: ...
+
+    def pending(self) -> float | None: ...
+
+
+@runtime_checkable
+class Sink(Protocol):
+    def write(self, records: list[tuple[str, bytes]]) -> None: ...
+
+
+@runtime_checkable
+class DeadLetterSink(Sink, Protocol):
+    def write_dead(self, records: list[tuple[str, bytes, str]]) -> None: ...
+
+
+@runtime_checkable
+class CommittingSink(Sink, Protocol):
+    def commit(self, batch_id: int) -> None: ...
+
+
+_T = TypeVar("_T")
+
+
+def _check(obj: _T, methods: Sequence[str], what: str, at: str) -> _T:
+    missing = [m for m in methods if not callable(getattr(obj, m, None))]
+    if missing:
+        raise errors.SpecError(
+            at,
+            f"{type(obj).__module__}:{type(obj).__qualname__} is not a {what}: "
+            f"no method {', '.join(f'{m}()' for m in missing)}",
+            f"implement {', '.join(methods)} (see tidal.contracts.{what})",
+        )
+    return obj
+
+
+def check_source(obj: object, at: str) -> Source:
+    """``obj`` if it implements :class:`Source`, else a :class:`~tidal.errors.SpecError` at ``at``."""
+    checked = _check(obj, ("read", "ack", "pending"), "Source", at)
+    assert isinstance(checked, Source)
+    return checked
+
+
+def check_sink(obj: object, at: str) -> Sink:
+    """``obj`` if it implements :class:`Sink`, else a :class:`~tidal.errors.SpecError` at ``at``."""
+    checked = _check(obj, ("write",), "Sink", at)
+    assert isinstance(checked, Sink)
+    return checked

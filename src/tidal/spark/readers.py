@@ -1,0 +1,187 @@
+"""The readers of vertex queries: what a micro-batch covers, on the driver side of Spark.
+
+Every reader hands Spark one row per partition (a task's input range,
+:func:`~tidal.spark.admission.task_row`);
+the writer task reads the messages themselves (:mod:`tidal.spark.writer`). The readers differ in
+where the offsets come from:
+
+* :class:`BufferReader` — a UDF or sink: its input buffer's sequences.
+* :class:`GeneratorReader` — the ``generator`` source: message numbers due by the load shape.
+* :class:`UserSourceReader` — the user's source (Numaflow's UDSource contract), made replayable
+  through its staging buffer.
+
+Source readers report what they see of their source to the control record at every trigger, so
+the controller in the driver process can scale the source on its pending (the readers run in a
+Python process the JVM starts, not in the driver's).
+
+**User source.** The user's class implements :class:`tidal.contracts.Source`: ``read(n)`` → an
+iterable of ``(offset, payload)``, ``ack(offsets)`` and ``pending()`` (a negative number means
+"not available"). The reader calls ``read`` for as many messages as the replicas admit, stores
+them in the vertex's staging buffer under ids made of their offsets, and only then ``ack``s them.
+A crash between storing and ``ack`` makes the source deliver the same offsets again, which the
+staging buffer de-duplicates; so offsets must identify messages. ``pending()`` or ``read()``
+raising is logged and reported as "not available": the pipeline keeps running and the
+controller leaves the source alone.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+
+from tidal import contracts, errors
+from tidal.controller.probe import ask_pending
+from tidal.isb.base import Buffer
+from tidal.spark import stores
+from tidal.spark.admission import Range, admit, partition_batch, task_row
+from tidal.spark.config import QueryConfig
+from tidal.spark.generator import generator_start
+from tidal.spec.shapes import LoadShape
+from tidal.spec.validate import resolve
+
+__all__ = ["BufferReader", "GeneratorReader", "UserSourceReader", "VertexReader"]
+
+log = logging.getLogger("tidal.source")
+
+
+class VertexReader(DataSourceStreamReader):
+    """What every reader shares: offsets ``{KEY: n}``, the replica count read once per batch in
+    :meth:`admit` and used again by :meth:`partitions`, and one task row per partition."""
+
+    KEY = "seq"
+
+    def __init__(self, config: QueryConfig) -> None:
+        self.config = config
+        self._admitted: dict[tuple[int, int], int] = {}  # (start, end) → replicas that admitted it
+
+    def admit(self, start: int, available: int) -> int:
+        admission = admit(self.config, start, available)
+        if admission.end > start:
+            self._admitted = {(start, admission.end): admission.replicas}
+        return admission.end
+
+    def partitions(self, start: dict[str, int], end: dict[str, int]) -> Sequence[InputPartition]:
+        first, last = start[self.KEY], end[self.KEY]
+        replicas = self._admitted.pop((first, last), None)
+        return partition_batch(self.config, first + 1, last, replicas)
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        assert isinstance(partition, Range)
+        yield task_row(partition)
+
+
+class BufferReader(VertexReader):
+    """Reads the vertex's input buffer (``config.input``) by sequence."""
+
+    def __init__(self, config: QueryConfig) -> None:
+        super().__init__(config)
+        if config.input is None:
+            raise errors.SpecError(
+                f"vertices[{config.vertex}]", "has no input buffer", "connect it with an edge"
+            )
+        self.input: str = config.input
+
+    def buffer(self) -> Buffer:
+        return stores.buffer(self.config, self.input)
+
+    def initialOffset(self) -> dict[str, int]:  # noqa: N802 - PySpark's name
+        return {self.KEY: self.buffer().committed()}
+
+    def latestOffset(self, start: dict[str, int], limit: Any = None) -> dict[str, int]:  # noqa: N802
+        return {self.KEY: self.admit(start[self.KEY], self.buffer().last_seq())}
+
+    def commit(self, end: dict[str, int]) -> None:
+        """Spark calls this only when it plans the *next* batch (so never for the last batch
+        before an idle spell); the writer's commit trims the input as soon as a batch is done."""
+        self.buffer().commit(end[self.KEY])
+
+
+class GeneratorReader(VertexReader):
+    """The generator: pending is what the load shape made due and is not yet admitted."""
+
+    KEY = "n"
+
+    def __init__(self, config: QueryConfig) -> None:
+        super().__init__(config)
+        assert config.source is not None and config.source.generator is not None
+        g = config.source.generator
+        self.spec = g
+        self.shape = LoadShape(g.shape, g.rate, g.peak, g.at, g.duration, g.period)
+        self.started = generator_start(config)
+
+    def due(self, now: float) -> int:
+        due = self.shape.total(now - self.started)
+        return due if self.spec.max_messages is None else min(due, self.spec.max_messages)
+
+    def initialOffset(self) -> dict[str, int]:  # noqa: N802
+        return {self.KEY: 0}
+
+    def latestOffset(self, start: dict[str, int], limit: Any = None) -> dict[str, int]:  # noqa: N802
+        due = self.due(time.time())
+        n = start[self.KEY]
+        stores.control(self.config).report_source(self.config.vertex, float(max(0, due - n)))
+        return {self.KEY: self.admit(n, due)}
+
+    def commit(self, end: dict[str, int]) -> None:
+        return None  # nothing to trim: the numbers are the messages
+
+
+class UserSourceReader(BufferReader):
+    """The user's source, made replayable through its staging buffer (``config.input``)."""
+
+    def __init__(self, config: QueryConfig) -> None:
+        super().__init__(config)
+        assert config.source is not None and config.source.user is not None
+        user = config.source.user
+        at = f"vertices[{config.vertex}].source.user.class"
+        cls = resolve(user.class_, at, "class")
+        self.source: contracts.Source = contracts.check_source(cls(**user.options), at)
+
+    def pending(self) -> tuple[float | None, str]:
+        value, why = ask_pending(self.source.pending)
+        if value is None and why.startswith("pending() raised"):
+            log.warning("source %s: %s; treated as not available", self.config.vertex, why)
+        return value, why
+
+    def latestOffset(self, start: dict[str, int], limit: Any = None) -> dict[str, int]:  # noqa: N802
+        control, vertex = stores.control(self.config), self.config.vertex
+        staged = self.buffer()
+        stats = staged.stats()
+        n = start[self.KEY]
+        # How far the replicas admit, as if the source held plenty (it cannot say how much it has).
+        end = self.admit(n, n + stats.limits.max_length)
+        room = min(end - stats.last_seq, stats.limits.max_length - stats.length)
+        error = self._pull(staged, room) if room > 0 else ""
+        last = staged.last_seq()
+        pending, why = self.pending()
+        # What the source still holds plus what is staged and not yet processed.
+        total = None if pending is None else pending + (last - n)
+        control.report_source(vertex, total, error or why)
+        final = min(end, last)
+        if final != end:  # fewer staged than admitted: the batch is the staged part
+            replicas = self._admitted.pop((n, end), None)
+            if replicas is not None and final > n:
+                self._admitted = {(n, final): replicas}
+        return {self.KEY: final}
+
+    def _pull(self, staged: Buffer, n: int) -> str:
+        try:
+            messages = list(self.source.read(n))
+        except Exception as exc:
+            text = f"read({n}) raised {type(exc).__name__}: {exc}"
+            log.warning("source %s: %s; will try again at the next trigger", self.config.vertex, text)
+            return text
+        if not messages:
+            return ""
+        offsets = [offset for offset, _ in messages]
+        payloads = [p if isinstance(p, bytes) else str(p).encode() for _, p in messages]
+        staged.append(payloads, [str(o) for o in offsets])  # stored before it is acknowledged
+        try:
+            self.source.ack(offsets)
+        except Exception as exc:  # the messages are safe in the staging buffer; a redelivery dedups
+            log.warning("source %s: ack raised %s: %s", self.config.vertex, type(exc).__name__, exc)
+        return ""

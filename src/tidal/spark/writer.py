@@ -1,0 +1,196 @@
+"""The writer of every vertex query: read a task's input range, run the UDF, write the outputs.
+
+Spark hands each writer task the rows the reader made (one input range per partition,
+:mod:`tidal.spark.admission`). The task reads those messages from the input buffer (or builds
+the generator's), applies the vertex's UDF on Arrow batches, appends the result to every output
+buffer (fan-out), and writes the sink and the dead letter. The commit, once every task of the
+micro-batch succeeded, commits the sink, trims the input and records the batch: its tasks (the
+replicas that really ran), its messages in and out, and the seconds its tasks spent working
+(busy time, which gives the controller a processing rate per replica).
+
+**Exactly once.** A task writes its output in pieces, each made of a fixed run of input sequences
+and appended under the key ``<vertex>:<first>-<last>`` (per-batch de-duplication,
+:mod:`tidal.isb.base`): a replayed task rewrites keys the output buffer already holds, whatever
+the UDF returns the second time. The input is trimmed only in the commit.
+
+**The UDF runs inside the writer task**, on Arrow batches. A separate ``mapInArrow`` stage would
+add a third Python process per task and an Arrow round trip through the JVM for the same work.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
+
+from tidal import errors
+from tidal.spark import stores
+from tidal.spark.config import QueryConfig
+from tidal.spark.heap import freeze_imports
+
+__all__ = ["VertexWriter", "piece_size", "pieces"]
+
+_FULL_WAIT_SECONDS = 300.0
+_MAX_PIECE = 8192  # input messages per output append (fewer when the buffers are small)
+
+
+def piece_size(config: QueryConfig) -> int:
+    """Input messages per output append: small enough that a piece fits an output buffer's
+    usable room a few times over (an append is refused whole past ``bufferMaxLength``)."""
+    return max(1, min(_MAX_PIECE, config.limits.usable_length // 4))
+
+
+def pieces(tasks: Iterator[Any], step: int) -> Iterator[tuple[int, int]]:
+    """The task rows' input ranges cut into pieces of at most ``step`` sequences, each starting
+    a whole number of steps into its range (so a replay of the same range cuts the same pieces)."""
+    for rows in tasks:
+        for first, last in zip(
+            rows.column("first").to_pylist(), rows.column("last").to_pylist(), strict=True
+        ):
+            for a in range(first, last + 1, step):
+                yield a, min(last, a + step - 1)
+
+
+@dataclass
+class _Written(WriterCommitMessage):
+    written: int
+    partition: int
+    sink_part: Any = None
+    dead_part: Any = None
+    dead: int = 0
+    busy: float = 0.0  # seconds the task spent reading, transforming and writing
+
+
+class VertexWriter(DataSourceStreamArrowWriter):
+    """Reads each task's input range, applies the UDF (if any) and writes to the output buffers,
+    the sink and the dead letter."""
+
+    def __init__(self, config: QueryConfig) -> None:
+        self.config = config
+        self._transform: Any = None
+        self._sinks: dict[str, Any] = {}
+
+    # Built lazily: the writer object is pickled to the tasks, the function and the sinks are not.
+    def transform(self) -> Any:
+        if self._transform is None and self.config.udf is not None:
+            from tidal.spark.udf import Transform
+
+            self._transform = Transform(
+                self.config.vertex, self.config.udf, dead_letter=self.config.udf.dead_letter is not None
+            )
+        return self._transform
+
+    def sink(self, role: str) -> Any:
+        if role not in self._sinks:
+            from tidal.spark.sinks import build_sink
+
+            at = f"vertices[{self.config.vertex}]"
+            if role == "sink":
+                spec, at = self.config.sink, f"{at}.sink"
+            else:
+                spec, at = (self.config.udf.dead_letter if self.config.udf else None), f"{at}.udf.deadLetter"
+            self._sinks[role] = (
+                None if spec is None else build_sink(spec, self.config.vertex, self.config.run_dir, at, role)
+            )
+        return self._sinks[role]
+
+    def messages(self, first: int, last: int) -> Any:
+        """The input messages ``first..last`` as one Arrow batch (``seq, id, payload``)."""
+        if self.config.input is not None:
+            return stores.buffer(self.config, self.config.input).read_batch(first, last)
+        from tidal.spark.generator import generate
+
+        return generate(self.config, first, last)
+
+    def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        from pyspark import TaskContext
+
+        started = time.perf_counter()
+        out_ids: list[Any] = []
+        out_payloads: list[Any] = []
+        dead: list[tuple[str, bytes, str]] = []
+        transform = self.transform()
+        sink = self.sink("sink")
+        freeze_imports()  # the UDF's and the sink's modules are imported by now
+        written = 0
+        step = piece_size(self.config)
+        prefix = f"{self.config.vertex}:"
+        for a, b in pieces(iterator, step):
+            batch = self.messages(a, b)
+            ids, payloads = batch.column("id"), batch.column("payload")
+            if transform is not None:
+                outcome = transform.apply(ids, payloads)
+                ids, payloads = outcome.ids, outcome.payloads
+                dead.extend(outcome.dead)
+            if len(ids) and self.config.outputs:
+                self._append(f"{prefix}{a}-{b}", pc.binary_join_element_wise(prefix, ids, ""), payloads, step)
+            written += len(ids)
+            if sink is not None:  # kept for the sink's one write per task
+                out_ids.append(ids)
+                out_payloads.append(payloads)
+        sink_part = None
+        if sink is not None:
+            ids = pa.concat_arrays(out_ids) if out_ids else pa.array([], pa.string())
+            payloads = pa.concat_arrays(out_payloads) if out_payloads else pa.array([], pa.binary())
+            sink_part = sink.write(ids, payloads)
+        dead_part = None
+        if dead:
+            dead_part = self.sink("dead-letter").write(
+                pa.array([d[0] for d in dead], pa.string()),
+                pa.array([d[1] for d in dead], pa.binary()),
+                [d[2] for d in dead],
+            )
+        context = TaskContext.get()
+        partition = context.partitionId() if context else -1
+        busy = time.perf_counter() - started
+        return _Written(written, partition, sink_part, dead_part, len(dead), busy)
+
+    def _append(self, key: str, ids: Any, payloads: Any, most: int) -> None:
+        """A piece's output to every output buffer (fan-out) under its key, in appends of at most
+        ``most`` messages (a flatmap may return many more than it read); waits while full."""
+        n = len(ids)
+        for j, at in enumerate(range(0, n, most)):
+            part = key if n <= most else f"{key}/{j}"
+            part_ids, part_payloads = ids.slice(at, most), payloads.slice(at, most)
+            for name in self.config.outputs:
+                out = stores.buffer(self.config, name)
+                deadline = time.monotonic() + _FULL_WAIT_SECONDS
+                while True:
+                    try:
+                        out.append_batch(part, part_ids, part_payloads)
+                        break
+                    except errors.BufferFull:
+                        if time.monotonic() > deadline:
+                            raise
+                        time.sleep(0.05)  # back pressure: wait for the reader downstream to commit
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
+        freeze_imports()
+        written = [m for m in messages if isinstance(m, _Written)]
+        sink = self.sink("sink")
+        if sink is not None:
+            sink.commit(batchId, [m.sink_part for m in written])
+        if any(m.dead for m in written):
+            self.sink("dead-letter").commit(batchId, [m.dead_part for m in written])
+        control = stores.control(self.config)
+        batch = control.batch_range(self.config.vertex)
+        # Every task of the batch succeeded and its output is stored: trim the input now.
+        # (A replay after a crash rewrites ids the output buffer already holds.)
+        if batch is not None and batch.count and self.config.input is not None:
+            stores.buffer(self.config, self.config.input).commit(batch.last)
+        control.record_batch(
+            self.config.vertex,
+            batchId,
+            len(messages),
+            batch.count if batch is not None else 0,
+            sum(m.written for m in written),
+            busy=sum(m.busy for m in written),
+        )
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
+        """Nothing to undo: a retried batch rewrites the same ids, which the buffer de-duplicates."""
