@@ -7,7 +7,7 @@ without copying Tidal's set-up.
 
 * :class:`ManualClock` — time as a value that a test advances (``clock.advance(5)``), for the
   controller (``Controller.tick(clock.now)``) and the scaling core.
-* :class:`VertexRig` — a run directory with SQLite buffers and the control record; builds the
+* :class:`BufferRig` — a run directory with SQLite buffers and the control record; builds the
   :class:`~tidal.spark.config.QueryConfig` of a vertex query, fills buffers, reads them back,
   and sets replicas as the controller would.
 * :func:`run_pipeline` — a whole pipeline on Spark until a condition holds (or a timeout).
@@ -35,7 +35,7 @@ from tidal.spark.pipeline import PipelineRun
 from tidal.spec import Limits, PipelineSpec
 from tidal.spec.model import SinkSpec, SourceSpec, UdfSpec
 
-__all__ = ["ManualClock", "VertexRig", "delivered", "ids_of", "run_pipeline"]
+__all__ = ["BufferRig", "ManualClock", "delivered", "ids_of", "run_pipeline"]
 
 
 class ManualClock:
@@ -57,11 +57,11 @@ class ManualClock:
         return self._now
 
 
-class VertexRig:
+class BufferRig:
     """A run directory with real SQLite buffers and a control record, for vertex-level tests.
 
     >>> import tempfile
-    >>> with VertexRig(tempfile.mkdtemp()) as rig:
+    >>> with BufferRig(tempfile.mkdtemp()) as rig:
     ...     _ = rig.fill("in", 3)
     ...     rig.ids("in")
     ['m0', 'm1', 'm2']
@@ -123,7 +123,7 @@ class VertexRig:
         self.store.close()
         self.control.close()
 
-    def __enter__(self) -> VertexRig:
+    def __enter__(self) -> BufferRig:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -17,12 +17,12 @@ from tidal.spark.readers import BufferReader, UserSourceReader
 from tidal.spark.writer import VertexWriter
 from tidal.spec import Limits, parse_pipeline
 from tidal.spec.model import SourceSpec, UdfSpec, UserClassSpec
-from tidal.testing import ManualClock, VertexRig
+from tidal.testing import BufferRig, ManualClock
 
 
 @pytest.fixture
 def rig(tmp_path):
-    with VertexRig(tmp_path) as r:
+    with BufferRig(tmp_path) as r:
         r.buffer("out")
         yield r
 

@@ -1,8 +1,8 @@
 """The autoscaler's loop: sample → windows → decide → control store → event log."""
 
 from tidal.controller.events import EventLog
-from tidal.controller.loop import Actuator, Controller, DecisionRecorder, Probe, VertexSample
-from tidal.controller.policy import KpaPolicy, NumaflowPolicy, VertexPolicy, VertexView
+from tidal.controller.loop import Actuator, Controller, DecisionRecorder, Probe, ProbeSample
+from tidal.controller.policy import KpaPolicy, NumaflowPolicy, PolicyInput, VertexPolicy
 from tidal.controller.probe import StoreProbe
 
 __all__ = [
@@ -12,9 +12,9 @@ __all__ = [
     "EventLog",
     "KpaPolicy",
     "NumaflowPolicy",
+    "PolicyInput",
     "Probe",
+    "ProbeSample",
     "StoreProbe",
     "VertexPolicy",
-    "VertexSample",
-    "VertexView",
 ]

@@ -13,7 +13,7 @@ For every vertex, every tick:
 3. **Back pressure.** The averaged pending of every buffer, against
    ``bufferMaxLength × bufferUsageLimit``, gives it for each vertex.
 4. **Decide.** The vertex's :class:`~tidal.controller.policy.VertexPolicy` decides from a
-   :class:`~tidal.controller.policy.VertexView`. The default is Numaflow's
+   :class:`~tidal.controller.policy.PolicyInput`. The default is Numaflow's
    (:class:`~tidal.controller.policy.NumaflowPolicy`): a UDF or sink at 0 with messages waiting
    is woken at once (the activator), otherwise Numaflow's rules apply. The simulator passes
    other policies to compare them on the same inputs.
@@ -36,7 +36,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from tidal.controller.policy import NumaflowPolicy, VertexPolicy, VertexView
+from tidal.controller.policy import NumaflowPolicy, PolicyInput, VertexPolicy
 from tidal.scaling import (
     BufferLoad,
     Decision,
@@ -48,13 +48,13 @@ from tidal.scaling import (
 )
 from tidal.spec import PipelineSpec, graph, numaflow_scale
 
-__all__ = ["Actuator", "Controller", "DecisionRecorder", "Probe", "VertexSample"]
+__all__ = ["Actuator", "Controller", "DecisionRecorder", "Probe", "ProbeSample"]
 
 log = logging.getLogger("tidal.controller")
 
 
 @dataclass(frozen=True, slots=True)
-class VertexSample:
+class ProbeSample:
     """One vertex at one instant. ``pending`` None = not available (e.g. ``pending()`` raised)."""
 
     processed: float  # cumulative messages processed (all replicas)
@@ -65,7 +65,7 @@ class VertexSample:
 
 
 class Probe(Protocol):
-    def sample(self, vertex: str) -> VertexSample: ...
+    def sample(self, vertex: str) -> ProbeSample: ...
 
 
 class Actuator(Protocol):
@@ -156,7 +156,7 @@ class Controller:
     # -- one pass ------------------------------------------------------------------------------
 
     def tick(self, now: float) -> list[Decision]:
-        samples: dict[str, VertexSample | None] = {}
+        samples: dict[str, ProbeSample | None] = {}
         for name, v in self._vertices.items():
             try:
                 sample = self.probe.sample(name)
@@ -230,7 +230,7 @@ class Controller:
             )
             v.lookback_seconds = adapted
 
-    def _wake_paths(self, views: Mapping[str, VertexView], decisions: dict[str, Decision]) -> None:
+    def _wake_paths(self, views: Mapping[str, PolicyInput], decisions: dict[str, Decision]) -> None:
         """Every vertex that woke on pending wakes the vertices at zero downstream of it."""
         woken = [n for n, d in decisions.items() if d.rule == Rule.WAKE_ON_PENDING and d.current == 0]
         for origin in woken:
@@ -245,13 +245,13 @@ class Controller:
     def _view(
         self,
         v: _Vertex,
-        sample: VertexSample,
+        sample: ProbeSample,
         metrics: tuple[float | None, float | None],
         now: float,
         loads: Mapping[str, BufferLoad],
-    ) -> VertexView:
+    ) -> PolicyInput:
         limits = self.spec.limits
-        return VertexView(
+        return PolicyInput(
             name=v.name,
             kind=v.kind,
             now=now,

@@ -1,6 +1,6 @@
 """Scaling policies: what the controller asks once per vertex per tick.
 
-The controller gathers the inputs (a :class:`VertexView`) and applies the output (a
+The controller gathers the inputs (a :class:`PolicyInput`) and applies the output (a
 :class:`~tidal.scaling.Decision`); a :class:`VertexPolicy` sits in between. Tidal's own policies
 are adapters over :mod:`tidal.scaling`, so the Spark runtime, dry runs and the simulator all run
 the one decision code:
@@ -40,11 +40,11 @@ from tidal.scaling import (
     wake_on_path,
 )
 
-__all__ = ["KpaPolicy", "NumaflowPolicy", "VertexPolicy", "VertexView"]
+__all__ = ["KpaPolicy", "NumaflowPolicy", "PolicyInput", "VertexPolicy"]
 
 
 @dataclass(frozen=True, slots=True)
-class VertexView:
+class PolicyInput:
     """One vertex at one tick, as every policy sees it.
 
     ``processed`` and ``busy_seconds`` are cumulative counters; ``arrived`` is
@@ -85,9 +85,9 @@ class VertexPolicy(Protocol):
 
     name: str
 
-    def decide(self, view: VertexView) -> Decision: ...
+    def decide(self, view: PolicyInput) -> Decision: ...
 
-    def wake_for_path(self, view: VertexView, woken: str) -> Decision | None:
+    def wake_for_path(self, view: PolicyInput, woken: str) -> Decision | None:
         """Wake at once because ``woken``, upstream, just woke? ``None``: wait for messages."""
         return None
 
@@ -100,19 +100,19 @@ class NumaflowPolicy(VertexPolicy):
     def __init__(self, scale: NumaflowScale) -> None:
         self.scale = scale
 
-    def decide(self, view: VertexView) -> Decision:
+    def decide(self, view: PolicyInput) -> Decision:
         obs = self._observation(view)
         woken = wake_from_zero(self.scale, obs, view.now)
         if woken is not None:
             return woken
         return decide(self.scale, obs, view.now, view.pressure)
 
-    def wake_for_path(self, view: VertexView, woken: str) -> Decision | None:
+    def wake_for_path(self, view: PolicyInput, woken: str) -> Decision | None:
         """Wake at once because ``woken`` upstream just woke (see :func:`~tidal.scaling.wake_on_path`)."""
         return wake_on_path(self.scale, self._observation(view), view.now, woken)
 
     @staticmethod
-    def _observation(view: VertexView) -> VertexObservation:
+    def _observation(view: PolicyInput) -> VertexObservation:
         buffers: tuple[BufferInfo, ...] = ()
         if view.kind != VertexKind.SOURCE:
             now_pending = int(view.pending_now) if view.pending_now is not None else 0
@@ -148,7 +148,7 @@ class KpaPolicy(VertexPolicy):
         self.scaler = KpaScaler(vertex, spec, now, ready)
         self._last: tuple[float, float] | None = None  # (now, arrived)
 
-    def decide(self, view: VertexView) -> Decision:
+    def decide(self, view: PolicyInput) -> Decision:
         arrived = view.arrived
         if arrived is not None:
             if self._last is not None and view.now > self._last[0]:

@@ -20,7 +20,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 
-from tidal.controller.loop import VertexSample
+from tidal.controller.loop import ProbeSample
 from tidal.isb.base import BufferStore
 from tidal.isb.control import ControlStore
 from tidal.spec import PipelineSpec
@@ -62,7 +62,7 @@ class StoreProbe:
         self._kinds = {v.name: v.kind for v in spec.vertices}
         self._reported: dict[str, str] = {}
 
-    def sample(self, vertex: str) -> VertexSample:
+    def sample(self, vertex: str) -> ProbeSample:
         replicas = self._control.replicas(vertex, default=self._initial[vertex])
         processed, busy = self._control.progress(vertex)
         if self._kinds[vertex] == "source":
@@ -73,7 +73,7 @@ class StoreProbe:
             ready = 0
         else:
             ready = self._control.ready_replicas(vertex, replicas)
-        return VertexSample(float(processed), pending, replicas, ready, busy_seconds=busy)
+        return ProbeSample(float(processed), pending, replicas, ready, busy_seconds=busy)
 
     def _pending_of_source(self, vertex: str) -> float | None:
         report = self._source_pending.get(vertex)

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from enum import StrEnum
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Protocol
 
-__all__ = ["Decision", "Inputs", "Rule", "Text"]
+__all__ = ["Decision", "Inputs", "Observed", "Rule", "Text", "hold", "move"]
 
 
 class Rule(StrEnum):
@@ -225,3 +225,38 @@ class Decision:
 
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+class Observed(Protocol):
+    """What :func:`hold` and :func:`move` read of an observation: its vertex and replicas."""
+
+    @property
+    def vertex(self) -> str: ...
+
+    @property
+    def replicas(self) -> int: ...
+
+
+def hold(
+    obs: Observed,
+    now: float,
+    rule: Rule,
+    reason: Text,
+    recommended: int | None = None,
+    inputs: Inputs | None = None,
+) -> Decision:
+    """A decision that keeps ``obs.replicas``."""
+    return Decision(obs.vertex, now, obs.replicas, obs.replicas, rule, reason, inputs, recommended)
+
+
+def move(
+    obs: Observed,
+    now: float,
+    desired: int,
+    rule: Rule,
+    reason: Text,
+    recommended: int | None = None,
+    inputs: Inputs | None = None,
+) -> Decision:
+    """A decision that asks for ``desired`` replicas."""
+    return Decision(obs.vertex, now, obs.replicas, desired, rule, reason, inputs, recommended)

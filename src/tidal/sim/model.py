@@ -32,7 +32,7 @@ from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from tidal.controller import VertexSample
+from tidal.controller import ProbeSample
 from tidal.spec import PipelineSpec, graph
 
 __all__ = ["SimPipeline", "VertexModel", "default_models"]
@@ -151,9 +151,9 @@ class SimPipeline:
 
     # -- Probe and Actuator ------------------------------------------------------------------
 
-    def sample(self, vertex: str) -> VertexSample:
+    def sample(self, vertex: str) -> ProbeSample:
         v = self.vertices[vertex]
-        return VertexSample(
+        return ProbeSample(
             processed=float(v.processed),
             pending=float(v.inputs.length),
             replicas=len(v.ready_at),

@@ -39,7 +39,7 @@ import math
 from collections import deque
 from collections.abc import Mapping
 
-from tidal.controller import VertexPolicy, VertexView
+from tidal.controller import PolicyInput, VertexPolicy
 from tidal.scaling import Decision, Rule
 
 __all__ = ["Ds2Policy", "SparkDynamicAllocationPolicy", "StaticPeakPolicy"]
@@ -55,7 +55,7 @@ class StaticPeakPolicy(VertexPolicy):
             raise ValueError(f"static replicas must be >= 1, got {replicas}")
         self.replicas = replicas
 
-    def decide(self, view: VertexView) -> Decision:
+    def decide(self, view: PolicyInput) -> Decision:
         n = self.replicas
         return Decision(
             view.name,
@@ -109,7 +109,7 @@ class Ds2Policy(VertexPolicy):
         self.upstream = upstream
         self.target_rate: float | None = None
 
-    def decide(self, view: VertexView) -> Decision:
+    def decide(self, view: PolicyInput) -> Decision:
         now, current = view.now, view.replicas
         arrived = view.arrived
         if view.busy_seconds is None or arrived is None:
@@ -179,7 +179,7 @@ class Ds2Policy(VertexPolicy):
 
     def _move(
         self,
-        view: VertexView,
+        view: PolicyInput,
         desired: int,
         reason: str,
         inputs: Mapping[str, object],
@@ -199,7 +199,7 @@ class Ds2Policy(VertexPolicy):
             recommended or desired,
         )
 
-    def _hold(self, view: VertexView, reason: str, inputs: Mapping[str, object] | None = None) -> Decision:
+    def _hold(self, view: PolicyInput, reason: str, inputs: Mapping[str, object] | None = None) -> Decision:
         return Decision(
             view.name, view.now, view.replicas, view.replicas, Rule.DS2_HOLD, reason, inputs or {}
         )
@@ -236,7 +236,7 @@ class SparkDynamicAllocationPolicy(VertexPolicy):
         self._watching_since: float | None = None  # when the surplus history (re)started
         self._last: tuple[float, float] | None = None  # (now, busy seconds)
 
-    def decide(self, view: VertexView) -> Decision:
+    def decide(self, view: PolicyInput) -> Decision:
         now, current = view.now, view.replicas
         pending = view.pending_now or 0.0
         tasks = math.ceil(pending / self.per_task - 1e-9)  # pending + running tasks
@@ -300,5 +300,5 @@ class SparkDynamicAllocationPolicy(VertexPolicy):
         self._surplus.clear()
         self._watching_since = None
 
-    def _hold(self, view: VertexView, reason: str, inputs: Mapping[str, object]) -> Decision:
+    def _hold(self, view: PolicyInput, reason: str, inputs: Mapping[str, object]) -> Decision:
         return Decision(view.name, view.now, view.replicas, view.replicas, Rule.SPARK_HOLD, reason, inputs)

@@ -43,12 +43,12 @@ from tidal.spark.generator import generator_start
 from tidal.spec.shapes import LoadShape
 from tidal.spec.validate import resolve
 
-__all__ = ["BufferReader", "GeneratorReader", "UserSourceReader", "VertexReader"]
+__all__ = ["BufferReader", "GeneratorReader", "RangeReader", "UserSourceReader"]
 
 log = logging.getLogger("tidal.source")
 
 
-class VertexReader(DataSourceStreamReader):
+class RangeReader(DataSourceStreamReader):
     """What every reader shares: offsets ``{KEY: n}``, the replica count read once per batch in
     :meth:`admit` and used again by :meth:`partitions`, and one task row per partition."""
 
@@ -74,7 +74,7 @@ class VertexReader(DataSourceStreamReader):
         yield task_row(partition)
 
 
-class BufferReader(VertexReader):
+class BufferReader(RangeReader):
     """Reads the vertex's input buffer (``config.input``) by sequence."""
 
     def __init__(self, config: QueryConfig) -> None:
@@ -100,7 +100,7 @@ class BufferReader(VertexReader):
         self.buffer().commit(end[self.KEY])
 
 
-class GeneratorReader(VertexReader):
+class GeneratorReader(RangeReader):
     """The generator: pending is what the load shape made due and is not yet admitted."""
 
     KEY = "n"

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import math
 
-from tidal.controller import KpaPolicy, VertexView
+from tidal.controller import KpaPolicy, PolicyInput
 from tidal.scaling import KpaMetric, KpaSpec, PressureCheck, Rule, VertexKind
 from tidal.sim.peers import Ds2Policy, SparkDynamicAllocationPolicy, StaticPeakPolicy
 
 
 def view(
     now: float, replicas: int, processed: float, pending: float, busy: float, ready: int | None = None
-) -> VertexView:
-    return VertexView(
+) -> PolicyInput:
+    return PolicyInput(
         name="work",
         kind=VertexKind.UDF,
         now=now,

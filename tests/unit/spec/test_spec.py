@@ -287,7 +287,9 @@ def test_resolve_passes_callables_through():
     assert resolve("tidal.examples.udfs:upper", "x") is upper
 
 
-@pytest.mark.parametrize("path", sorted(Path(__file__).parents[3].joinpath("src", "tidal", "examples").glob("*.yaml")))
+@pytest.mark.parametrize(
+    "path", sorted(Path(__file__).parents[3].joinpath("src", "tidal", "examples").glob("*.yaml"))
+)
 def test_every_example_pipeline_is_valid(path):
     spec = load_pipeline(path)
     assert spec.name == path.stem and spec.edges
