@@ -33,6 +33,7 @@ __all__ = [
     "SpecError",
     "TidalError",
     "UdfError",
+    "require",
 ]
 
 
@@ -128,3 +129,9 @@ class PipelineError(TidalError):
         self.vertex = vertex
         self.reason = reason
         super().__init__(f"vertex {vertex!r} failed: {reason}")
+
+
+def require(condition: bool, path: str, problem: str, fix: str) -> None:
+    """Raise ``SpecError(path, problem, fix)`` unless ``condition``: every validator's one check."""
+    if not condition:
+        raise SpecError(path, problem, fix)

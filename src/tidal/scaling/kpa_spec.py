@@ -33,9 +33,7 @@ __all__ = [
 ]
 
 
-def _check(condition: bool, path: str, problem: str, fix: str) -> None:
-    if not condition:
-        raise errors.SpecError(path, problem, fix)
+_check = errors.require
 
 
 class KpaMetric(StrEnum):

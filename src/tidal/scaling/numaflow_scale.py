@@ -25,9 +25,7 @@ from tidal.scaling.rates import MAX_LOOKBACK_SECONDS
 __all__ = ["NumaflowScale", "normalise_scale"]
 
 
-def _check(condition: bool, path: str, problem: str, fix: str) -> None:
-    if not condition:
-        raise errors.SpecError(path, problem, fix)
+_check = errors.require
 
 
 @dataclass(frozen=True, slots=True)
