@@ -9,7 +9,8 @@
     │   └── BufferUnavailable       the backend cannot be reached (names the URL): retry or fix the URL
     ├── UdfError                    a user function raised (names the vertex and message id)
     ├── SourceError                 a user source raised
-    └── PipelineError               a vertex's query stopped with an error: fix, then start again
+    ├── PipelineError               a vertex's query stopped with an error: fix, then start again
+    └── RunDirectoryError           the run directory holds another pipeline's run: new dir or --reset
 
 The branches group by what the caller can do: a ``SpecError`` is fixed by editing input and is
 never retried; ``BufferFull`` and ``BufferUnavailable`` are transient and retried; ``UdfError``
@@ -29,6 +30,7 @@ __all__ = [
     "BufferUnavailable",
     "MessageTooLarge",
     "PipelineError",
+    "RunDirectoryError",
     "SourceError",
     "SpecError",
     "TidalError",
@@ -104,17 +106,22 @@ class BufferUnavailable(BufferError, ConnectionError):
 
 
 class UdfError(TidalError):
-    """A user-defined function raised while processing a message."""
+    """A user-defined function raised while processing a message. The message ends with the
+    user's own frames of the traceback (``File ".../my_udfs.py", line 12, in parse``), so the
+    line that raised survives Spark's wrapping; Tidal's and Spark's frames are left out."""
 
-    def __init__(self, vertex: str, message_id: str, cause: BaseException, attempts: int) -> None:
+    def __init__(
+        self, vertex: str, message_id: str, cause: BaseException, attempts: int, frames: str = ""
+    ) -> None:
         self.vertex = vertex
         self.message_id = message_id
         self.cause = cause
         self.attempts = attempts
-        super().__init__(
+        message = (
             f"vertex {vertex!r}: UDF failed on message {message_id!r} after {attempts} "
             f"attempt(s): {type(cause).__name__}: {cause}"
         )
+        super().__init__(message + ("\n" + frames if frames else ""))
 
 
 class SourceError(TidalError):
@@ -129,6 +136,16 @@ class PipelineError(TidalError):
         self.vertex = vertex
         self.reason = reason
         super().__init__(f"vertex {vertex!r} failed: {reason}")
+
+
+class RunDirectoryError(TidalError):
+    """The run directory holds a run of another pipeline (or of this one with other data)."""
+
+    def __init__(self, run_dir: str, problem: str, fix: str) -> None:
+        self.run_dir = run_dir
+        self.problem = problem
+        self.fix = fix
+        super().__init__(f"run directory {run_dir} {problem} ({fix})")
 
 
 def require(condition: bool, path: str, problem: str, fix: str) -> None:

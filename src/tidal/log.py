@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import os
 
-__all__ = ["configure", "kv"]
+__all__ = ["Repeated", "configure", "kv"]
 
 _FORMAT = "%(asctime)s %(levelname)-5s %(name)s %(message)s"
 _configured = False
@@ -40,3 +40,27 @@ def kv(**fields: object) -> str:
             text = f'"{text}"'
         parts.append(f"{key}={text}")
     return " ".join(parts)
+
+
+class Repeated:
+    """Log a recurring failure once per distinct kind, then a count at most every ``every``
+    seconds: a source whose ``pending()`` raises at every trigger must not fill the log."""
+
+    def __init__(self, logger: logging.Logger, every: float = 60.0) -> None:
+        self._logger = logger
+        self._every = every
+        self._seen: dict[tuple[str, ...], list[float]] = {}  # key → [count since last line, last line at]
+
+    def warning(self, key: tuple[str, ...], message: str, *args: object) -> None:
+        import time
+
+        now = time.monotonic()
+        state = self._seen.get(key)
+        if state is None:
+            self._seen[key] = [0, now]
+            self._logger.warning(message, *args)
+            return
+        state[0] += 1
+        if now - state[1] >= self._every:
+            count, state[0], state[1] = int(state[0]), 0, now
+            self._logger.warning(message + " (%d more times in the last %g s)", *args, count, self._every)

@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from tidal.controller.events import EventLog
@@ -33,7 +34,7 @@ def show_events(run_dir: str | Path, vertex: str | None = None, changes_only: bo
         if changes_only and not e.changed:
             continue
         replicas = f"{e.current} → {e.desired}" if e.changed else str(e.current)
-        table.add_row(f"{e.at - start:,.1f}", e.vertex, replicas, str(e.rule), e.reason)
+        table.add_row(f"{e.at - start:,.1f}", e.vertex, replicas, escape(str(e.rule)), escape(e.reason))
         shown += 1
     console.print(table)
     console.print(f"{shown} of {len(events)} decisions shown")

@@ -24,9 +24,25 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run a pipeline with a live view; writes a report when it stops")
     run.add_argument("pipeline", help="the pipeline's YAML file")
     run.add_argument("--duration", type=float, default=None, help="stop after this many seconds")
-    run.add_argument("--run-dir", default=None, help="where the run keeps its state (resumed if it exists)")
     run.add_argument(
-        "--dry-run", action="store_true", help="compute and show decisions without applying them"
+        "--run-dir",
+        default=None,
+        help="where the run keeps its state: resumed if it holds this pipeline's run, refused if another's",
+    )
+    run.add_argument(
+        "--reset", action="store_true", help="delete the run directory's state first and start over"
+    )
+    run.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="run the pipeline for real (it reads its sources and writes its sinks, in its own run "
+        "directory) but only recommend scaling: decisions are shown and logged, never applied",
+    )
+    run.add_argument(
+        "--drain",
+        action="store_true",
+        help="at the end (duration, Ctrl-C, SIGTERM) stop the sources, let the other vertices process "
+        "what is in their buffers, then stop (a second Ctrl-C stops at once)",
     )
     run.add_argument("--metrics-port", type=int, default=9464, help="Prometheus port on 127.0.0.1 (0 = any)")
     run.add_argument("--no-metrics", action="store_true", help="do not serve Prometheus metrics")
@@ -82,6 +98,8 @@ def main(argv: list[str] | None = None) -> int:
             duration=args.duration,
             run_dir=args.run_dir,
             dry_run=args.dry_run,
+            reset=args.reset,
+            drain=args.drain,
             metrics_port=None if args.no_metrics else args.metrics_port,
             live=not args.no_live,
             master=args.master,

@@ -1,25 +1,41 @@
 """``tidal run PIPELINE.yaml``: run a pipeline with a live view; a report when it stops.
 
-Stops after ``--duration`` seconds, on Ctrl-C or on SIGTERM, always the same way: the controller,
-then the queries, then Spark and any server the run started; then the report. A run directory
-that already holds a run is resumed from its checkpoints.
+Stops after ``--duration`` seconds, on Ctrl-C or on SIGTERM, always the same way
+(:meth:`~tidal.spark.pipeline.PipelineRun.stop`): the sources first, then — with ``--drain`` —
+the rest once their buffers are empty, else every query between two micro-batches; then the
+final status, counted from what the batches committed, and the report. A second Ctrl-C while
+draining stops at once, and the status and report are still written.
+
+A run directory that holds a run of the same pipeline is resumed from its checkpoints; one that
+holds another pipeline's run is refused (:mod:`tidal.spark.rundir`), unless ``--reset``.
+
+What a person reads stays readable: Spark's JVM and its Python workers write to
+``RUN_DIR/spark.log`` (their traces too), Tidal's own log lines go to the terminal and to
+``RUN_DIR/tidal.log``, and the live table is drawn only on a terminal (piped output, ``| tee``
+and CI get a plain line per vertex every few seconds).
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import signal
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.live import Live
+from rich.markup import escape
 
 from tidal import errors
 
 __all__ = ["default_run_dir", "run_pipeline"]
+
+PLAIN_EVERY = 5.0  # seconds between plain status lines when the output is not a terminal
 
 
 def default_run_dir(name: str, root: str | Path = "runs") -> Path:
@@ -40,12 +56,57 @@ def _raise_interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
+@contextlib.contextmanager
+def _spark_output_to(path: Path) -> Iterator[None]:
+    """Send whatever writes to file descriptor 2 — the JVM Spark starts, its Python workers,
+    their stack traces — to ``path``; Python's own ``sys.stderr`` (Tidal's log lines) keeps
+    pointing at the terminal."""
+    sys.stderr.flush()
+    terminal = os.dup(2)
+    spark_log = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    original = sys.stderr
+    stream = os.fdopen(terminal, "w", buffering=1, closefd=False)
+    tidal_logger = logging.getLogger("tidal")
+    handlers = [h for h in tidal_logger.handlers if isinstance(h, logging.StreamHandler)]
+    try:
+        os.dup2(spark_log, 2)
+        sys.stderr = stream
+        for handler in handlers:
+            if getattr(handler, "stream", None) is original:
+                handler.setStream(stream)
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(terminal, 2)
+        sys.stderr = original
+        for handler in handlers:
+            if getattr(handler, "stream", None) is stream:
+                handler.setStream(original)
+        stream.close()
+        os.close(terminal)
+        os.close(spark_log)
+
+
+def _plain_line(statuses: list[Any], elapsed: float) -> str:
+    parts = []
+    for s in statuses:
+        replicas = f"{s.replicas}" + (
+            f"→{s.desired}" if s.desired is not None and s.desired != s.replicas else ""
+        )
+        pending = "-" if s.pending is None else f"{s.pending:,.0f}"
+        stuck = f" STUCK {s.stuck_for:.0f}s" if getattr(s, "stuck_for", None) else ""
+        parts.append(f"{s.name} r={replicas} pending={pending} done={s.processed:,}{stuck}")
+    return f"[{elapsed:6.0f} s] " + " | ".join(parts)
+
+
 def run_pipeline(
     path: str | Path,
     *,
     duration: float | None = None,
     run_dir: str | Path | None = None,
     dry_run: bool = False,
+    reset: bool = False,
+    drain: bool = False,
     metrics_port: int | None = 9464,
     live: bool = True,
     master: str = "local[2]",
@@ -53,11 +114,8 @@ def run_pipeline(
     console: Console | None = None,
 ) -> int:
     """Run the pipeline at ``path``; 0 when it ran and stopped cleanly, 1 when a vertex failed,
-    2 for an invalid pipeline."""
+    2 for an invalid pipeline or a run directory that is not this pipeline's."""
     from tidal import log
-    from tidal.observe.live import status_table
-    from tidal.observe.report import write_report
-    from tidal.observe.series import SeriesLog
     from tidal.spec import load_pipeline
 
     log.configure()
@@ -67,16 +125,61 @@ def run_pipeline(
     try:
         spec = load_pipeline(path)
     except errors.SpecError as exc:
-        console.print(f"[red]invalid pipeline {path}[/]:\n{exc}")
-        return 2
-    except FileNotFoundError:
-        console.print(f"[red]no pipeline file at {path}[/]")
+        console.print(f"[red]invalid pipeline {escape(str(path))}[/]:\n{escape(str(exc))}")
         return 2
     run_dir = Path(run_dir) if run_dir is not None else default_run_dir(spec.name)
-    resumed = (run_dir / "pipeline.db").exists()
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "pipeline.yaml").write_text(path.read_text())
 
+    from tidal.spark import rundir
+
+    if reset:
+        rundir.reset(run_dir)
+    try:
+        resumed = rundir.claim(run_dir, spec)
+    except errors.RunDirectoryError as exc:
+        console.print(f"[red]refused[/]: {escape(str(exc))}")
+        return 2
+    (run_dir / "pipeline.yaml").write_text(path.read_text())
+    file_log = logging.FileHandler(run_dir / "tidal.log")
+    file_log.setFormatter(logging.Formatter("%(asctime)s %(levelname)-5s %(name)s %(message)s"))
+    logging.getLogger("tidal").addHandler(file_log)
+    try:
+        with _spark_output_to(run_dir / "spark.log"):
+            return _run(
+                spec,
+                path,
+                run_dir,
+                resumed,
+                console,
+                duration,
+                dry_run,
+                drain,
+                metrics_port,
+                live,
+                master,
+                until,
+            )
+    finally:
+        logging.getLogger("tidal").removeHandler(file_log)
+        file_log.close()
+
+
+def _run(
+    spec: Any,
+    path: Path,
+    run_dir: Path,
+    resumed: bool,
+    console: Console,
+    duration: float | None,
+    dry_run: bool,
+    drain: bool,
+    metrics_port: int | None,
+    live: bool,
+    master: str,
+    until: Any,
+) -> int:
+    from tidal.observe.live import status_table
+    from tidal.observe.report import write_report
+    from tidal.observe.series import SeriesLog
     from tidal.spark.pipeline import PipelineRun, VertexStatus
 
     run = PipelineRun(spec, run_dir, master=master, dry_run=dry_run)
@@ -85,12 +188,20 @@ def run_pipeline(
     status = 0
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     console.rule(
-        f"[bold]{spec.name}[/]: {len(spec.vertices)} vertices"
+        f"[bold]{escape(spec.name)}[/]: {len(spec.vertices)} vertices"
         + (" — resumed from its checkpoints" if resumed else "")
         + (" — [yellow]dry run: decisions are shown, not applied[/]" if dry_run else "")
     )
-    console.print(f"run directory: {run_dir}")
-    view = Live(console=console, refresh_per_second=2, transient=False) if live else None
+    console.print(f"run directory: {escape(str(run_dir))} (Spark's own log: spark.log there)")
+    if dry_run:
+        console.print(
+            "dry run: the pipeline runs for real — it reads its sources and writes its sinks, in this run "
+            "directory — and every scaling decision is shown and logged but none is applied."
+        )
+    view = (
+        Live(console=console, refresh_per_second=2, transient=False) if live and console.is_terminal else None
+    )
+    plain_at = [0.0]
     try:
         run.start()
         if metrics_port is not None:
@@ -99,8 +210,12 @@ def run_pipeline(
             exporter = MetricsExporter(spec.name, run_dir / "events.jsonl")
             try:
                 port = exporter.serve(metrics_port)
-            except OSError:  # the port is taken: any free one beats no metrics
+            except OSError as exc:
                 port = exporter.serve(0)
+                console.print(
+                    f"[yellow]metrics port {metrics_port} is taken[/] ({escape(exc.strerror or str(exc))}): "
+                    f"serving on {port} instead (pass --metrics-port to choose)"
+                )
             console.print(f"Prometheus metrics: http://127.0.0.1:{port}/metrics")
             (run_dir / "metrics.port").write_text(str(port))
 
@@ -108,30 +223,44 @@ def run_pipeline(
             series.record(statuses)
             if exporter is not None:
                 exporter.update(statuses)
+            elapsed = time.time() - r.started_at
             if view is not None:
-                elapsed = time.time() - r.started_at
                 view.update(status_table(statuses, f"{spec.name} — {elapsed:,.0f} s"))
+            elif live and time.monotonic() - plain_at[0] >= PLAIN_EVERY:
+                plain_at[0] = time.monotonic()
+                console.print(escape(_plain_line(statuses, elapsed)), soft_wrap=True)
 
         if view is not None:
             view.start()
         run.wait(duration, every=every, until=until)
     except KeyboardInterrupt:
-        console.print("[yellow]stopping[/] (interrupted)")
-    except errors.PipelineError as exc:
-        console.print(f"[red]pipeline stopped[/]: {exc}")
         console.print(
-            "Nothing after the failed micro-batch was committed: fix the UDF (or add a deadLetter) "
-            f"and run again with --run-dir {run_dir} to resume from the same messages."
+            "[yellow]stopping[/] (interrupted)" + ("; draining — Ctrl-C again to stop now" if drain else "")
+        )
+    except errors.PipelineError as exc:
+        console.print(f"[red]pipeline stopped[/]: {escape(str(exc))}")
+        console.print(
+            "Nothing after the failed micro-batch was committed: fix the cause (or add a deadLetter) "
+            f"and run again with --run-dir {escape(str(run_dir))} to resume from the same messages."
         )
         status = 1
+        drain = False
     finally:
         if view is not None:
             view.stop()
         signal.signal(signal.SIGTERM, previous)
-        run.stop()
+        try:
+            run.stop(drain=drain)
+        except KeyboardInterrupt:
+            console.print("[yellow]stopping now[/] (second interrupt)")
+            run.stop(drain=False)
         if exporter is not None:
             exporter.close()
-    summary = write_report(run_dir)
-    console.print(f"report: {summary} (plots: {summary.parent}/*.png)")
-    console.print(f"why did it scale? tidal events {run_dir}")
+    interrupt = signal.signal(signal.SIGINT, signal.SIG_IGN)  # the report is written whatever comes
+    try:
+        summary = write_report(run_dir)
+    finally:
+        signal.signal(signal.SIGINT, interrupt)
+    console.print(f"report: {escape(str(summary))} (plots: {escape(str(summary.parent))}/*.png)")
+    console.print(f"why did it scale? tidal events {escape(str(run_dir))}")
     return status

@@ -30,6 +30,7 @@ A probe that fails for one vertex (a user source whose ``pending()`` raises) mak
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -97,6 +98,9 @@ class _Vertex:
     pending: float | None = None
     configured_lookback: float = 0.0
     lookback_adapted_at: float | None = None
+    processed: float | None = None  # the last sample's cumulative count
+    progress_at: float | None = None  # when it last processed something, or had nothing to do
+    stuck_since: float | None = None  # set while pending and no progress for stuck_after seconds
 
 
 class Controller:
@@ -142,6 +146,7 @@ class Controller:
                 Rater(),
                 configured_lookback=scale.lookback_seconds,
             )
+        self._stuck_after = spec.controller.stuck_after_seconds
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -168,6 +173,7 @@ class Controller:
             samples[name] = sample
             if sample is not None:
                 v.rater.record(now, {"all": sample.processed}, sample.pending)
+                self._watch_progress(v, sample, now)
         for v in self._vertices.values():
             self._adapt_lookback(v, now)
         # Rate and averaged pending once per vertex: the back-pressure loads and the decisions
@@ -176,11 +182,12 @@ class Controller:
         for name, v in self._vertices.items():
             v.rate, v.pending = metrics[name]
             if v.last_scaled_at is None:
-                # A vertex just started counts as just scaled: its cooldowns run from the first
-                # tick, so a pipeline is not scaled to zero before its first message had time
-                # to arrive (Numaflow's lastScaledAt starts empty; Knative has an initial scale
-                # and a grace period for the same reason).
-                v.last_scaled_at = now
+                # Never scaled: no cooldown holds the first decision (Numaflow's lastScaledAt
+                # starts empty), so a pipeline that starts under load scales up at once. What
+                # keeps a vertex from being scaled to zero before its first messages arrive is
+                # that the runtime starts the loop only once every query ran a micro-batch
+                # (``ready`` in :meth:`run`), and that a rate needs two samples.
+                v.last_scaled_at = -math.inf
         loads = {
             name: BufferLoad(pending, self._usable)
             for name, v in self._vertices.items()
@@ -205,6 +212,43 @@ class Controller:
             self.events.record(decision)
             out.append(decision)
         return out
+
+    def stuck(self, now: float) -> Mapping[str, float | None]:
+        """Per vertex, for how long it has been stuck (pending, nothing processed), or ``None``."""
+        return {
+            name: None if v.stuck_since is None or v.progress_at is None else now - v.progress_at
+            for name, v in self._vertices.items()
+        }
+
+    def _watch_progress(self, v: _Vertex, sample: ProbeSample, now: float) -> None:
+        """The "stuck" condition: messages pending and none processed for ``stuckAfterSeconds``
+        (a UDF that hangs, a sink that blocks). It is reported — logged, recorded as an event,
+        shown in the status — not acted on: scaling cannot unstick a hung call."""
+        moved = v.processed is not None and sample.processed > v.processed
+        idle = sample.pending is not None and sample.pending <= 0
+        v.processed = sample.processed
+        if v.progress_at is None or moved or idle:
+            v.progress_at = now
+            if v.stuck_since is not None:
+                v.stuck_since = None
+                self._note(v, now, Rule.UNSTUCK, "processing again")
+            return
+        quiet = now - v.progress_at
+        if v.stuck_since is None and quiet >= self._stuck_after and (sample.pending or 0) > 0:
+            v.stuck_since = now
+            self._note(
+                v,
+                now,
+                Rule.STUCK,
+                f"{sample.pending:,.0f} messages pending (now) and none processed for {quiet:.0f} s "
+                f"(stuckAfterSeconds {self._stuck_after:g}): a call may hang; see the run's log",
+            )
+
+    def _note(self, v: _Vertex, now: float, rule: Rule, reason: str) -> None:
+        replicas = v.last.current if v.last is not None else 0
+        note = Decision(v.name, now, replicas, replicas, rule, reason, {"progressAt": v.progress_at})
+        (log.warning if rule == Rule.STUCK else log.info)("%s", note.explain())
+        self.events.record(note)
 
     def lookbacks(self) -> Mapping[str, float]:
         """The lookback in use per vertex (Numaflow's dynamic lookback, §3.4)."""
@@ -262,7 +306,7 @@ class Controller:
             busy_seconds=sample.busy_seconds,
             rate=metrics[0],
             pending=metrics[1],
-            last_scaled_at=v.last_scaled_at if v.last_scaled_at is not None else now,
+            last_scaled_at=v.last_scaled_at if v.last_scaled_at is not None else -math.inf,
             pressure=check_back_pressure(v.name, self._downstream[v.name], loads),
             buffer_max_length=limits.buffer_max_length,
             buffer_usage_limit=limits.buffer_usage_limit,
@@ -271,20 +315,26 @@ class Controller:
 
     # -- the loop ------------------------------------------------------------------------------
 
-    def run(self, clock: Callable[[], float] = time.time) -> None:
-        """Tick every ``controller.intervalSeconds`` until :meth:`stop` (blocking)."""
+    def run(self, clock: Callable[[], float] = time.time, ready: Callable[[], bool] | None = None) -> None:
+        """Tick every ``controller.intervalSeconds`` until :meth:`stop` (blocking). With ``ready``,
+        the first tick waits until it says yes (the runtime: every query ran its first
+        micro-batch, so Spark's warm-up is not mistaken for an idle pipeline)."""
         interval = self.spec.controller.interval_seconds
         next_at = clock()
         while not self._stop.is_set():
             try:
-                self.tick(clock())
+                if ready is None or ready():
+                    ready = None
+                    self.tick(clock())
             except Exception:  # keep autoscaling alive; the traceback goes to the log
                 log.exception("controller tick failed")
             next_at += interval
             self._stop.wait(max(0.0, next_at - clock()))
 
-    def start(self) -> Controller:
-        self._thread = threading.Thread(target=self.run, name="tidal-controller", daemon=True)
+    def start(self, ready: Callable[[], bool] | None = None) -> Controller:
+        self._thread = threading.Thread(
+            target=self.run, kwargs={"ready": ready}, name="tidal-controller", daemon=True
+        )
         self._thread.start()
         return self
 

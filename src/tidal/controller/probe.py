@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from tidal.controller.loop import ProbeSample
 from tidal.isb.base import BufferStore
 from tidal.isb.control import ControlStore
+from tidal.log import Repeated
 from tidal.spec import PipelineSpec
 
 __all__ = ["StoreProbe", "ask_pending"]
@@ -60,7 +61,7 @@ class StoreProbe:
         self._stale_after = stale_after
         self._initial = {v.name: v.replicas for v in spec.vertices}
         self._kinds = {v.name: v.kind for v in spec.vertices}
-        self._reported: dict[str, str] = {}
+        self._repeated = Repeated(log)
 
     def sample(self, vertex: str) -> ProbeSample:
         replicas = self._control.replicas(vertex, default=self._initial[vertex])
@@ -81,14 +82,18 @@ class StoreProbe:
             return self._reported_pending(vertex)
         value, why = ask_pending(report)
         if value is None and why.startswith("pending() raised"):
-            log.warning("source %s: %s; treated as not available", vertex, why)
+            self._repeated.warning(
+                (vertex, why.split(":", 1)[0]), "source %s: %s; treated as not available", vertex, why
+            )
         return value
 
     def _reported_pending(self, vertex: str) -> float | None:
         report = self._control.source_report(vertex)
         if report is None or time.time() - report.at > self._stale_after:
             return None
-        if report.error and self._reported.get(vertex) != report.error:
-            log.warning("source %s: %s (pending not available)", vertex, report.error)
-        self._reported[vertex] = report.error
+        if report.error:  # once per kind of error (its text before the first colon), then a count
+            kind = report.error.split(":", 1)[0]
+            self._repeated.warning(
+                (vertex, kind), "source %s: %s (pending not available)", vertex, report.error
+            )
         return report.pending

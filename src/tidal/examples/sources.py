@@ -9,9 +9,12 @@ Numaflow's user-defined source contract, in Python:
   Raising is fine too: Tidal logs it, treats it as not available and keeps running.
 
 :class:`LinesSource` reads a text file line by line (think of a log file someone appends to).
-The offset is the line number; the acknowledged position lives in ``<path>.offset`` so a
-restarted pipeline continues after the last line it stored. ``pending()`` raises while the file
-does not exist, which is how the tests see the "pending() fails" rule in action.
+The offset is the line number; the acknowledged position lives in the run directory
+(``state_dir``, which Tidal passes to a source that takes it), so a restarted pipeline continues
+after the last line it stored, and another run (a dry run, a second pipeline) reads the file
+from its first line without touching this run's position. The input file is never written.
+``pending()`` raises while the file does not exist, which is how the tests see the "pending()
+fails" rule in action.
 """
 
 from __future__ import annotations
@@ -20,9 +23,12 @@ from pathlib import Path
 
 
 class LinesSource:
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, state_dir: str | None = None) -> None:
         self.path = Path(path)
-        self.offset_file = self.path.with_name(self.path.name + ".offset")
+        if state_dir is None:  # outside Tidal: a position beside the input, as a plain script would
+            self.offset_file = self.path.with_name(self.path.name + ".offset")
+        else:
+            self.offset_file = Path(state_dir) / "offset"
         self._lines: list[bytes] = []
         self._mtime = -1.0
 

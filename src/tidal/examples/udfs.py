@@ -20,7 +20,9 @@ def words(payload: bytes) -> Iterable[bytes]:
 
 
 def even(payload: bytes) -> bool:
-    return len(payload) % 2 == 0
+    """Keeps the generator's even-numbered messages (``gen 000000000042 ...``: the second word)."""
+    parts = payload.split()
+    return len(parts) > 1 and parts[1].isdigit() and int(parts[1]) % 2 == 0
 
 
 def slow_upper(payload: bytes) -> bytes:

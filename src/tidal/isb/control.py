@@ -76,7 +76,8 @@ class ControlStore:
             db.execute(
                 "CREATE TABLE IF NOT EXISTS batches (vertex TEXT NOT NULL, batch_id INTEGER NOT NULL, "
                 "tasks INTEGER NOT NULL, rows INTEGER NOT NULL, at REAL NOT NULL, "
-                "written INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (vertex, batch_id))"
+                "written INTEGER NOT NULL DEFAULT 0, busy REAL NOT NULL DEFAULT 0, "
+                "dead INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (vertex, batch_id))"
             )
             db.execute(
                 "CREATE TABLE IF NOT EXISTS plans (vertex TEXT PRIMARY KEY, first INTEGER NOT NULL, "
@@ -84,8 +85,11 @@ class ControlStore:
             )
             if "parts" not in {row[1] for row in db.execute("PRAGMA table_info(plans)")}:
                 db.execute("ALTER TABLE plans ADD COLUMN parts TEXT NOT NULL DEFAULT '[]'")  # an older run
-            if "busy" not in {row[1] for row in db.execute("PRAGMA table_info(batches)")}:
+            columns = {row[1] for row in db.execute("PRAGMA table_info(batches)")}
+            if "busy" not in columns:
                 db.execute("ALTER TABLE batches ADD COLUMN busy REAL NOT NULL DEFAULT 0")  # an older run
+            if "dead" not in columns:
+                db.execute("ALTER TABLE batches ADD COLUMN dead INTEGER NOT NULL DEFAULT 0")
             db.execute(
                 "CREATE TABLE IF NOT EXISTS reports (vertex TEXT PRIMARY KEY, pending REAL, "
                 "error TEXT NOT NULL, at REAL NOT NULL)"
@@ -107,15 +111,30 @@ class ControlStore:
         return int(row[0]) if row else default
 
     def record_batch(
-        self, vertex: str, batch_id: int, tasks: int, rows: int, written: int = 0, *, busy: float = 0.0
+        self,
+        vertex: str,
+        batch_id: int,
+        tasks: int,
+        rows: int,
+        written: int = 0,
+        *,
+        busy: float = 0.0,
+        dead: int = 0,
     ) -> None:
         """A committed micro-batch; recording the same batch again (a replay) replaces it."""
         with self._store.transaction() as db:
             db.execute(
-                "INSERT OR REPLACE INTO batches (vertex, batch_id, tasks, rows, at, written, busy) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (vertex, batch_id, tasks, rows, time.time(), written, busy),
+                "INSERT OR REPLACE INTO batches (vertex, batch_id, tasks, rows, at, written, busy, dead) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (vertex, batch_id, tasks, rows, time.time(), written, busy, dead),
             )
+
+    def dead_letters(self, vertex: str) -> int:
+        """Messages the vertex sent to its dead letter, over its committed batches."""
+        row = self._store.db.execute(
+            "SELECT coalesce(sum(dead), 0) FROM batches WHERE vertex=?", (vertex,)
+        ).fetchone()
+        return int(row[0])
 
     def set_batch_range(
         self, vertex: str, first: int, last: int, parts: Sequence[tuple[int, int]] = ()

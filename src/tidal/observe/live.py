@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from rich.markup import escape
 from rich.table import Table
 
 __all__ = ["status_table"]
@@ -20,7 +21,7 @@ def status_table(statuses: Iterable[Any], title: str = "") -> Table:
         ("vertex", "left"),
         ("kind", "left"),
         ("replicas", "right"),
-        ("pending", "right"),
+        ("pending now", "right"),
         ("rate/s", "right"),
         ("buffer", "right"),
         ("processed", "right"),
@@ -32,7 +33,10 @@ def status_table(statuses: Iterable[Any], title: str = "") -> Table:
         if s.desired is not None and s.desired != s.replicas:
             replicas += f" → {s.desired}"
         state = "" if s.running else " [red](down)[/]"
-        decision = f"[bold]{s.rule}[/] {s.reason}" if s.rule else ""
+        stuck = getattr(s, "stuck_for", None)
+        if stuck:
+            state += f" [bold red]STUCK {stuck:.0f} s[/]"
+        decision = f"[bold]{escape(str(s.rule))}[/] {escape(s.reason)}" if s.rule else ""
         table.add_row(
             s.name + state,
             s.kind,

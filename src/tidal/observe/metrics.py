@@ -47,6 +47,15 @@ class MetricsExporter:
         self.processed = Counter(
             "tidal_vertex_processed", "Messages processed", labels, registry=self.registry
         )
+        self.dead = Counter(
+            "tidal_vertex_dead_letters", "Messages sent to the dead letter", labels, registry=self.registry
+        )
+        self.stuck = Gauge(
+            "tidal_vertex_stuck_seconds",
+            "Seconds with messages pending and none processed, once past stuckAfterSeconds (else 0)",
+            labels,
+            registry=self.registry,
+        )
         self.decisions = Counter(
             "tidal_scaling_decisions",
             "Scaling decisions recorded, by rule",
@@ -56,6 +65,7 @@ class MetricsExporter:
         self._events = Path(events_path)
         self._events_at = 0
         self._processed: dict[str, float] = {}
+        self._dead: dict[str, float] = {}
         self.server: Any = None
         self.port = 0
 
@@ -81,6 +91,11 @@ class MetricsExporter:
             if grown > 0:
                 self.processed.labels(*labels).inc(grown)
                 self._processed[s.name] = s.processed
+            dead = getattr(s, "dead", 0) - self._dead.get(s.name, 0)
+            if dead > 0:
+                self.dead.labels(*labels).inc(dead)
+                self._dead[s.name] = s.dead
+            self.stuck.labels(*labels).set(getattr(s, "stuck_for", None) or 0.0)
         self._read_events()
 
     def _read_events(self) -> None:

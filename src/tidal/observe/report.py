@@ -1,10 +1,13 @@
 """The report written at the end of every run: a PNG per vertex and a summary.
 
-Per vertex (``report/<vertex>.png``), over time since the start: the processing rate, the
-pending messages, and the replicas (current and desired) with every scaling change marked
-(green up, red down). ``report/summary.md`` and ``summary.json`` hold, per vertex, the messages
-processed, peak replicas, replica-seconds (the area under the replicas curve: what the run
-cost), and the time to drain after each burst (from pending leaving 0 to pending back at 0).
+Per vertex (``report/<vertex>.png``), over time since the start: the processing rate — the
+lookback average the policy decides on, and the throughput between two samples — the pending
+messages now, and the replicas (current and desired) with every scaling change marked (green
+up, red down). ``report/summary.md`` and ``summary.json`` hold, per vertex, the messages
+processed and sent to the dead letter (from the final status, written after every query
+stopped: what the sinks committed), peak replicas, replica-seconds (the area under the
+replicas curve: what the run cost), the time to drain after each burst (from pending leaving 0
+to pending back at 0) and how often it was reported stuck.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from typing import Any
 
 from tidal.controller.events import EventLog
 from tidal.observe.series import read_series
-from tidal.scaling import Decision
+from tidal.scaling import Decision, Rule
 
 __all__ = ["VertexSummary", "summarize", "write_report"]
 
@@ -33,6 +36,8 @@ class VertexSummary:
     drains: list[float] = field(default_factory=list)  # seconds, one per burst that drained
     scale_ups: int = 0
     scale_downs: int = 0
+    dead: int = 0  # messages sent to the dead letter
+    stuck: int = 0  # times the vertex was reported stuck (pending, nothing processed)
 
 
 def _by_vertex(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
@@ -63,19 +68,37 @@ def _drains(rows: list[dict[str, Any]], gap: float = 5.0, shortest: float = 2.0)
     return [round(end - start, 1) for start, end in spells if end - start >= shortest]
 
 
+def _final(run_dir: Path) -> dict[str, dict[str, Any]]:
+    """The final status per vertex when the run stopped cleanly: written after every query
+    stopped, so its counts are what the batches committed (what the sinks hold)."""
+    try:
+        record = json.loads((run_dir / "status.json").read_text())
+    except (FileNotFoundError, ValueError):
+        return {}
+    if record.get("state") != "stopped":
+        return {}
+    return {v["name"]: v for v in record.get("vertices", [])}
+
+
 def summarize(run_dir: str | Path) -> list[VertexSummary]:
+    """Per vertex; processed and dead-letter counts from the final status (what was committed)
+    when the run stopped cleanly, else from the last sample."""
     run_dir = Path(run_dir)
     series = _by_vertex(list(read_series(run_dir)))
     events = _events(run_dir)
+    final = _final(run_dir)
     out = []
     for name, rows in series.items():
         replica_seconds = sum(a["replicas"] * (b["at"] - a["at"]) for a, b in itertools.pairwise(rows))
         changes = [e for e in events if e.vertex == name and e.changed]
+        last = final.get(name, rows[-1])
         out.append(
             VertexSummary(
                 vertex=name,
                 kind=rows[-1]["kind"],
-                processed=int(rows[-1]["processed"]),
+                processed=int(last["processed"]),
+                dead=int(last.get("dead", 0) or 0),
+                stuck=sum(1 for e in events if e.vertex == name and e.rule == Rule.STUCK),
                 peak_replicas=max(r["replicas"] for r in rows),
                 replica_seconds=round(replica_seconds, 1),
                 drains=_drains(rows),
@@ -98,10 +121,20 @@ def _plot(name: str, rows: list[dict[str, Any]], events: list[Decision], start: 
 
     t = [r["at"] - start for r in rows]
     fig, (ax_rate, ax_pending, ax_replicas) = plt.subplots(3, 1, figsize=(9, 7), sharex=True)
-    ax_rate.plot(t, [r["rate"] or 0 for r in rows], color="tab:blue")
-    ax_rate.set_ylabel("rate (msg/s)")
+    ax_rate.plot(
+        t, [r["rate"] or 0 for r in rows], color="tab:blue", label="lookback average (what the policy sees)"
+    )
+    throughput = [
+        (b["at"] - start, max(0.0, (b["processed"] - a["processed"]) / (b["at"] - a["at"])))
+        for a, b in itertools.pairwise(rows)
+        if b["at"] > a["at"]
+    ]
+    if throughput:
+        ax_rate.plot(*zip(*throughput, strict=True), color="tab:cyan", lw=0.8, alpha=0.8, label="throughput")
+    ax_rate.set_ylabel("messages/s")
+    ax_rate.legend(loc="upper right", fontsize="small")
     ax_pending.plot(t, [r["pending"] or 0 for r in rows], color="tab:orange")
-    ax_pending.set_ylabel("pending")
+    ax_pending.set_ylabel("pending now")
     ax_replicas.step(t, [r["replicas"] for r in rows], where="post", label="replicas", color="black")
     desired = [(x, r["desired"]) for x, r in zip(t, rows, strict=True) if r["desired"] is not None]
     if desired:
@@ -135,15 +168,15 @@ def write_report(run_dir: str | Path) -> Path:
     summary = summarize(run_dir)
     (out / "summary.json").write_text(json.dumps([asdict(s) for s in summary], indent=1))
     lines = [
-        "| vertex | kind | processed | peak replicas | replica-seconds | scale-ups | scale-downs "
-        "| drain times (s) |",
-        "|---|---|---|---|---|---|---|---|",
+        "| vertex | kind | processed | dead letters | peak replicas | replica-seconds | scale-ups "
+        "| scale-downs | drain times (s) | stuck |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for s in summary:
         drains = ", ".join(f"{d:g}" for d in s.drains) or "—"
         lines.append(
-            f"| {s.vertex} | {s.kind} | {s.processed} | {s.peak_replicas} | {s.replica_seconds:g} | "
-            f"{s.scale_ups} | {s.scale_downs} | {drains} |"
+            f"| {s.vertex} | {s.kind} | {s.processed} | {s.dead} | {s.peak_replicas} | "
+            f"{s.replica_seconds:g} | {s.scale_ups} | {s.scale_downs} | {drains} | {s.stuck or '—'} |"
         )
     sources = [s for s in summary if s.kind == "source"]
     sinks = [s for s in summary if s.kind == "sink"]

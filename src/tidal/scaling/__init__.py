@@ -11,7 +11,7 @@ seconds. That is what lets the simulator, dry runs and the Spark runtime share o
     >>> d.desired, str(d.rule)
     (4, 'scale-up')
     >>> d.reason
-    'pending 60000 at 10000/s over 2 replicas, target 3 s → 4'
+    'avg pending 60000 at 10000/s over 2 replicas, target 3 s → 4'
 """
 
 from tidal.scaling.backpressure import (

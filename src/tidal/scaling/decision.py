@@ -4,7 +4,7 @@ Every evaluation returns a :class:`Decision`, including the ones that change not
 ("metrics not available", "cooldown 42 s < 90 s") is a decision whose ``desired`` equals
 ``current`` and whose ``rule`` says why. Nothing returns ``None`` and nothing raises for "no data"
 (Knative's ``invalidSR`` / ``ErrNoData`` are values too). The ``reason`` is one line a person
-understands: ``pending 60000 at 10000/s over 2 replicas, target 3 s → 4``.
+understands: ``avg pending 60000 at 10000/s over 2 replicas, target 3 s → 4``.
 """
 
 from __future__ import annotations
@@ -54,6 +54,8 @@ class Rule(StrEnum):
     KPA_SCALE_DOWN_DELAY = "kpa-scale-down-delay"
     KPA_ZERO_GRACE = "kpa-zero-grace"
     KPA_ACTIVATING = "kpa-activating"
+    STUCK = "stuck"
+    UNSTUCK = "unstuck"
     KPA_ACTIVATION_TIMEOUT = "kpa-activation-timeout"
     # -- peers that tidal.sim compares against (not used by the runtime) ----------------------
     STATIC_PEAK = "static-peak"  # provisioned once for the peak, never changed
@@ -118,7 +120,7 @@ class Decision:
 
     @property
     def reason(self) -> str:
-        """One line a person understands: ``pending 60000 at 10000/s over 2 replicas … → 4``."""
+        """One line a person understands: ``avg pending 60000 at 10000/s over 2 replicas … → 4``."""
         reason = self._reason
         if not isinstance(reason, str):
             reason = reason()
@@ -193,7 +195,7 @@ class Decision:
         )
 
     def explain(self) -> str:
-        """``vertex: 2 → 4 [scale-up] pending 60000 at 10000/s …``"""
+        """``vertex: 2 → 4 [scale-up] avg pending 60000 at 10000/s …``"""
         arrow = f"{self.current} → {self.desired}" if self.changed else f"hold {self.current}"
         return f"{self.vertex}: {arrow} [{self.rule}] {self.reason}"
 

@@ -8,6 +8,9 @@ pending reaches the limit. Rounding is half away from zero; the result is floore
 at pending. No pending and no processing at all over the lookback asks for 0 (the same answer
 :func:`tidal.scaling.numaflow.decide` acts on).
 
+Reasons say ``avg pending``: the pending the models use is the lookback average (Numaflow's),
+not the count of this instant, which the live view shows as "pending now".
+
 Deliberate difference (also in ``docs/scaling.md``): **a stalled partition holds.** Upstream skips a
 partition with pending > 0 and rate 0, so a stuck vertex is scaled *down*, to 1. Tidal votes to
 keep the current replicas, as Numaflow's MonoVertex scaler does: a stall is not evidence that
@@ -202,17 +205,18 @@ def estimate_reason(raw: Raw, scale: NumaflowScale, replicas: int) -> str:
     if model == "zero":
         return "no pending and no processing over the lookback → 0"
     if model == "stalled":
-        return f"pending {_fmt(p)} (lookback average) but no progress over the lookback: hold {raw.desired}"
+        return f"avg pending {_fmt(p)} but no progress over the lookback: hold {raw.desired}"
     if model == "time":
         why = (
-            f"pending {_fmt(p)} at {_fmt(r)}/s over {ready} replicas, "
+            f"avg pending {_fmt(p)} at {_fmt(r)}/s over {ready} replicas, "
             f"target {_fmt(scale.target_processing_seconds)} s"
         )
     elif model == "buffer-full":
-        why = f"buffer pending {_fmt(p)} at its limit {raw.limit}: {replicas} + {scale.replicas_per_scale_up}"
+        step = scale.replicas_per_scale_up
+        why = f"buffer avg pending {_fmt(p)} at its limit {raw.limit}: {replicas} + {step}"
     else:
         why = (
-            f"buffer pending {_fmt(p)} of limit {raw.limit}, target available {raw.target_available}, "
+            f"buffer avg pending {_fmt(p)} of limit {raw.limit}, target available {raw.target_available}, "
             f"{_fmt((raw.limit - p) / ready)} free per replica over {ready} replicas"
         )
     return f"{why} → {raw.desired}{raw.note}"
@@ -239,7 +243,7 @@ def desired_replicas(scale: NumaflowScale, obs: VertexObservation) -> Estimate:
     >>> obs = VertexObservation("in", VertexKind.SOURCE, replicas=2, ready_replicas=2,
     ...     last_scaled_at=0, partitions=(PartitionMetrics("p0", 10000, 60000),))
     >>> desired_replicas(NumaflowScale(target_processing_seconds=3), obs).reason
-    'pending 60000 at 10000/s over 2 replicas, target 3 s → 4'
+    'avg pending 60000 at 10000/s over 2 replicas, target 3 s → 4'
     """
     raw = zero(obs) if _idle(obs) else estimate(scale, obs)
     return Estimate(raw.desired, estimate_reason(raw, scale, obs.replicas), estimate_inputs(raw, scale))

@@ -30,15 +30,17 @@ from tidal import errors
 from tidal.controller import Controller, EventLog, StoreProbe
 from tidal.isb.base import BufferStore
 from tidal.isb.control import ControlStore
+from tidal.spark import rundir
 from tidal.spark.config import QueryConfig, staged_buffer
-from tidal.spark.generator import generator_start
 from tidal.spark.stores import open_store
 from tidal.spark.vertex import start_vertex, stop_between_batches
-from tidal.spec import PipelineSpec
+from tidal.spec import PipelineSpec, graph
 
 __all__ = ["DryRunActuator", "PipelineRun", "VertexStatus"]
 
 log = logging.getLogger("tidal.pipeline")
+
+WARM_UP_LIMIT = 120.0  # seconds after which the controller decides even if a query ran no batch
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,8 @@ class VertexStatus:
     processed: int
     rule: str
     reason: str
+    dead: int = 0  # messages sent to the dead letter (after their retries)
+    stuck_for: float | None = None  # seconds with pending and no progress, past the threshold
 
 
 class DryRunActuator:
@@ -69,12 +73,15 @@ class DryRunActuator:
 
 
 def _reason(exc: object) -> str:
-    """The useful line of a failed query's exception (Spark wraps the Python traceback)."""
+    """The useful part of a failed query's exception (Spark wraps the Python traceback in JVM
+    frames): Tidal's error with the user's frames that follow it, else the last Python error."""
     text = str(exc)
-    for pattern in (r"tidal\.errors\.\w+: (.+)", r"(\w+(?:Error|Exception): .+)"):
-        found = re.findall(pattern, text)
-        if found:
-            return str(found[-1]).strip()
+    found = re.findall(r"tidal\.errors\.\w+: (.+(?:\n  .*)*)", text)
+    if found:
+        return str(found[-1]).strip()
+    found = re.findall(r"(\w+(?:Error|Exception): .+)", text)
+    if found:
+        return str(found[-1]).strip()
     return text.strip().splitlines()[0] if text.strip() else repr(exc)
 
 
@@ -107,6 +114,7 @@ class PipelineRun:
         self.control: ControlStore | None = None
         self.buffers: BufferStore | None = None
         self.started_at = 0.0
+        self._released = False
 
     # -- set-up --------------------------------------------------------------------------------
 
@@ -139,7 +147,7 @@ class PipelineRun:
         )
 
     def start(self) -> PipelineRun:
-        self.run_dir.mkdir(parents=True, exist_ok=True)
+        rundir.claim(self.run_dir, self.spec)  # refuses another pipeline's run directory
         self.started_at = time.time()
         self.buffers = self._open_buffers()
         limits = self.spec.limits.buffer
@@ -152,9 +160,6 @@ class PipelineRun:
             if not self.control.known(v.name):  # a restart keeps the replicas it had
                 self.control.set_replicas(v.name, v.replicas)
         configs = {v.name: self.query_config(v.name) for v in self.spec.vertices}
-        for config in configs.values():
-            if config.source is not None and config.source.generator is not None:
-                generator_start(config)
         if self._spark is None:
             from tidal.spark.session import build_session
 
@@ -173,7 +178,7 @@ class PipelineRun:
         actuator = DryRunActuator() if self.dry_run else self.control  # the readers consult it
         probe = StoreProbe(self.spec, self.buffers, self.control, running=self.running)
         self.controller = Controller(self.spec, probe, actuator, EventLog(self.run_dir / "events.jsonl"))
-        self.controller.start()
+        self.controller.start(ready=self.warm)
         log.info(
             "pipeline %s running: %d vertices, run directory %s%s",
             self.spec.name,
@@ -184,6 +189,14 @@ class PipelineRun:
         return self
 
     # -- while it runs -------------------------------------------------------------------------
+
+    def warm(self) -> bool:
+        """Every query has run a micro-batch (or failed): Spark's warm-up is over. Until then the
+        controller does not decide, so warm-up is not mistaken for an idle pipeline. After
+        ``WARM_UP_LIMIT`` seconds it decides anyway."""
+        if time.time() - self.started_at > WARM_UP_LIMIT:
+            return True
+        return all(q.lastProgress is not None or not q.isActive for q in self.queries.values())
 
     def running(self, vertex: str) -> bool:
         query = self.queries.get(vertex)
@@ -223,6 +236,7 @@ class PipelineRun:
         assert self.control is not None and self.buffers is not None and self.controller is not None
         decisions = self.controller.decisions()
         metrics = self.controller.metrics()
+        stuck = self.controller.stuck(time.time())
         out = []
         for v in self.spec.vertices:
             d = decisions.get(v.name)
@@ -245,6 +259,8 @@ class PipelineRun:
                     rate=rate,
                     usage=usage,
                     processed=self.control.processed(v.name),
+                    dead=self.control.dead_letters(v.name),
+                    stuck_for=stuck.get(v.name),
                     rule=str(d.rule) if d is not None else "",
                     reason=d.reason if d is not None else "",
                 )
@@ -269,19 +285,56 @@ class PipelineRun:
 
     # -- tear-down -----------------------------------------------------------------------------
 
-    def stop(self) -> None:
-        """Stop the controller, then the queries (sinks first), then what this run started."""
+    def drained(self) -> bool:
+        """Every buffer is empty (sources stopped: nothing new arrives) and no query is mid-batch."""
+        assert self.buffers is not None
+        for v in self.spec.vertices:
+            if v.kind == "source" and (v.source is None or v.source.user is None):
+                continue
+            name = v.name if v.kind != "source" else staged_buffer(v.name)
+            if self.buffers.open(name).stats().pending > 0:
+                return False
+        return not any(q.isActive and q.status.get("isTriggerActive") for q in self.queries.values())
+
+    def stop(self, *, drain: bool = False, drain_timeout: float = 300.0) -> None:
+        """Stop in order: the sources' queries first (nothing new enters), then — with ``drain`` —
+        wait until every buffer is empty (the controller keeps scaling meanwhile, so a vertex at
+        zero wakes for what is left), then the controller, then every other query between two
+        micro-batches, and only then the final status, counted from what the batches committed.
+        Idempotent: a second call (a second Ctrl-C) stops at once and still writes the status."""
+        if self._released:
+            return
+        sources = [v.name for v in self.spec.vertices if v.kind == "source"]
+        for name in sources:
+            self._stop_query(name)
+        if drain and self.controller is not None and self.buffers is not None:
+            deadline = time.monotonic() + drain_timeout
+            log.info("draining: sources stopped, waiting for the buffers to empty")
+            while not self.drained() and time.monotonic() < deadline:
+                self.check()
+                time.sleep(0.2)
         if self.controller is not None:
             self.controller.stop()
+        for name in [v.name for v in graph.topological(self.spec)]:
+            self._stop_query(name)
+        if self.controller is not None:
             try:
                 self.write_status("stopped")
             except Exception as exc:  # a status that cannot be read must not block the stop
                 log.debug("final status: %s", exc)
-        for name in list(self.queries):
-            try:
-                stop_between_batches(self.queries[name])
-            except Exception as exc:  # stopping a failed query may raise again; keep stopping
-                log.debug("stopping %s: %s", name, exc)
+        self._release()
+
+    def _stop_query(self, name: str) -> None:
+        query = self.queries.get(name)
+        if query is None:
+            return
+        try:
+            stop_between_batches(query)
+        except Exception as exc:  # stopping a failed query may raise again; keep stopping
+            log.debug("stopping %s: %s", name, exc)
+
+    def _release(self) -> None:
+        """Stop Spark and what this run started; close the stores."""
         if self._spark is not None and self._own_spark:
             self._spark.stop()
             self._spark = None
@@ -292,6 +345,7 @@ class PipelineRun:
         if self._nats is not None:
             self._nats.stop()
             self._nats = None
+        self._released = True
 
     def __enter__(self) -> PipelineRun:
         return self.start()

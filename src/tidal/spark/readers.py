@@ -8,7 +8,9 @@ where the offsets come from:
 * :class:`BufferReader` — a UDF or sink: its input buffer's sequences.
 * :class:`GeneratorReader` — the ``generator`` source: message numbers due by the load shape.
 * :class:`UserSourceReader` — the user's source (Numaflow's UDSource contract), made replayable
-  through its staging buffer.
+  through its staging buffer. A source class whose constructor takes ``state_dir`` gets a
+directory of its own in the run directory (``state/<vertex>``) to keep its position in, so two
+runs never share one and a dry run cannot consume what the real run reads.
 
 Source readers report what they see of their source to the control record at every trigger, so
 the controller in the driver process can scale the source on its pending (the readers run in a
@@ -26,9 +28,11 @@ controller leaves the source alone.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import time
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
@@ -36,6 +40,7 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from tidal import contracts, errors
 from tidal.controller.probe import ask_pending
 from tidal.isb.base import Buffer
+from tidal.log import Repeated
 from tidal.spark import stores
 from tidal.spark.admission import Range, admit, partition_batch, task_row
 from tidal.spark.config import QueryConfig
@@ -46,6 +51,14 @@ from tidal.spec.validate import resolve
 __all__ = ["BufferReader", "GeneratorReader", "RangeReader", "UserSourceReader"]
 
 log = logging.getLogger("tidal.source")
+repeated = Repeated(log)
+
+
+def _takes(cls: type, parameter: str) -> bool:
+    try:
+        return parameter in inspect.signature(cls).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 class RangeReader(DataSourceStreamReader):
@@ -111,9 +124,13 @@ class GeneratorReader(RangeReader):
         g = config.source.generator
         self.spec = g
         self.shape = LoadShape(g.shape, g.rate, g.peak, g.at, g.duration, g.period)
-        self.started = generator_start(config)
+        self.started: float | None = None
 
     def due(self, now: float) -> int:
+        if self.started is None:
+            # The load shape's clock starts at the first trigger (then kept over restarts), not
+            # when the pipeline was built: Spark's warm-up is no catch-up burst.
+            self.started = generator_start(self.config)
         due = self.shape.total(now - self.started)
         return due if self.spec.max_messages is None else min(due, self.spec.max_messages)
 
@@ -139,12 +156,20 @@ class UserSourceReader(BufferReader):
         user = config.source.user
         at = f"vertices[{config.vertex}].source.user.class"
         cls = resolve(user.class_, at, "class")
-        self.source: contracts.Source = contracts.check_source(cls(**user.options), at)
+        options = dict(user.options)
+        if "state_dir" not in options and _takes(cls, "state_dir"):
+            state = Path(config.run_dir) / "state" / config.vertex
+            state.mkdir(parents=True, exist_ok=True)
+            options["state_dir"] = str(state)
+        self.source: contracts.Source = contracts.check_source(cls(**options), at)
 
     def pending(self) -> tuple[float | None, str]:
         value, why = ask_pending(self.source.pending)
         if value is None and why.startswith("pending() raised"):
-            log.warning("source %s: %s; treated as not available", self.config.vertex, why)
+            kind = why.split(":", 1)[0]
+            repeated.warning(
+                (self.config.vertex, kind), "source %s: %s; treated as not available", self.config.vertex, why
+            )
         return value, why
 
     def latestOffset(self, start: dict[str, int], limit: Any = None) -> dict[str, int]:  # noqa: N802
@@ -173,7 +198,12 @@ class UserSourceReader(BufferReader):
             messages = list(self.source.read(n))
         except Exception as exc:
             text = f"read({n}) raised {type(exc).__name__}: {exc}"
-            log.warning("source %s: %s; will try again at the next trigger", self.config.vertex, text)
+            repeated.warning(
+                (self.config.vertex, "read", type(exc).__name__),
+                "source %s: %s; will try again at the next trigger",
+                self.config.vertex,
+                text,
+            )
             return text
         if not messages:
             return ""
@@ -183,5 +213,11 @@ class UserSourceReader(BufferReader):
         try:
             self.source.ack(offsets)
         except Exception as exc:  # the messages are safe in the staging buffer; a redelivery dedups
-            log.warning("source %s: ack raised %s: %s", self.config.vertex, type(exc).__name__, exc)
+            repeated.warning(
+                (self.config.vertex, "ack", type(exc).__name__),
+                "source %s: ack raised %s: %s",
+                self.config.vertex,
+                type(exc).__name__,
+                exc,
+            )
         return ""

@@ -16,8 +16,8 @@ through its mask), and the payloads go through Python only to call a row functio
 has no per-message ``try`` or retry bookkeeping until a call fails. An Arrow function's result is
 used as the output column directly.
 
-Failures. A call that raises (or returns the wrong type) is retried ``retries`` times (so it is
-made ``retries + 1`` times in all). Then the
+Failures. A call that raises (or returns the wrong type, or runs past ``timeoutSeconds``) is
+retried ``retries`` times (so it is made ``retries + 1`` times in all). Then the
 message goes to the dead letter, with the exception's text, when the vertex has ``deadLetter``;
 otherwise :class:`tidal.errors.UdfError` names the vertex, the message id and the exception, and
 the micro-batch fails: its input is not committed, so nothing is lost, and a restart after the
@@ -27,6 +27,10 @@ batch is split into single messages to find exactly which ones fail.
 
 from __future__ import annotations
 
+import os
+import signal
+import threading
+import traceback
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,7 +41,7 @@ from tidal import errors
 from tidal.spec.model import UdfKind, UdfSpec
 from tidal.spec.validate import resolve
 
-__all__ = ["Outcome", "Transform"]
+__all__ = ["Outcome", "Transform", "UdfTimeout"]
 
 
 def _empty_ids() -> pa.Array:
@@ -65,6 +69,51 @@ def _as_bytes(value: object) -> bytes:
     if isinstance(value, bytearray | memoryview):
         return bytes(value)
     raise TypeError(f"a UDF must return bytes or str, got {type(value).__name__}")
+
+
+def _runtime(filename: str) -> bool:
+    """Tidal's runtime (not its examples), PySpark, py4j or the interpreter's own frames."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+    if filename.startswith(package):
+        return not filename.startswith(package + "examples" + os.sep)
+    return any(part in filename for part in ("/pyspark/", "/py4j/", "<frozen "))
+
+
+def user_frames(exc: BaseException) -> str:
+    """The frames of ``exc``'s traceback that are the user's code, formatted as Python does
+    (indented two spaces), or ``""``: the line of the UDF that raised survives Spark's wrapping."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not _runtime(f.filename)]
+    return "".join(traceback.format_list(frames)).rstrip()
+
+
+class UdfTimeout(TimeoutError):
+    """One call of the UDF ran past ``timeoutSeconds``: a failed attempt like any exception."""
+
+
+def _with_timeout(fn: Callable[[Any], Any], seconds: float) -> Callable[[Any], Any]:
+    """``fn`` with a per-call time limit, by a real-time interval timer (SIGALRM).
+
+    The limit interrupts Python code and blocking calls (sleeps, socket reads) alike; a C
+    extension that never returns to the interpreter cannot be interrupted, and Tidal says so in
+    the docs. Spark runs a task's Python in its worker's main thread, where signals are handled;
+    elsewhere (a thread) the limit cannot be enforced and the call runs without one.
+    """
+
+    def alarm(signum: int, frame: object) -> None:
+        raise UdfTimeout(f"the call took longer than timeoutSeconds {seconds:g}")
+
+    def limited(value: Any) -> Any:
+        if threading.current_thread() is not threading.main_thread():
+            return fn(value)
+        previous = signal.signal(signal.SIGALRM, alarm)
+        signal.setitimer(signal.ITIMER_REAL, seconds)
+        try:
+            return fn(value)
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+
+    return limited
 
 
 class _Failed(Exception):
@@ -97,7 +146,8 @@ class Transform:
         self.arrow = udf.batch == "arrow"
         self.retries = udf.retries
         self.dead_letter = dead_letter
-        self.fn: Callable[[Any], Any] = resolve(udf.function, f"vertices[{vertex}].udf.{udf.kind.value}")
+        fn: Callable[[Any], Any] = resolve(udf.function, f"vertices[{vertex}].udf.{udf.kind.value}")
+        self.fn = fn if udf.timeout_seconds is None else _with_timeout(fn, udf.timeout_seconds)
 
     def apply(self, ids: Any, payloads: Any) -> Outcome:
         """``ids`` (string) and ``payloads`` (binary), as Arrow arrays or lists."""
@@ -219,7 +269,8 @@ class Transform:
 
     def _fail(self, message_id: str, payload: bytes, failed: _Failed, out: _Collected) -> None:
         if not self.dead_letter:
-            raise errors.UdfError(self.vertex, message_id, failed.cause, failed.attempts) from None
+            frames = user_frames(failed.cause)
+            raise errors.UdfError(self.vertex, message_id, failed.cause, failed.attempts, frames) from None
         out.dead.append((message_id, payload, f"{type(failed.cause).__name__}: {failed.cause}"))
 
     # -- per Arrow batch -------------------------------------------------------------------------

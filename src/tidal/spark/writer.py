@@ -190,6 +190,7 @@ class VertexWriter(DataSourceStreamArrowWriter):
             batch.count if batch is not None else 0,
             sum(m.written for m in written),
             busy=sum(m.busy for m in written),
+            dead=sum(m.dead for m in written),
         )
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803

@@ -47,6 +47,8 @@ __all__ = [
 ]
 
 NAME_PATTERN = r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$"  # a DNS label, like Numaflow's vertex names
+MAX_REPLICAS = 2**31 - 1  # Numaflow's replica fields are int32
+MAX_RATE = 1e9  # messages/s: far above what any generator on one machine produces
 
 
 class _Model(BaseModel):
@@ -56,6 +58,7 @@ class _Model(BaseModel):
         extra="forbid",
         frozen=True,
         arbitrary_types_allowed=True,
+        allow_inf_nan=False,  # .inf and .nan in YAML are refused, with the field's path
     )
 
 
@@ -66,7 +69,7 @@ class Limits(_Model):
     validator); :attr:`buffer` is that value, which the buffers, back pressure and the policies use.
     """
 
-    buffer_max_length: int = DEFAULT_MAX_LENGTH
+    buffer_max_length: int = Field(DEFAULT_MAX_LENGTH, le=2**31 - 1)
     buffer_usage_limit: float = DEFAULT_USAGE_LIMIT
     read_batch_size: int = Field(DEFAULT_READ_BATCH_SIZE, ge=1)
 
@@ -107,31 +110,31 @@ class ScaleSpec(_Model):
     """
 
     disabled: bool | None = None
-    min: int | None = None
-    max: int | None = None
+    min: int | None = Field(None, le=MAX_REPLICAS)
+    max: int | None = Field(None, le=MAX_REPLICAS)
     lookback_seconds: float | None = None
     scale_up_cooldown_seconds: float | None = None
     scale_down_cooldown_seconds: float | None = None
     zero_replica_sleep_seconds: float | None = None
     target_processing_seconds: float | None = None
     target_buffer_availability: float | None = None
-    replicas_per_scale_up: int | None = None
-    replicas_per_scale_down: int | None = None
-    replicas_per_scale: int | None = None  # deprecated upstream: both steps when they are absent
+    replicas_per_scale_up: int | None = Field(None, le=MAX_REPLICAS)
+    replicas_per_scale_down: int | None = Field(None, le=MAX_REPLICAS)
+    replicas_per_scale: int | None = Field(None, le=MAX_REPLICAS)  # deprecated: both steps when absent
     cron: CronSpecModel | None = None
 
 
 class GeneratorSpec(_Model):
     """``source.generator`` — deterministic messages at a rate that follows a load shape."""
 
-    rate: float = Field(100.0, ge=0)
+    rate: float = Field(100.0, ge=0, le=MAX_RATE)
     shape: Shape = Shape.CONSTANT
-    peak: float = Field(0.0, ge=0)
+    peak: float = Field(0.0, ge=0, le=MAX_RATE)
     at: float = Field(0.0, ge=0)
     duration: float = Field(0.0, ge=0)
     period: float = Field(60.0, gt=0)
     msg_size: int = Field(100, ge=1, le=1_000_000)
-    max_messages: int | None = Field(None, ge=0)  # stop after this many (tests, demos)
+    max_messages: int | None = Field(None, ge=0, le=2**63 - 1)  # stop after this many (tests, demos)
 
 
 class UserClassSpec(_Model):
@@ -187,9 +190,10 @@ class UdfSpec(_Model):
     """``udf:`` — a Python function: exactly one of map, flatmap, filter.
 
     ``batch: arrow`` hands the function a ``pyarrow`` binary array of payloads instead of one
-    payload at a time. A function that raises is retried ``retries`` times, then the message goes
-    to ``deadLetter`` when one is configured, else the vertex stops with an error naming the
-    message id (never a silent drop).
+    payload at a time. A function that raises — or runs longer than ``timeoutSeconds`` on one
+    call, when that is set — is retried ``retries`` times, then the message goes to
+    ``deadLetter`` when one is configured, else the vertex stops with an error naming the message
+    id (never a silent drop).
     """
 
     map: str | Callable[..., Any] | None = None
@@ -197,6 +201,7 @@ class UdfSpec(_Model):
     filter: str | Callable[..., Any] | None = None
     batch: str = Field("row", pattern="^(row|arrow)$")
     retries: int = Field(2, ge=0, le=100)
+    timeout_seconds: float | None = Field(None, gt=0, le=86_400)  # per call; None = no limit
     dead_letter: SinkSpec | None = None
 
     @model_validator(mode="after")
@@ -223,7 +228,7 @@ class VertexSpec(_Model):
     udf: UdfSpec | None = None
     sink: SinkSpec | None = None
     scale: ScaleSpec = Field(default_factory=ScaleSpec)
-    replicas: int = Field(1, ge=0)  # the count to start with (then the autoscaler decides)
+    replicas: int = Field(1, ge=0, le=MAX_REPLICAS)  # the count to start with (then the autoscaler decides)
     policy: str = Field("numaflow", pattern="^numaflow$")  # "kpa" comes with the serving path
 
     @field_validator("name", mode="before")
@@ -267,6 +272,8 @@ class ControllerSpec(_Model):
     """
 
     interval_seconds: float = Field(1.0, gt=0, le=60)
+    # A vertex with pending messages that processed none for this long is reported stuck.
+    stuck_after_seconds: float = Field(60.0, gt=0, le=86_400)
 
 
 class PipelineSpec(_Model):

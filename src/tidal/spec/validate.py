@@ -53,6 +53,12 @@ def load_pipeline(source: str | Path) -> PipelineSpec:
             raise errors.SpecError(
                 str(path), f"cannot read the pipeline file: {exc.strerror}", "check the path"
             ) from None
+        except UnicodeDecodeError as exc:
+            raise errors.SpecError(
+                str(path),
+                f"is not a text file (byte {exc.start} is not UTF-8)",
+                "give the pipeline's YAML file",
+            ) from None
     else:
         text = source
     try:

@@ -10,7 +10,7 @@ def test_reason_and_inputs_given_as_functions_render_once_on_read():
 
     def reason() -> str:
         calls.append("reason")
-        return "pending 60000 at 10000/s over 2 replicas, target 3 s → 4"
+        return "avg pending 60000 at 10000/s over 2 replicas, target 3 s → 4"
 
     d = Decision("in", 1.0, 2, 4, Rule.SCALE_UP, reason, lambda: {"pending": 60000.0}, 4)
     assert calls == []

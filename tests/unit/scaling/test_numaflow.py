@@ -36,7 +36,7 @@ def parts(*pr: tuple[float | None, float | None]) -> tuple[PartitionMetrics, ...
 def test_seed_example_source_time_model():
     d = decide(FAST, source(), NOW)
     assert (d.desired, d.rule, d.recommended) == (4, Rule.SCALE_UP, 4)
-    assert d.reason == "pending 60000 at 10000/s over 2 replicas, target 3 s → 4"
+    assert d.reason == "avg pending 60000 at 10000/s over 2 replicas, target 3 s → 4"
     assert d.inputs["model"] == "time"
 
 
@@ -419,7 +419,7 @@ def test_decision_round_trips_through_dict():
 
     again = Decision.from_dict(d.to_dict())
     assert again == d or (again.desired, again.rule, again.reason) == (d.desired, d.rule, d.reason)
-    assert d.explain() == "in: 2 → 4 [scale-up] pending 60000 at 10000/s over 2 replicas, target 3 s → 4"
+    assert d.explain() == "in: 2 → 4 [scale-up] avg pending 60000 at 10000/s over 2 replicas, target 3 s → 4"
 
 
 def test_sink_kind_behaves_like_udf():

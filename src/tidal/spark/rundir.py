@@ -1,0 +1,90 @@
+"""A run directory belongs to one pipeline: its identity is recorded, and a mismatch is refused.
+
+Starting again on a run directory resumes it (checkpoints, buffers, sink positions). That is
+only right for the same pipeline: another pipeline would continue the old generator's count,
+append to the old outputs and read buffers it did not write. So the first start records the
+pipeline's **identity** in ``identity.json`` — its name and a hash of what determines its data
+(vertices with their sources, UDFs and sinks, edges, buffer backend and limits) — and every
+later start compares. Scaling fields (``scale:``, ``replicas``, ``policy``, ``controller``)
+are not part of it: changing how a pipeline scales and resuming it is what a user does.
+
+:func:`claim` refuses a mismatch with :class:`~tidal.errors.RunDirectoryError`, which names
+both pipelines and the two ways out: a new ``--run-dir``, or ``--reset`` (:func:`reset`), which
+deletes the directory's state and starts over.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+from tidal import errors
+from tidal.spec import PipelineSpec
+
+__all__ = ["IDENTITY_FILE", "claim", "identity", "reset"]
+
+IDENTITY_FILE = "identity.json"
+_SCALING_ONLY = {"scale", "replicas", "policy"}
+
+
+def _plain(value: Any) -> Any:
+    """JSON for the hash: callables given in the builder count by their qualified name."""
+    if callable(value) and not isinstance(value, type):
+        return f"{getattr(value, '__module__', '?')}:{getattr(value, '__qualname__', repr(value))}"
+    if isinstance(value, type):
+        return f"{value.__module__}:{value.__qualname__}"
+    return repr(value)
+
+
+def identity(spec: PipelineSpec) -> dict[str, str]:
+    """The pipeline's name and the hash of what determines its data."""
+    data = spec.model_dump(by_alias=True, exclude={"controller"})
+    for vertex in data["vertices"]:
+        for key in _SCALING_ONLY:
+            vertex.pop(key, None)
+    text = json.dumps(data, sort_keys=True, default=_plain)
+    return {"pipeline": spec.name, "data_hash": hashlib.sha256(text.encode()).hexdigest()[:16]}
+
+
+def claim(run_dir: str | Path, spec: PipelineSpec) -> bool:
+    """Make ``run_dir`` this pipeline's: record its identity if the directory is new (returns
+    False), or check it if the directory holds a run (returns True: it resumes)."""
+    run_dir = Path(run_dir)
+    mine = identity(spec)
+    recorded_file = run_dir / IDENTITY_FILE
+    holds_a_run = (run_dir / "pipeline.db").exists() or (run_dir / "checkpoints").exists()
+    if recorded_file.exists():
+        try:
+            recorded = json.loads(recorded_file.read_text())
+        except ValueError:
+            recorded = {"pipeline": "?", "data_hash": "unreadable"}
+        if recorded != mine:
+            same_name = recorded.get("pipeline") == mine["pipeline"]
+            what = (
+                f"holds a run of {recorded.get('pipeline')!r} whose data differs "
+                f"(hash {recorded.get('data_hash')} there, {mine['data_hash']} now)"
+                if same_name
+                else f"holds a run of pipeline {recorded.get('pipeline')!r}, not {mine['pipeline']!r}"
+            )
+            raise errors.RunDirectoryError(
+                str(run_dir),
+                what,
+                "use a new --run-dir, or --reset to delete this directory's state and start over",
+            )
+        return True
+    if holds_a_run:  # a run from before identities were recorded: claim it as it is
+        recorded_file.write_text(json.dumps(mine))
+        return True
+    run_dir.mkdir(parents=True, exist_ok=True)
+    recorded_file.write_text(json.dumps(mine))
+    return False
+
+
+def reset(run_dir: str | Path) -> None:
+    """Delete everything in ``run_dir`` (state, checkpoints, outputs written there)."""
+    run_dir = Path(run_dir)
+    if run_dir.exists():
+        shutil.rmtree(run_dir)

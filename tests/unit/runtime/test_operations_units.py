@@ -1,0 +1,149 @@
+"""Everyday operations that must not lose or hide anything (issue #16), without Spark: the run
+directory's identity, per-call UDF time limits, the stuck condition, the controller's warm-up
+gate, bounds on numbers a spec may hold, and a recurring failure logged once per kind."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+import pytest
+
+from tidal import errors
+from tidal.controller import Controller, EventLog, StoreProbe
+from tidal.log import Repeated
+from tidal.scaling import Rule
+from tidal.spark import rundir
+from tidal.spark.udf import Transform, UdfTimeout
+from tidal.spec import parse_pipeline
+from tidal.spec.model import UdfSpec
+from tidal.testing import BufferRig
+
+
+def _pipeline(
+    name: str = "step1", rate: float = 10.0, scale: dict[str, object] | None = None
+) -> dict[str, object]:
+    return {
+        "name": name,
+        "vertices": [
+            {"name": "gen", "source": {"generator": {"rate": rate}}},
+            {"name": "work", "udf": {"map": "tidal.examples.udfs:upper"}, "scale": scale or {}},
+            {"name": "out", "sink": {"log": {}}},
+        ],
+        "edges": [{"from": "gen", "to": "work"}, {"from": "work", "to": "out"}],
+    }
+
+
+def test_a_run_directory_of_another_pipeline_is_refused_naming_both(tmp_path):
+    assert rundir.claim(tmp_path / "run", parse_pipeline(_pipeline("step1"))) is False
+    with pytest.raises(errors.RunDirectoryError) as refused:
+        rundir.claim(tmp_path / "run", parse_pipeline(_pipeline("other")))
+    text = str(refused.value)
+    assert "'step1'" in text and "'other'" in text and "--run-dir" in text and "--reset" in text
+
+
+def test_the_same_pipeline_with_other_data_is_refused_but_other_scaling_resumes(tmp_path):
+    rundir.claim(tmp_path, parse_pipeline(_pipeline(rate=10)))
+    assert rundir.claim(tmp_path, parse_pipeline(_pipeline(rate=10, scale={"max": 7}))) is True
+    with pytest.raises(errors.RunDirectoryError, match="whose data differs"):
+        rundir.claim(tmp_path, parse_pipeline(_pipeline(rate=20)))
+    rundir.reset(tmp_path)
+    assert rundir.claim(tmp_path, parse_pipeline(_pipeline(rate=20))) is False
+
+
+def _hangs(payload: bytes) -> bytes:
+    if payload == b"hang":
+        time.sleep(30)
+    return payload.upper()
+
+
+def test_a_hanging_call_times_out_and_goes_to_the_dead_letter():
+    udf = UdfSpec(map=_hangs, retries=1, timeout_seconds=0.2)
+    started = time.monotonic()
+    outcome = Transform("v", udf, dead_letter=True).apply(["a", "b", "c"], [b"x", b"hang", b"y"])
+    assert time.monotonic() - started < 5  # two attempts of 0.2 s, not 30 s
+    assert outcome.ids.to_pylist() == ["a", "c"] and outcome.payloads.to_pylist() == [b"X", b"Y"]
+    ((message_id, payload, error),) = outcome.dead
+    assert (message_id, payload) == ("b", b"hang") and "UdfTimeout" in error and "timeoutSeconds 0.2" in error
+
+
+def test_a_hanging_call_without_dead_letter_stops_naming_the_message():
+    udf = UdfSpec(map=_hangs, retries=0, timeout_seconds=0.2)
+    with pytest.raises(errors.UdfError) as failed:
+        Transform("v", udf, dead_letter=False).apply(["a", "b"], [b"x", b"hang"])
+    assert failed.value.message_id == "b" and isinstance(failed.value.cause, UdfTimeout)
+    assert "in _hangs" in str(failed.value)  # the user's frame, where it hung
+
+
+def test_a_vertex_with_pending_and_no_progress_is_reported_stuck_then_unstuck(tmp_path):
+    spec = parse_pipeline({**_pipeline(), "controller": {"stuckAfterSeconds": 30}})
+    with BufferRig(tmp_path) as rig:
+        for name in ("work", "out"):
+            rig.buffer(name)
+        rig.fill("work", 3000)
+        controller = Controller(
+            spec, StoreProbe(spec, rig.store, rig.control), rig.control, EventLog(tmp_path / "e")
+        )
+        for t in range(0, 45, 5):
+            controller.tick(1000.0 + t)
+        assert controller.stuck(1040.0)["work"] == pytest.approx(40.0)
+        assert controller.stuck(1040.0)["out"] is None  # nothing pending: idle, not stuck
+        notes = [d for d in EventLog(tmp_path / "e").read() if d.rule == Rule.STUCK]
+        assert [d.vertex for d in notes] == ["work"] and "3,000 messages pending" in notes[0].reason
+        rig.control.record_batch("work", 0, tasks=1, rows=10)
+        controller.tick(1050.0)
+        assert controller.stuck(1050.0)["work"] is None
+        assert any(d.rule == Rule.UNSTUCK for d in EventLog(tmp_path / "e").read())
+
+
+def test_the_controller_waits_for_the_queries_warm_up_before_deciding(tmp_path):
+    spec = parse_pipeline({**_pipeline(), "controller": {"intervalSeconds": 0.05}})
+    with BufferRig(tmp_path) as rig:
+        for name in ("work", "out"):
+            rig.buffer(name)
+        events = EventLog(tmp_path / "e")
+        warm = threading.Event()
+        controller = Controller(spec, StoreProbe(spec, rig.store, rig.control), rig.control, events)
+        controller.start(ready=warm.is_set)
+        time.sleep(0.5)
+        assert all(d is None for d in controller.decisions().values())  # no tick during warm-up
+        warm.set()
+        deadline = time.monotonic() + 10
+        while any(d is None for d in controller.decisions().values()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        controller.stop()
+        assert all(d is not None for d in controller.decisions().values())
+
+
+@pytest.mark.parametrize(
+    ("generator", "scale", "field"),
+    [
+        pytest.param({"rate": 1e300}, {}, "generator.rate", id="rate-1e300"),
+        pytest.param({"rate": float("inf")}, {}, "generator.rate", id="rate-inf"),
+        pytest.param({}, {"max": 99999999999999999999}, "scale.max", id="max-huge"),
+        pytest.param({}, {"lookbackSeconds": float("nan")}, "scale.lookbackSeconds", id="lookback-nan"),
+    ],
+)
+def test_numbers_out_of_any_sensible_range_are_refused(generator, scale, field):
+    data = _pipeline()
+    data["vertices"][0]["source"]["generator"].update(generator)  # type: ignore[index]
+    data["vertices"][0]["scale"] = scale  # type: ignore[index]
+    with pytest.raises(errors.SpecError, match=field.replace(".", r"\.")):
+        parse_pipeline(data)
+
+
+def test_a_recurring_failure_is_logged_once_per_kind_then_counted(caplog):
+    repeated = Repeated(logging.getLogger("tidal.test"), every=0.2)
+    with caplog.at_level(logging.WARNING, logger="tidal.test"):
+        for _ in range(50):
+            repeated.warning(("src", "ConnectionError"), "source %s: broker down", "src")
+        repeated.warning(("src", "TimeoutError"), "source %s: slow", "src")
+        time.sleep(0.25)
+        repeated.warning(("src", "ConnectionError"), "source %s: broker down", "src")
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines == [
+        "source src: broker down",
+        "source src: slow",
+        "source src: broker down (50 more times in the last 0.2 s)",
+    ]
