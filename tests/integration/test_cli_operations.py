@@ -40,10 +40,15 @@ def test_the_quickstarts_dry_run_then_real_run_lose_nothing(tmp_path):
     spec.write_text(QUICKSTART.format(input=data))
     env_cwd = {"cwd": tmp_path}
     # The quickstart, word for word (shorter durations): a dry run, then the run.
+    command = ["run", "pipeline.yaml", "--dry-run", "--duration", "25", "--no-metrics"]
     dry = subprocess.run(
-        [sys.executable, "-m", "tidal", "run", "pipeline.yaml", "--dry-run", "--duration", "25", "--no-metrics"],
-        capture_output=True, text=True, timeout=180, check=False, **env_cwd,
-    )  # fmt: skip
+        [sys.executable, "-m", "tidal", *command],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+        **env_cwd,
+    )
     assert dry.returncode == 0, dry.stdout + dry.stderr
     assert "reads its sources and writes its sinks" in dry.stdout  # it says what it does
     real_dir = tmp_path / "runs" / "orders"
