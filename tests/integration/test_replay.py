@@ -7,33 +7,19 @@ purpose, which a live query does not allow.
 
 from __future__ import annotations
 
-from tidal.isb import BufferLimits
-from tidal.isb.control import ControlStore
-from tidal.isb.sqlite import SqliteStore
 from tidal.spark.admission import partition_batch, task_row
-from tidal.spark.config import QueryConfig
 from tidal.spark.writer import VertexWriter
 from tidal.spec import Limits
 from tidal.spec.model import UdfSpec
+from tidal.testing import BufferRig
 
 
 def setup(tmp_path, udf=None, limits=None):
-    db = tmp_path / "pipeline.db"
-    store = SqliteStore(db)
-    source = store.create("in", BufferLimits(max_length=50_000))
-    out = store.create("out", BufferLimits(max_length=50_000))
-    source.append([f"p{i}".encode() for i in range(1000)], [f"m{i}" for i in range(1000)])
-    plan = QueryConfig(
-        pipeline="t",
-        vertex="v",
-        db=str(db),
-        run_dir=str(tmp_path),
-        input="in",
-        outputs=("out",),
-        limits=limits or Limits(read_batch_size=1000),
-        udf=udf,
-    )
-    return store, ControlStore(db), plan, out
+    rig = BufferRig(tmp_path)  # tidal.testing: real SQLite buffers and control record
+    rig.fill("in", 1000)
+    out = rig.buffer("out")
+    plan = rig.config(limits=limits or Limits(read_batch_size=1000), udf=udf)
+    return rig.store, rig.control, plan, out
 
 
 def test_a_replay_after_a_replica_change_reuses_the_split_and_writes_nothing_twice(tmp_path):

@@ -62,7 +62,7 @@ def show_status(run_dir: str | Path) -> int:
 
     up = record["at"] - record["started_at"]
     console.print(f"pipeline [bold]{record['pipeline']}[/]: {state}, up {up:,.0f} s")
-    console.print(status_table([VertexStatus(**v) for v in record["vertices"]]))
+    console.print(status_table([VertexStatus(**v) for v in record["vertices"]], width=console.width))
     report = Path(run_dir) / "report" / "summary.md"
     if report.exists():
         console.print(f"report: {report}")

@@ -225,7 +225,7 @@ def _run(
                 exporter.update(statuses)
             elapsed = time.time() - r.started_at
             if view is not None:
-                view.update(status_table(statuses, f"{spec.name} — {elapsed:,.0f} s"))
+                view.update(status_table(statuses, f"{spec.name} — {elapsed:,.0f} s", width=console.width))
             elif live and time.monotonic() - plain_at[0] >= PLAIN_EVERY:
                 plain_at[0] = time.monotonic()
                 console.print(escape(_plain_line(statuses, elapsed)), soft_wrap=True)

@@ -1,23 +1,35 @@
-"""The live terminal view of a running pipeline (rich): one row per vertex."""
+"""The live terminal view of a running pipeline (rich): one row per vertex.
+
+Wide terminals get the last decision in its own column; below ``WIDE`` columns (80-column
+terminals, piped output) the table keeps the numbers and each vertex's last decision follows it
+on a line of its own, so nothing is squeezed into a column a word wide.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import Any
 
+from rich.console import Group, RenderableType
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
-__all__ = ["status_table"]
+__all__ = ["WIDE", "status_table"]
+
+WIDE = 120  # columns from which the decision gets a column of its own
 
 
 def _num(value: float | None, fmt: str = "{:,.0f}") -> str:
     return "—" if value is None else fmt.format(value)
 
 
-def status_table(statuses: Iterable[Any], title: str = "") -> Table:
+def status_table(statuses: Iterable[Any], title: str = "", width: int | None = None) -> RenderableType:
+    """The vertices' state; ``width`` is the console's (``None``: wide)."""
+    rows = list(statuses)
+    wide = width is None or width >= WIDE
     table = Table(title=title, expand=False)
-    for column, justify in (
+    columns = [
         ("vertex", "left"),
         ("kind", "left"),
         ("replicas", "right"),
@@ -25,10 +37,13 @@ def status_table(statuses: Iterable[Any], title: str = "") -> Table:
         ("rate/s", "right"),
         ("buffer", "right"),
         ("processed", "right"),
-        ("last decision", "left"),
-    ):
+    ]
+    if wide:
+        columns.append(("last decision", "left"))
+    for column, justify in columns:
         table.add_column(column, justify=justify, overflow="fold")  # type: ignore[arg-type]
-    for s in statuses:
+    decisions: list[Text] = []
+    for s in rows:
         replicas = str(s.replicas)
         if s.desired is not None and s.desired != s.replicas:
             replicas += f" → {s.desired}"
@@ -36,15 +51,20 @@ def status_table(statuses: Iterable[Any], title: str = "") -> Table:
         stuck = getattr(s, "stuck_for", None)
         if stuck:
             state += f" [bold red]STUCK {stuck:.0f} s[/]"
-        decision = f"[bold]{escape(str(s.rule))}[/] {escape(s.reason)}" if s.rule else ""
-        table.add_row(
-            s.name + state,
+        dead = getattr(s, "dead", 0)
+        processed = f"{s.processed:,}" + (f" ({dead:,} dead)" if dead else "")
+        cells = [
+            escape(s.name) + state,
             s.kind,
             replicas,
             _num(s.pending),
             _num(s.rate, "{:,.1f}"),
             _num(s.usage, "{:.0%}"),
-            f"{s.processed:,}",
-            decision,
-        )
-    return table
+            processed,
+        ]
+        if wide:
+            cells.append(f"[bold]{escape(str(s.rule))}[/] {escape(s.reason)}" if s.rule else "")
+        elif s.rule:
+            decisions.append(Text.assemble((s.name, "bold"), f" [{s.rule}] ", s.reason))
+        table.add_row(*cells)
+    return table if wide or not decisions else Group(table, *decisions)

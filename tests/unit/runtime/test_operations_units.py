@@ -147,3 +147,34 @@ def test_a_recurring_failure_is_logged_once_per_kind_then_counted(caplog):
         "source src: slow",
         "source src: broker down (50 more times in the last 0.2 s)",
     ]
+
+
+def test_the_generators_clock_starts_at_its_first_trigger_not_when_it_was_built(tmp_path):
+    from tidal.spark.readers import GeneratorReader
+    from tidal.spec.model import GeneratorSpec, SourceSpec
+
+    with BufferRig(tmp_path) as rig:
+        rig.buffer("out")
+        config = rig.config("gen", input=None, source=SourceSpec(generator=GeneratorSpec(rate=10_000)))
+        reader = GeneratorReader(config)
+        time.sleep(1.0)  # Spark's warm-up between building the reader and its first trigger
+        first = reader.latestOffset({"n": 0})
+        assert first["n"] < 2_000  # not the 10,000 a clock started at build time would owe
+
+
+def test_status_and_events_fit_80_columns():
+    from rich.console import Console
+
+    from tidal.observe.live import status_table
+    from tidal.spark.pipeline import VertexStatus
+
+    row = VertexStatus(
+        "enrich-orders", "udf", True, 4, 6, 27716.0, 1234.5, 0.93, 1_234_567, "scale-up",
+        "avg pending 10866 at 600/s over 4 replicas, target 5 s → 10 (clamped to [0, 6]) (step +2 of 6)",
+        dead=3, stuck_for=75.0,
+    )  # fmt: skip
+    console = Console(width=80, record=True, color_system=None)
+    console.print(status_table([row, row], "orders — 120 s", width=console.width))
+    text = console.export_text()
+    assert max(len(line) for line in text.splitlines()) <= 80, text
+    assert "[0, 6]" in text and "STUCK" in text and "enrich-orders [scale-up] avg pending" in text
