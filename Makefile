@@ -15,12 +15,12 @@ export PYSPARK_PYTHON := $(VPY)
 export PYSPARK_DRIVER_PYTHON := $(VPY)
 export SPARK_LOCAL_IP := 127.0.0.1
 
-.PHONY: demo test lint unit integration bench check-java venv clean
+.PHONY: demo test lint unit integration bench check-java check-browser venv clean
 
 demo: $(STAMP) check-java
 	$(VENV)/bin/tidal demo
 
-test: $(STAMP) check-java lint
+test: $(STAMP) check-java check-browser lint
 	$(VPY) -m pytest -q tests
 
 lint: $(STAMP)
@@ -31,7 +31,7 @@ lint: $(STAMP)
 unit: $(STAMP)
 	$(VPY) -m pytest -q tests/unit
 
-integration: $(STAMP) check-java
+integration: $(STAMP) check-java check-browser
 	$(VPY) -m pytest -q tests/integration
 
 bench: $(STAMP) check-java
@@ -54,6 +54,20 @@ check-java:
 	  echo "Spark needs Java >= 17 (found: $${v:-none})." >&2; \
 	  echo "Install it with:  sudo apt-get install -y openjdk-17-jre-headless" >&2; \
 	  echo "(or set JAVA_HOME / PATH to a JDK 17+), then run make again." >&2; \
+	  exit 1; \
+	fi
+
+# The dashboard's tests drive a real headless Chromium: Debian's, with its ChromeDriver (a test
+# tool's own browser download cannot be reached from here). Installed when we are root.
+check-browser:
+	@if [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ]; then exit 0; fi; \
+	if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null; then \
+	  echo "installing Debian's chromium and chromium-driver for the dashboard's browser tests"; \
+	  (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver) >/dev/null || \
+	  { echo "apt-get could not install chromium; run: sudo apt-get install -y chromium chromium-driver" >&2; exit 1; }; \
+	else \
+	  echo "The dashboard's browser tests need Chromium and its driver." >&2; \
+	  echo "Install them with:  sudo apt-get install -y chromium chromium-driver" >&2; \
 	  exit 1; \
 	fi
 

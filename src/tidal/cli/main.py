@@ -48,6 +48,17 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--no-metrics", action="store_true", help="do not serve Prometheus metrics")
     run.add_argument("--no-live", action="store_true", help="no live table (logs only)")
     run.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
+    run.add_argument("--ui", action="store_true", help="serve the web dashboard of this run while it runs")
+    run.add_argument("--ui-port", type=int, default=8470, help="the dashboard's port on 127.0.0.1 (0 = any)")
+
+    ui = sub.add_parser("ui", help="a web dashboard of runs, live or finished (read-only)")
+    ui.add_argument(
+        "run_dirs", nargs="+", metavar="RUN_DIR", help="one or more run directories, side by side"
+    )
+    ui.add_argument("--port", type=int, default=8470, help="port (default 8470; 0 = any free port)")
+    ui.add_argument(
+        "--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)"
+    )
 
     events = sub.add_parser("events", help="the decisions of a run, with their reasons")
     events.add_argument("run_dir")
@@ -103,7 +114,12 @@ def main(argv: list[str] | None = None) -> int:
             metrics_port=None if args.no_metrics else args.metrics_port,
             live=not args.no_live,
             master=args.master,
+            ui_port=args.ui_port if args.ui else None,
         )
+    if args.command == "ui":
+        from tidal.cli.dashboard import serve
+
+        return serve(args.run_dirs, port=args.port, host=args.host)
     if args.command == "events":
         from tidal.cli.inspect import show_events
 

@@ -112,9 +112,11 @@ def run_pipeline(
     master: str = "local[2]",
     until: Any = None,
     console: Console | None = None,
+    ui_port: int | None = None,
 ) -> int:
     """Run the pipeline at ``path``; 0 when it ran and stopped cleanly, 1 when a vertex failed,
-    2 for an invalid pipeline or a run directory that is not this pipeline's."""
+    2 for an invalid pipeline or a run directory that is not this pipeline's. ``ui_port``
+    serves the dashboard of this run meanwhile (``tidal run --ui``)."""
     from tidal import log
     from tidal.spec import load_pipeline
 
@@ -142,6 +144,18 @@ def run_pipeline(
     file_log = logging.FileHandler(run_dir / "tidal.log")
     file_log.setFormatter(logging.Formatter("%(asctime)s %(levelname)-5s %(name)s %(message)s"))
     logging.getLogger("tidal").addHandler(file_log)
+    dashboard = None
+    if ui_port is not None:
+        from tidal.ui.server import Dashboard
+
+        try:
+            dashboard = Dashboard([run_dir]).start(ui_port)
+        except OSError as exc:
+            dashboard = Dashboard([run_dir]).start(0)
+            console.print(
+                f"[yellow]dashboard port {ui_port} is taken[/] ({escape(exc.strerror or str(exc))})"
+            )
+        console.print(f"dashboard: {dashboard.url}")
     try:
         with _spark_output_to(run_dir / "spark.log"):
             return _run(
@@ -161,6 +175,8 @@ def run_pipeline(
     finally:
         logging.getLogger("tidal").removeHandler(file_log)
         file_log.close()
+        if dashboard is not None:
+            dashboard.stop()
 
 
 def _run(

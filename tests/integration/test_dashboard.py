@@ -1,0 +1,194 @@
+"""The web dashboard in a real browser: Debian's headless Chromium driven by Selenium.
+
+A short real pipeline runs with ``tidal run --ui``; the page must show its vertices, follow the
+replicas the controller sets, explain a decision on click, and load the finished run from disk,
+side by side with a run directory that is damaged. Each view is saved as a screenshot under
+``runs/screenshots/`` (a test artifact to look at). The page's first load and how long after
+the controller's decision the page showed it are measured and printed, not asserted.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from tidal.ui.server import Dashboard
+
+from .test_cli import tidal, wait_for
+
+pytestmark = pytest.mark.spark
+
+SHOTS = Path("runs") / "screenshots"
+CHROMIUM, DRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
+
+PIPELINE = """
+name: waves
+limits: {readBatchSize: 200}
+controller: {intervalSeconds: 0.5}
+vertices:
+  - name: orders
+    source:
+      generator: {rate: 2500, maxMessages: 40000, msgSize: 40}
+  - name: enrich
+    udf: {map: "tidal.examples.udfs:slow_upper"}
+    scale: {lookbackSeconds: 3, scaleUpCooldownSeconds: 1, scaleDownCooldownSeconds: 2, max: 4,
+            targetProcessingSeconds: 2}
+  - name: archive
+    sink: {file: {path: archive.jsonl}}
+edges:
+  - {from: orders, to: enrich}
+  - {from: enrich, to: archive}
+"""
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    if not (CHROMIUM.exists() and DRIVER.exists()):
+        pytest.fail(
+            "Chromium is missing: make test installs it (sudo apt-get install -y chromium chromium-driver)"
+        )
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for flag in (
+        "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync",
+        "--window-size=1400,1300", f"--user-data-dir={tmp_path_factory.mktemp('chromium')}",
+    ):  # fmt: skip
+        options.add_argument(flag)
+    driver = webdriver.Chrome(options=options, service=Service(str(DRIVER)))
+    driver.set_page_load_timeout(30)
+    yield driver
+    driver.quit()
+
+
+def shot(driver, name: str) -> Path:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    path = SHOTS / f"{name}.png"
+    driver.save_screenshot(str(path))
+    return path
+
+
+def js(driver, script: str):
+    return driver.execute_script(script)
+
+
+def replicas_on_page(driver) -> str:
+    return js(
+        driver,
+        "const n = document.querySelector('[data-vertex=enrich]'); return n ? n.dataset.replicas : null",
+    )
+
+
+def test_a_live_run_then_the_finished_run_from_disk(browser, tmp_path):
+    spec = tmp_path / "waves.yaml"
+    spec.write_text(PIPELINE)
+    run_dir = tmp_path / "run"
+    proc = tidal("run", str(spec), "--run-dir", str(run_dir), "--no-metrics", "--ui", "--ui-port", "0")
+    url_line: list[str] = []
+
+    def dashboard_url() -> bool:
+        line = proc.stdout.readline()
+        found = re.search(r"dashboard: (http://127\.0\.0\.1:\d+/)", line)
+        if found:
+            url_line.append(found.group(1))
+        return bool(found)
+
+    try:
+        wait_for(dashboard_url, 60, "the dashboard's address", proc)
+        started = time.monotonic()
+        browser.get(url_line[0])
+        wait_for(
+            lambda: js(browser, "return document.querySelectorAll('[data-vertex]').length") == 3,
+            60,
+            "the graph",
+        )
+        first_load = time.monotonic() - started
+        # The graph shows every vertex of the pipeline.
+        names = js(
+            browser, "return [...document.querySelectorAll('[data-vertex]')].map(n => n.dataset.vertex)"
+        )
+        assert sorted(names) == ["archive", "enrich", "orders"]
+        # Replicas change on the page when the controller changes them.
+        seen: list[tuple[float, str]] = []
+
+        def scaled_up() -> bool:
+            value = replicas_on_page(browser)
+            if not seen or seen[-1][1] != value:
+                seen.append((time.time(), value))
+            return value not in (None, "", "0", "1")
+
+        wait_for(scaled_up, 120, "the page to show enrich scaled up", proc)
+        shot(browser, "dashboard-live")
+        decisions = [json.loads(x) for x in (run_dir / "events.jsonl").read_text().splitlines()]
+        up = next(d for d in decisions if d["vertex"] == "enrich" and d["desired"] == int(seen[-1][1]))
+        shown_after = seen[-1][0] - up["at"]
+        print(
+            f"dashboard: first load {first_load:.2f} s; replicas shown {shown_after:.2f} s after the decision"
+        )
+        archive = run_dir / "archive.jsonl"
+        wait_for(
+            lambda: archive.exists() and len(archive.read_text().splitlines()) >= 40000, 180, "the end", proc
+        )
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=120)
+
+    # The finished run, from disk, beside a damaged run directory.
+    damaged = tmp_path / "damaged"
+    shutil.copytree(run_dir, damaged, ignore=shutil.ignore_patterns("checkpoints", "pipeline.db*", "*.log"))
+    (damaged / "pipeline.yaml").write_bytes(b"\x00\x01 not yaml")
+    dashboard = Dashboard([run_dir, damaged, tmp_path / "gone"]).start(0)
+    try:
+        browser.get(dashboard.url)
+        wait_for(
+            lambda: js(browser, "return document.querySelectorAll('.run').length") == 3, 30, "three panels"
+        )
+        wait_for(
+            lambda: js(browser, "return document.querySelectorAll('#run-0 .event-row').length") > 3,
+            30,
+            "events",
+        )
+        assert js(browser, "return document.querySelector('#run-0 .badge').textContent") == "finished"
+        errors = js(browser, "return [...document.querySelectorAll('.error')].map(e => e.textContent)")
+        assert any("cannot be read" in e for e in errors) and any("does not exist" in e for e in errors), (
+            errors
+        )
+        assert not any("Traceback" in e for e in errors)
+        # A decision's reason is shown on click: a dot on the replicas chart.
+        marker = browser.find_elements("css selector", "#run-0 .decision-marker.up")[-1]  # drawn last: on top
+        rule = marker.get_attribute("data-rule")
+        marker.click()
+        wait_for(
+            lambda: js(browser, "return !!document.querySelector('#run-0 .detail')"),
+            10,
+            "the decision's detail",
+        )
+        detail = browser.find_element("css selector", "#run-0 .detail").text
+        assert rule in detail and "avg pending" in detail and "→" in detail, detail
+        # The event log filters by rule.
+        browser.find_element("css selector", "#run-0 select[aria-label=rule]").send_keys(rule)
+        wait_for(
+            lambda: (
+                set(
+                    js(
+                        browser,
+                        "return [...document.querySelectorAll('#run-0 .event-row')].map(r => r.dataset.rule)",
+                    )
+                )
+                == {rule}
+            ),
+            10,
+            "the filtered log",
+        )
+        shot(browser, "dashboard-finished")
+    finally:
+        dashboard.stop()
