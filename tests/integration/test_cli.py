@@ -122,7 +122,7 @@ def test_dry_run_shows_decisions_and_changes_no_replicas(tmp_path):
     spec = tmp_path / "p.yaml"
     spec.write_text(PIPELINE.format(rate=0, total=0))  # nothing flows: the policy wants zero
     run_dir = tmp_path / "run"
-    proc = tidal("run", str(spec), "--duration", "12", "--run-dir", str(run_dir), "--dry-run", "--no-metrics")
+    proc = tidal("run", str(spec), "--duration", "20", "--run-dir", str(run_dir), "--dry-run", "--no-metrics")
     out, _ = proc.communicate(timeout=180)
     assert proc.returncode == 0, out
     events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]

@@ -40,7 +40,7 @@ __all__ = ["DryRunActuator", "PipelineRun", "VertexStatus"]
 
 log = logging.getLogger("tidal.pipeline")
 
-WARM_UP_LIMIT = 120.0  # seconds after which the controller decides even if a query ran no batch
+WARM_UP_LIMIT = 60.0  # seconds after which the controller decides even if a query ran no batch
 
 
 @dataclass(frozen=True)
@@ -70,6 +70,13 @@ class DryRunActuator:
 
     def set_replicas(self, vertex: str, replicas: int) -> None:
         self.recommended[vertex] = replicas
+
+
+def _past_start(query: Any) -> bool:
+    if not query.isActive or query.lastProgress is not None:
+        return True
+    message = str(query.status.get("message", ""))
+    return bool(message) and not message.startswith("Initializing")
 
 
 def _reason(exc: object) -> str:
@@ -191,12 +198,13 @@ class PipelineRun:
     # -- while it runs -------------------------------------------------------------------------
 
     def warm(self) -> bool:
-        """Every query has run a micro-batch (or failed): Spark's warm-up is over. Until then the
-        controller does not decide, so warm-up is not mistaken for an idle pipeline. After
+        """Every query is past its start (it ran a micro-batch, or its first trigger found no data
+        and it now waits for some), or failed: Spark's warm-up is over. Until then the controller
+        does not decide, so warm-up is not mistaken for an idle pipeline. After
         ``WARM_UP_LIMIT`` seconds it decides anyway."""
         if time.time() - self.started_at > WARM_UP_LIMIT:
             return True
-        return all(q.lastProgress is not None or not q.isActive for q in self.queries.values())
+        return all(_past_start(q) for q in self.queries.values())
 
     def running(self, vertex: str) -> bool:
         query = self.queries.get(vertex)
