@@ -98,6 +98,7 @@ class _Vertex:
     pending: float | None = None
     configured_lookback: float = 0.0
     lookback_adapted_at: float | None = None
+    started_at: float | None = None  # the first tick that saw it
     processed: float | None = None  # the last sample's cumulative count
     progress_at: float | None = None  # when it last processed something, or had nothing to do
     stuck_since: float | None = None  # set while pending and no progress for stuck_after seconds
@@ -181,12 +182,14 @@ class Controller:
         metrics = {name: v.rater.metrics(now, v.lookback_seconds) for name, v in self._vertices.items()}
         for name, v in self._vertices.items():
             v.rate, v.pending = metrics[name]
+            if v.started_at is None:
+                v.started_at = now
             if v.last_scaled_at is None:
-                # Never scaled: no cooldown holds the first decision (Numaflow's lastScaledAt
-                # starts empty), so a pipeline that starts under load scales up at once. What
-                # keeps a vertex from being scaled to zero before its first messages arrive is
-                # that the runtime starts the loop only once every query ran a micro-batch
-                # (``ready`` in :meth:`run`), and that a rate needs two samples.
+                # Never scaled: no cooldown holds a first scale-up (Numaflow's lastScaledAt starts
+                # empty), so a pipeline that starts under load scales up at once; a first
+                # scale-down waits one down cooldown from the start (``started_at``), so a
+                # vertex is not scaled down before its load had time to show. On Spark the loop
+                # also starts only once every query is past its start (``ready`` in :meth:`run`).
                 v.last_scaled_at = -math.inf
         loads = {
             name: BufferLoad(pending, self._usable)
@@ -307,6 +310,7 @@ class Controller:
             rate=metrics[0],
             pending=metrics[1],
             last_scaled_at=v.last_scaled_at if v.last_scaled_at is not None else -math.inf,
+            started_at=v.started_at if v.started_at is not None else now,
             pressure=check_back_pressure(v.name, self._downstream[v.name], loads),
             buffer_max_length=limits.buffer_max_length,
             buffer_usage_limit=limits.buffer_usage_limit,

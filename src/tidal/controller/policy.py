@@ -66,6 +66,7 @@ class PolicyInput:
     pending: float | None
     last_scaled_at: float
     pressure: PressureCheck
+    started_at: float  # the controller's first tick for this vertex
     buffer_max_length: int
     buffer_usage_limit: float
     read_batch_size: int
@@ -126,6 +127,7 @@ class NumaflowPolicy(VertexPolicy):
             partitions=(PartitionMetrics(view.name, view.rate, view.pending),),
             buffers=buffers,
             read_batch_size=view.read_batch_size,
+            started_at=view.started_at,
         )
 
 

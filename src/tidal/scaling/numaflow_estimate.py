@@ -102,6 +102,7 @@ class VertexObservation:
     running: bool = True
     rate_limit_max: float | None = None  # spec.limits.rateLimit.max
     read_batch_size: int = DEFAULT_READ_BATCH_SIZE
+    started_at: float | None = None  # when the controller first saw it: the down cooldown starts there
 
 
 class Estimate(NamedTuple):

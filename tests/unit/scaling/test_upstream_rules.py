@@ -100,3 +100,28 @@ def test_desired_replicas_of_an_idle_vertex_is_zero_as_decide_says() -> None:
     )
     assert desired_replicas(NumaflowScale(), obs).desired == 0
     assert decide(NumaflowScale(), obs, now=1000.0).recommended == 0
+
+
+def _started(pending: float, rate: float) -> VertexObservation:
+    return VertexObservation(
+        "map",
+        VertexKind.SOURCE,
+        replicas=3,
+        ready_replicas=3,
+        last_scaled_at=float("-inf"),  # never scaled (Numaflow's empty lastScaledAt)
+        partitions=(PartitionMetrics("map", rate=rate, pending=pending),),
+        started_at=1000.0,
+    )
+
+
+def test_a_vertex_just_started_scales_up_at_once():
+    d = decide(NumaflowScale(target_processing_seconds=1), _started(pending=60_000, rate=1_000), now=1005.0)
+    assert d.rule == Rule.SCALE_UP and d.desired == 5
+
+
+def test_a_vertex_just_started_waits_one_down_cooldown_before_scaling_down():
+    held = decide(NumaflowScale(), _started(pending=10, rate=1_000), now=1005.0)
+    assert held.rule == Rule.SCALE_DOWN_COOLDOWN and held.desired == 3
+    assert "cooldown" in held.reason
+    moved = decide(NumaflowScale(), _started(pending=10, rate=1_000), now=1091.0)
+    assert moved.rule == Rule.SCALE_DOWN and moved.desired == 1

@@ -25,6 +25,7 @@ def view(
         pending=None,
         last_scaled_at=0.0,
         pressure=PressureCheck.none(),
+        started_at=0.0,
         buffer_max_length=30_000,
         buffer_usage_limit=0.8,
         read_batch_size=500,
