@@ -175,7 +175,9 @@ def test_a_live_run_then_the_finished_run_from_disk(browser, tmp_path):
         detail = browser.find_element("css selector", "#run-0 .detail").text
         assert rule in detail and "avg pending" in detail and "→" in detail, detail
         # The event log filters by rule.
-        browser.find_element("css selector", "#run-0 select[aria-label=rule]").send_keys(rule)
+        from selenium.webdriver.support.select import Select
+
+        Select(browser.find_element("css selector", "#run-0 select[aria-label=rule]")).select_by_value(rule)
         wait_for(
             lambda: (
                 set(

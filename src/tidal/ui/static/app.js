@@ -50,9 +50,19 @@ function schedule() {
 // -- rendering ---------------------------------------------------------------------------------
 
 function render(run) {
-  run.dirty = false;
   const panel = document.getElementById(`run-${run.id}`);
+  // A person choosing in a filter keeps the control: redraw once it loses focus.
+  const focused = document.activeElement;
+  if (focused && focused.tagName === "SELECT" && panel.contains(focused)) {
+    focused.addEventListener("blur", () => { run.dirty = true; schedule(); }, { once: true });
+    return;
+  }
+  run.dirty = false;
+  const scroll = panel.querySelector(".scroll");
+  const top = scroll ? scroll.scrollTop : 0;
   panel.replaceChildren(...panelContent(run));
+  const again = panel.querySelector(".scroll");
+  if (again) again.scrollTop = top;
   panel.dataset.rendered = String(performance.now());
 }
 
@@ -222,7 +232,7 @@ function eventLog(run) {
   const vertices = run.graph.vertices.map(v => v.name);
   const rules = [...new Set(run.events.map(e => e.rule))].sort();
   const select = (value, options, label, set) => el("select", { "aria-label": label,
-    onchange: ev => { set(ev.target.value); run.dirty = true; schedule(); } },
+    onchange: ev => { set(ev.target.value); run.dirty = true; ev.target.blur(); schedule(); } },
     el("option", { value: "", text: `every ${label}` }),
     ...options.map(o => el("option", { value: o, text: o, selected: o === value })));
   const filters = el("div", { class: "filters" },
