@@ -42,6 +42,7 @@ class Rule(StrEnum):
     FIXED = "fixed"  # min == max
     ZERO_WAIT = "zero-wait"
     NOT_READY = "not-ready"
+    WARMING_UP = "warming-up"
     METRICS_UNAVAILABLE = "metrics-unavailable"
     BUFFER_UNAVAILABLE = "buffer-unavailable"
     RATE_LIMITED = "rate-limited"

@@ -36,6 +36,10 @@ Deliberate differences from upstream (each also in ``docs/scaling.md``):
   yet). Upstream's empty ``lastScaledAt`` lets both happen at once, and a pipeline whose load
   grows after its start was scaled down first, then held by the up cooldown when the load came
   (``tidal bench decisions``, step-x2: 52 % of the time behind against 34 %).
+* **Idle means idle for a whole lookback.** "No pending and no processing over the lookback"
+  (→ 0) is concluded only once the vertex has been watched for one lookback since its start
+  (rule ``warming-up`` until then). Upstream concludes it from whatever samples the window holds,
+  so a pipeline whose first messages are still on their way has its UDF scaled to zero.
 * **min == max is enforced.** Upstream skips such a vertex and relies on its controller's clamp;
   here the policy is the only actor, so a vertex away from a fixed count is moved to it.
 * **No int32 wrap.** Python integers do not overflow; a huge raw value stays huge and is clamped.
@@ -233,7 +237,21 @@ def decide(
     if not partitions:
         return _metrics_unavailable(obs, now)
 
-    raw = zero(obs) if total_pending == 0 and total_rate == 0 else estimate(scale, obs)
+    if total_pending == 0 and total_rate == 0:
+        observed = now - obs.started_at if obs.started_at is not None else math.inf
+        if observed < scale.lookback_seconds:
+            return _hold(
+                obs,
+                now,
+                Rule.WARMING_UP,
+                f"no pending and no processing in the {observed:.0f} s seen since the start: "
+                f"a whole lookback ({scale.lookback_seconds:.0f} s) before concluding it is idle",
+                None,
+                {"observedSeconds": observed},
+            )
+        raw = zero(obs)
+    else:
+        raw = estimate(scale, obs)
     desired = raw.desired
     ready = obs.ready_replicas
     inputs = partial(_decision_inputs, raw, scale, total_pending, total_rate, ready, None)

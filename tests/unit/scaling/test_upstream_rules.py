@@ -125,3 +125,22 @@ def test_a_vertex_just_started_waits_one_down_cooldown_before_scaling_down():
     assert "cooldown" in held.reason
     moved = decide(NumaflowScale(), _started(pending=10, rate=1_000), now=1091.0)
     assert moved.rule == Rule.SCALE_DOWN and moved.desired == 1
+
+
+def test_idle_is_concluded_only_after_a_whole_lookback_since_the_start():
+    def idle_at(now: float):
+        obs = VertexObservation(
+            "map",
+            VertexKind.UDF,
+            replicas=2,
+            ready_replicas=2,
+            last_scaled_at=float("-inf"),
+            partitions=(PartitionMetrics("map", rate=0.0, pending=0.0),),
+            buffers=(BufferInfo("map", 30000, 0.8),),
+            started_at=1000.0,
+        )
+        return decide(NumaflowScale(scale_down_cooldown_seconds=0, lookback_seconds=120), obs, now)
+
+    early = idle_at(1010.0)
+    assert early.rule == Rule.WARMING_UP and early.desired == 2 and "whole lookback (120 s)" in early.reason
+    assert idle_at(1121.0).desired == 0
