@@ -59,8 +59,9 @@ def _raise_interrupt(signum: int, frame: Any) -> None:
 @contextlib.contextmanager
 def _spark_output_to(path: Path) -> Iterator[None]:
     """Send whatever writes to file descriptor 2 — the JVM Spark starts, its Python workers,
-    their stack traces — to ``path``; Python's own ``sys.stderr`` (Tidal's log lines) keeps
-    pointing at the terminal."""
+    their stack traces — to ``path``, and so does Python's root logger (py4j logs a call that a
+    Ctrl-C interrupts there, with its traceback, through ``logging.exception``); Python's own
+    ``sys.stderr`` (Tidal's log lines) keeps pointing at the terminal."""
     sys.stderr.flush()
     terminal = os.dup(2)
     spark_log = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
@@ -68,6 +69,11 @@ def _spark_output_to(path: Path) -> Iterator[None]:
     stream = os.fdopen(terminal, "w", buffering=1, closefd=False)
     tidal_logger = logging.getLogger("tidal")
     handlers = [h for h in tidal_logger.handlers if isinstance(h, logging.StreamHandler)]
+    root = logging.getLogger()
+    root_file = open(path, "a", buffering=1)  # noqa: SIM115 - closed in the finally below
+    root_handler = logging.StreamHandler(root_file)
+    root_handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+    root.addHandler(root_handler)  # a root with a handler is never configured onto the terminal
     try:
         os.dup2(spark_log, 2)
         sys.stderr = stream
@@ -85,6 +91,8 @@ def _spark_output_to(path: Path) -> Iterator[None]:
         stream.close()
         os.close(terminal)
         os.close(spark_log)
+        root.removeHandler(root_handler)
+        root_file.close()
 
 
 def _plain_line(statuses: list[Any], elapsed: float) -> str:

@@ -178,3 +178,32 @@ def test_status_and_events_fit_80_columns():
     text = console.export_text()
     assert max(len(line) for line in text.splitlines()) <= 80, text
     assert "[0, 6]" in text and "STUCK" in text and "enrich-orders [scale-up] avg pending" in text
+
+
+def test_spark_output_and_py4j_root_logging_go_to_the_run_log_not_the_terminal(tmp_path):
+    """What py4j logs through the root logger when a Ctrl-C interrupts a call, and whatever
+    Spark's processes write to fd 2, land in spark.log; Tidal's own lines still reach the terminal."""
+    import subprocess
+    import sys
+
+    code = (
+        "import logging, os, sys\n"
+        "from pathlib import Path\n"
+        "from tidal import log\n"
+        "from tidal.cli.run import _spark_output_to\n"
+        "log.configure()\n"
+        f"with _spark_output_to(Path({str(tmp_path / 'spark.log')!r})):\n"
+        "    try:\n"
+        "        raise RuntimeError('reentrant call')\n"
+        "    except RuntimeError:\n"
+        "        logging.exception('Exception while sending command.')\n"
+        "    os.write(2, b'JVM trace line\\n')\n"
+        "    logging.getLogger('tidal.controller').warning('tidal line')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert "tidal line" in done.stderr
+    assert "Traceback" not in done.stderr and "JVM trace" not in done.stderr, done.stderr
+    spark_log = (tmp_path / "spark.log").read_text()
+    assert "Exception while sending command." in spark_log and "JVM trace line" in spark_log
