@@ -47,7 +47,9 @@ def test_stop_now_counts_what_the_sink_committed(spark, tmp_path):
     # Nothing committed after the status was written: the sink holds what the status says.
     time.sleep(2)
     assert len(_lines(tmp_path / "out.jsonl")) == final["out"]["processed"]
-    assert final["gen"]["processed"] >= final["work"]["processed"] >= final["out"]["processed"]
+    # (No order between the vertices' counts: a batch stopped after its tasks wrote downstream but
+    # before its commit is not counted upstream, while downstream may already have processed
+    # its output; the replay at the next start writes the same ids, which the buffer skips.)
 
 
 def test_drain_stops_the_source_first_and_delivers_what_was_in_the_buffers(spark, tmp_path):
