@@ -92,7 +92,12 @@ class _Vertex:
     lookback_seconds: float  # the lookback in use: the configured one, stretched by adaptive_lookback
     policy: VertexPolicy
     rater: Rater
-    last_scaled_at: float | None = None  # None until the first tick
+    # Never scaled: no cooldown holds a first scale-up (Numaflow's lastScaledAt starts empty), so
+    # a pipeline that starts under load scales up at once; a first scale-down waits one down
+    # cooldown from the start (``started_at``), so a vertex is not scaled down before its load had
+    # time to show. On Spark the loop also starts only once every query is past its start
+    # (``ready`` in :meth:`Controller.run`).
+    last_scaled_at: float = -math.inf
     last: Decision | None = None
     rate: float | None = None
     pending: float | None = None
@@ -184,13 +189,6 @@ class Controller:
             v.rate, v.pending = metrics[name]
             if v.started_at is None:
                 v.started_at = now
-            if v.last_scaled_at is None:
-                # Never scaled: no cooldown holds a first scale-up (Numaflow's lastScaledAt starts
-                # empty), so a pipeline that starts under load scales up at once; a first
-                # scale-down waits one down cooldown from the start (``started_at``), so a
-                # vertex is not scaled down before its load had time to show. On Spark the loop
-                # also starts only once every query is past its start (``ready`` in :meth:`run`).
-                v.last_scaled_at = -math.inf
         loads = {
             name: BufferLoad(pending, self._usable)
             for name, v in self._vertices.items()
@@ -309,7 +307,7 @@ class Controller:
             busy_seconds=sample.busy_seconds,
             rate=metrics[0],
             pending=metrics[1],
-            last_scaled_at=v.last_scaled_at if v.last_scaled_at is not None else -math.inf,
+            last_scaled_at=v.last_scaled_at,
             started_at=v.started_at if v.started_at is not None else now,
             pressure=check_back_pressure(v.name, self._downstream[v.name], loads),
             buffer_max_length=limits.buffer_max_length,

@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING, Any, cast
 from pyspark import cloudpickle
 
 if TYPE_CHECKING:
-    from tidal.spec.model import Limits, SinkSpec, SourceSpec, UdfSpec
+    from tidal.spec.model import Limits, SinkSpec, SourceSpec, UdfSpec, VertexSpec
 
-__all__ = ["OPTION", "QueryConfig", "staged_buffer"]
+__all__ = ["OPTION", "QueryConfig", "input_buffer", "staged_buffer"]
 
 OPTION = "config"  # the data source option that carries the encoded QueryConfig
 
@@ -35,6 +35,16 @@ OPTION = "config"  # the data source option that carries the encoded QueryConfig
 def staged_buffer(vertex: str) -> str:
     """Where a user source's messages are made replayable. ``_`` is never in a vertex name."""
     return f"staged_{vertex}"
+
+
+def input_buffer(vertex: VertexSpec) -> str | None:
+    """The buffer a vertex's query reads: its own (named after it) for a UDF or sink, the
+    staging buffer for a user source, none for the generator."""
+    if vertex.kind != "source":
+        return vertex.name
+    if vertex.source is not None and vertex.source.user is not None:
+        return staged_buffer(vertex.name)
+    return None
 
 
 class QueryConfig:

@@ -31,7 +31,7 @@ from tidal.controller import Controller, EventLog, StoreProbe
 from tidal.isb.base import BufferStore
 from tidal.isb.control import ControlStore
 from tidal.spark import rundir
-from tidal.spark.config import QueryConfig, staged_buffer
+from tidal.spark.config import QueryConfig, input_buffer
 from tidal.spark.stores import open_store
 from tidal.spark.vertex import start_vertex, stop_between_batches
 from tidal.spec import PipelineSpec, graph
@@ -137,13 +137,12 @@ class PipelineRun:
     def query_config(self, vertex: str) -> QueryConfig:
         """What the query of ``vertex`` needs to know (its buffers, source, UDF or sink)."""
         v = self.spec.vertex(vertex)
-        source_input = staged_buffer(vertex) if v.source is not None and v.source.user is not None else None
         return QueryConfig(
             pipeline=self.spec.name,
             vertex=vertex,
             db=str(self.db),
             run_dir=str(self.run_dir),
-            input=vertex if v.kind != "source" else source_input,
+            input=input_buffer(v),
             outputs=tuple(self.spec.outputs(vertex)),
             limits=self.spec.limits,
             backend=self.spec.buffers.backend,
@@ -160,10 +159,9 @@ class PipelineRun:
         limits = self.spec.limits.buffer
         self.control = ControlStore(self.db)
         for v in self.spec.vertices:
-            if v.kind != "source":
-                self.buffers.create(v.name, limits)
-            elif v.source is not None and v.source.user is not None:
-                self.buffers.create(staged_buffer(v.name), limits)
+            name = input_buffer(v)
+            if name is not None:
+                self.buffers.create(name, limits)
             if not self.control.known(v.name):  # a restart keeps the replicas it had
                 self.control.set_replicas(v.name, v.replicas)
         configs = {v.name: self.query_config(v.name) for v in self.spec.vertices}
@@ -297,10 +295,8 @@ class PipelineRun:
         """Every buffer is empty (sources stopped: nothing new arrives) and no query is mid-batch."""
         assert self.buffers is not None
         for v in self.spec.vertices:
-            if v.kind == "source" and (v.source is None or v.source.user is None):
-                continue
-            name = v.name if v.kind != "source" else staged_buffer(v.name)
-            if self.buffers.open(name).stats().pending > 0:
+            name = input_buffer(v)
+            if name is not None and self.buffers.open(name).stats().pending > 0:
                 return False
         return not any(q.isActive and q.status.get("isTriggerActive") for q in self.queries.values())
 
