@@ -10,6 +10,7 @@
     ├── UdfError                    a user function raised (names the vertex and message id)
     ├── SourceError                 a user source raised
     ├── PipelineError               a vertex's query stopped with an error: fix, then start again
+    ├── ClusterError                the cluster cannot run it (master, dynamic allocation, hosts)
     └── RunDirectoryError           the run directory holds another pipeline's run: new dir or --reset
 
 The branches group by what the caller can do: a ``SpecError`` is fixed by editing input and is
@@ -28,6 +29,7 @@ __all__ = [
     "BufferFull",
     "BufferNotFound",
     "BufferUnavailable",
+    "ClusterError",
     "MessageTooLarge",
     "PipelineError",
     "RunDirectoryError",
@@ -136,6 +138,12 @@ class PipelineError(TidalError):
         self.vertex = vertex
         self.reason = reason
         super().__init__(f"vertex {vertex!r} failed: {reason}")
+
+
+class ClusterError(TidalError):
+    """The cluster cannot run this pipeline as configured: the master is not reachable, Spark's
+    dynamic allocation is on, or SQLite buffers meet an executor on another host. The message
+    names the fix."""
 
 
 class RunDirectoryError(TidalError):

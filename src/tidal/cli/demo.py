@@ -6,6 +6,10 @@ and a half minutes on Spark's local mode it shows the whole cycle: scale-up unde
 wave, scale-down after it, scale to zero in the quiet spell, the wake-up when the second wave
 arrives. Then it checks that every
 order arrived exactly once and prints where the report and the decisions are.
+
+``tidal demo --cluster`` runs the same on a standalone cluster it starts on 127.0.0.1 (four
+two-core workers): the replicas become executors, requested under the wave and killed after it
+(``RUN_DIR/executors.jsonl`` and the report's executor panel show them).
 """
 
 from __future__ import annotations
@@ -20,7 +24,10 @@ DURATION = 160.0  # two waves (at 0 s and 110 s, 40 s each) and the drain of the
 MASTER = "local[6]"  # task slots: sleeping UDF tasks run side by side even on 2 cores
 
 
-def run(duration: float | None = None, run_root: str | Path = "runs") -> int:
+CLUSTER = "local:4x2"  # tidal demo --cluster: four two-core workers on 127.0.0.1
+
+
+def run(duration: float | None = None, run_root: str | Path = "runs", cluster: bool = False) -> int:
     from tidal.cli.run import default_run_dir, run_pipeline
 
     console = Console()
@@ -36,7 +43,8 @@ def run(duration: float | None = None, run_root: str | Path = "runs") -> int:
         PIPELINE,
         duration=duration or DURATION,
         run_dir=run_dir,
-        master=MASTER,
+        master=None if cluster else MASTER,
+        cluster=CLUSTER if cluster else None,
         metrics_port=0,
         console=console,
     )

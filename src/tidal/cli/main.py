@@ -47,7 +47,19 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--metrics-port", type=int, default=9464, help="Prometheus port on 127.0.0.1 (0 = any)")
     run.add_argument("--no-metrics", action="store_true", help="do not serve Prometheus metrics")
     run.add_argument("--no-live", action="store_true", help="no live table (logs only)")
-    run.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
+    run.add_argument(
+        "--master",
+        default=None,
+        help="Spark master: local[N], or spark://HOST:PORT of a standalone cluster, where replicas "
+        "become executors (default: cluster.master in the pipeline, else local[2])",
+    )
+    run.add_argument(
+        "--cluster",
+        default=None,
+        metavar="local:N[xC]",
+        help="start a standalone cluster of N workers (C cores each, default 2) on 127.0.0.1 for this "
+        "run and stop it afterwards",
+    )
     run.add_argument("--ui", action="store_true", help="serve the web dashboard of this run while it runs")
     run.add_argument("--ui-port", type=int, default=8470, help="the dashboard's port on 127.0.0.1 (0 = any)")
 
@@ -70,6 +82,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser("demo", help="the autoscaling demo (Spark local mode, SQLite), 2–3 minutes")
     demo.add_argument("--duration", type=float, default=None, help="shorter or longer than the wave")
+    demo.add_argument(
+        "--cluster",
+        action="store_true",
+        help="on a standalone cluster of four two-core workers on 127.0.0.1: executors follow the wave",
+    )
+
+    cluster = sub.add_parser("cluster", help="start or stop a standalone Spark cluster on 127.0.0.1")
+    cluster.add_argument("action", choices=["up", "down", "status"])
+    cluster.add_argument("dir", help="where the cluster keeps its logs, work directories and cluster.json")
+    cluster.add_argument("--workers", type=int, default=2, help="workers (default 2)")
+    cluster.add_argument("--cores", type=int, default=2, help="cores per worker (default 2)")
+    cluster.add_argument("--memory", default="2g", help="memory per worker (default 2g)")
 
     from tidal.sim import POLICIES, TRACES
 
@@ -115,6 +139,7 @@ def main(argv: list[str] | None = None) -> int:
             live=not args.no_live,
             master=args.master,
             ui_port=args.ui_port if args.ui else None,
+            cluster=args.cluster,
         )
     if args.command == "ui":
         from tidal.cli.dashboard import serve
@@ -131,7 +156,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "demo":
         from tidal.cli import demo
 
-        return demo.run(duration=args.duration)
+        return demo.run(duration=args.duration, cluster=args.cluster)
+    if args.command == "cluster":
+        from tidal.cli.cluster import cluster_command
+
+        return cluster_command(args.action, args.dir, args.workers, args.cores, args.memory)
     if args.command == "simulate":
         from tidal.cli.simulate import run_simulation
 

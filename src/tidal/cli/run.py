@@ -117,14 +117,19 @@ def run_pipeline(
     drain: bool = False,
     metrics_port: int | None = 9464,
     live: bool = True,
-    master: str = "local[2]",
+    master: str | None = None,
     until: Any = None,
     console: Console | None = None,
     ui_port: int | None = None,
+    cluster: str | None = None,
 ) -> int:
-    """Run the pipeline at ``path``; 0 when it ran and stopped cleanly, 1 when a vertex failed,
-    2 for an invalid pipeline or a run directory that is not this pipeline's. ``ui_port``
-    serves the dashboard of this run meanwhile (``tidal run --ui``)."""
+    """Run the pipeline at ``path``; 0 when it ran and stopped cleanly, 1 when a vertex failed
+    (or the cluster could not run it), 2 for an invalid pipeline or a run directory that is not
+    this pipeline's. ``ui_port`` serves the dashboard of this run meanwhile (``tidal run --ui``).
+
+    ``master`` (else ``cluster.master`` in the spec, else ``local[2]``) is where Spark runs;
+    ``cluster="local:N"`` starts a standalone cluster of N workers on 127.0.0.1 for this run
+    (under ``RUN_DIR/cluster``) and stops it afterwards."""
     from tidal import log
     from tidal.spec import load_pipeline
 
@@ -138,6 +143,16 @@ def run_pipeline(
         console.print(f"[red]invalid pipeline {escape(str(path))}[/]:\n{escape(str(exc))}")
         return 2
     run_dir = Path(run_dir) if run_dir is not None else default_run_dir(spec.name)
+    workers = cores = 0
+    if cluster is not None:
+        from tidal.spark.cluster import parse_cluster
+
+        try:
+            workers, cores = parse_cluster(cluster)
+        except errors.SpecError as exc:
+            console.print(f"[red]invalid --cluster[/]: {escape(str(exc))}")
+            return 2
+    master = master or spec.cluster.master or "local[2]"
 
     from tidal.spark import rundir
 
@@ -164,7 +179,20 @@ def run_pipeline(
                 f"[yellow]dashboard port {ui_port} is taken[/] ({escape(exc.strerror or str(exc))})"
             )
         console.print(f"dashboard: {dashboard.url}")
+    embedded = None
     try:
+        if workers:
+            from tidal.spark.cluster import StandaloneCluster
+
+            console.print(f"starting a standalone cluster on 127.0.0.1: {workers} workers × {cores} cores")
+            try:
+                embedded = StandaloneCluster(run_dir / "cluster", workers=workers, cores=cores).start()
+            except errors.TidalError as exc:
+                console.print(f"[red]the cluster did not start[/]: {escape(str(exc))}")
+                return 1
+            assert embedded.info is not None
+            master = embedded.info.master
+            console.print(f"cluster up: {master} (its logs: {escape(str(run_dir / 'cluster' / 'logs'))})")
         with _spark_output_to(run_dir / "spark.log"):
             return _run(
                 spec,
@@ -181,6 +209,8 @@ def run_pipeline(
                 until,
             )
     finally:
+        if embedded is not None:
+            embedded.stop()
         logging.getLogger("tidal").removeHandler(file_log)
         file_log.close()
         if dashboard is not None:
@@ -261,6 +291,10 @@ def _run(
         console.print(
             "[yellow]stopping[/] (interrupted)" + ("; draining — Ctrl-C again to stop now" if drain else "")
         )
+    except errors.ClusterError as exc:
+        console.print(f"[red]the cluster cannot run this pipeline[/]: {escape(str(exc))}")
+        status = 1
+        drain = False
     except errors.PipelineError as exc:
         console.print(f"[red]pipeline stopped[/]: {escape(str(exc))}")
         console.print(

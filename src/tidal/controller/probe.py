@@ -10,7 +10,9 @@ Processed counts and busy seconds (what the writer tasks spent working) are the 
 vertex's committed micro-batches (:class:`~tidal.isb.control.ControlStore`). Ready replicas are
 observed, not assumed: what the latest batches really ran
 (:meth:`~tidal.isb.control.ControlStore.ready_replicas`), so a scale-up counts as ready only once
-Spark ran it. ``running(vertex)`` says whether the vertex's query is up: a vertex whose query is
+Spark ran it; on a cluster manager ``slots()`` caps them by the registered executors' cores
+(:func:`~tidal.scaling.executors.ready_slots`), since a partition without a core only waits in
+Spark's queue. ``running(vertex)`` says whether the vertex's query is up: a vertex whose query is
 down has no ready replica, and the policy does not scale it.
 """
 
@@ -53,8 +55,10 @@ class StoreProbe:
         *,
         running: Callable[[str], bool] | None = None,
         stale_after: float = 30.0,
+        slots: Callable[[], Mapping[str, int]] | None = None,
     ) -> None:
         self._buffers = buffers
+        self._slots = slots
         self._control = control
         self._source_pending = dict(source_pending or {})
         self._running = running
@@ -74,6 +78,8 @@ class StoreProbe:
             ready = 0
         else:
             ready = self._control.ready_replicas(vertex, replicas)
+            if self._slots is not None:  # on a cluster: only the replicas that have a core
+                ready = min(ready, self._slots().get(vertex, ready))
         return ProbeSample(float(processed), pending, replicas, ready, busy_seconds=busy)
 
     def _pending_of_source(self, vertex: str) -> float | None:

@@ -122,6 +122,11 @@ class PipelineRun:
         self.buffers: BufferStore | None = None
         self.started_at = 0.0
         self._released = False
+        self.allocator: Any = None  # the executor allocator, on a cluster manager
+
+    @property
+    def on_cluster(self) -> bool:
+        return self._master.startswith("spark://")
 
     # -- set-up --------------------------------------------------------------------------------
 
@@ -168,7 +173,16 @@ class PipelineRun:
         if self._spark is None:
             from tidal.spark.session import build_session
 
-            self._spark = build_session(f"tidal-{self.spec.name}", self._master)
+            if self.on_cluster:
+                from tidal.spark.session import check_master, cluster_conf
+
+                check_master(self._master)
+                extra = cluster_conf(self.spec.cluster)
+            else:
+                extra = None
+            self._spark = build_session(f"tidal-{self.spec.name}", self._master, extra=extra)
+        if self.on_cluster:
+            self._start_allocator()
         from tidal.spark.datasource import VertexDataSource
 
         self._spark.dataSource.register(VertexDataSource)
@@ -181,7 +195,13 @@ class PipelineRun:
                 trigger_seconds=self.trigger_seconds,
             )
         actuator = DryRunActuator() if self.dry_run else self.control  # the readers consult it
-        probe = StoreProbe(self.spec, self.buffers, self.control, running=self.running)
+        probe = StoreProbe(
+            self.spec,
+            self.buffers,
+            self.control,
+            running=self.running,
+            slots=self.allocator.ready if self.allocator is not None else None,
+        )
         self.controller = Controller(self.spec, probe, actuator, EventLog(self.run_dir / "events.jsonl"))
         self.controller.start(ready=self.warm)
         log.info(
@@ -192,6 +212,31 @@ class PipelineRun:
             " (dry run: decisions are not applied)" if self.dry_run else "",
         )
         return self
+
+    def _start_allocator(self) -> None:
+        from tidal.scaling.executors import ExecutorBounds
+        from tidal.spark.executors import ExecutorAllocator, SparkExecutors
+        from tidal.spark.session import check_no_dynamic_allocation
+
+        check_no_dynamic_allocation(self._spark)
+        c = self.spec.cluster
+        bounds = ExecutorBounds(c.executor_cores, c.min_executors, c.max_executors, c.shrink_wait_seconds)
+        control = self.control
+        assert control is not None
+        names = [v.name for v in self.spec.vertices]
+        initial = {v.name: v.replicas for v in self.spec.vertices}
+
+        def replicas() -> dict[str, int]:
+            return {n: control.replicas(n, default=initial[n]) for n in names}
+
+        self.allocator = ExecutorAllocator(
+            SparkExecutors(self._spark),
+            bounds,
+            replicas,
+            self.run_dir / "executors.jsonl",
+            backend=self.spec.buffers.backend,
+            db=str(self.db),
+        ).start()
 
     # -- while it runs -------------------------------------------------------------------------
 
@@ -209,7 +254,10 @@ class PipelineRun:
         return query is not None and query.isActive
 
     def check(self) -> None:
-        """Raise :class:`~tidal.errors.PipelineError` if a vertex's query failed."""
+        """Raise :class:`~tidal.errors.PipelineError` if a vertex's query failed (or the
+        executor allocator found a cluster the pipeline cannot run on)."""
+        if self.allocator is not None and self.allocator.error is not None:
+            raise self.allocator.error
         for name, query in self.queries.items():
             exc = query.exception()
             if exc is not None:
@@ -319,6 +367,8 @@ class PipelineRun:
                 time.sleep(0.2)
         if self.controller is not None:
             self.controller.stop()
+        if self.allocator is not None:
+            self.allocator.stop()
         for name in [v.name for v in graph.topological(self.spec)]:
             self._stop_query(name)
         if self.controller is not None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 from pyspark.sql import SparkSession
 
@@ -44,3 +45,51 @@ def build_session(
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(log_level)
     return spark
+
+
+def check_master(master: str, timeout: float = 3.0) -> None:
+    """Refuse an unreachable ``spark://HOST:PORT`` before Spark spends a minute retrying it."""
+    import socket
+
+    from tidal import errors
+
+    host, _, port = master.removeprefix("spark://").rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout):
+            return
+    except (OSError, ValueError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise errors.ClusterError(
+            f"cannot reach the Spark master at {master} ({reason}): start it "
+            "(`tidal cluster up DIR`, or `tidal run --cluster local:N` for one just for this run) "
+            "or fix --master / cluster.master"
+        ) from None
+
+
+def cluster_conf(cluster: Any) -> dict[str, str]:
+    """Spark settings for a pipeline on a cluster manager (``cluster:`` in the spec): Spark's
+    dynamic allocation off (Tidal requests and kills executors), executor size, at most
+    ``maxExecutors`` executors' cores, and the driver's ``PYTHONPATH`` for the executors (the
+    pipeline's UDF modules)."""
+    conf = {
+        **cluster.conf,
+        "spark.dynamicAllocation.enabled": "false",
+        "spark.executor.cores": str(cluster.executor_cores),
+        "spark.executor.memory": cluster.executor_memory,
+        "spark.cores.max": str(cluster.executor_cores * cluster.max_executors),
+        "spark.executorEnv.PYSPARK_PYTHON": sys.executable,
+    }
+    if os.environ.get("PYTHONPATH"):
+        conf["spark.executorEnv.PYTHONPATH"] = os.environ["PYTHONPATH"]
+    return conf
+
+
+def check_no_dynamic_allocation(spark: SparkSession) -> None:
+    """Spark's dynamic allocation may come from ``spark-defaults.conf``: refuse it there too."""
+    from tidal import errors
+
+    if spark.sparkContext.getConf().get("spark.dynamicAllocation.enabled", "false").lower() == "true":
+        raise errors.ClusterError(
+            "spark.dynamicAllocation.enabled is true in this Spark session (spark-defaults.conf or "
+            "--conf): Spark would ignore Tidal's executor requests. Set it to false."
+        )

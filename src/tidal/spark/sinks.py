@@ -7,14 +7,15 @@ after every task succeeded.
 
 Delivery, per kind:
 
-- ``file`` is **exactly once**, also across a crash: tasks write part files, the commit appends
-  them to the JSON-lines file. Before appending batch ``B`` it records ``(B, size)`` next to the
-  file (in the run directory); a replay of ``B`` after a crash cuts the file back to ``size``
-  and appends again.
+- ``file`` is **exactly once**, also across a crash: each task encodes its lines and returns
+  them in its commit message (a task writes nothing to disk, so executors on other hosts need no
+  shared filesystem); the commit, in the driver, appends them to the JSON-lines file. Before
+  appending batch ``B`` it records ``(B, size)`` next to the file (in the run directory); a
+  replay of ``B`` after a crash cuts the file back to ``size`` and appends again.
   Lines are ``{"id": ..., "payload": ...}`` (payloads that are not UTF-8 go as
   ``payload_b64``); a dead letter line adds ``"error"``. A relative ``path`` is under the run
-  directory. The part files need a filesystem the driver and the executors share (local mode,
-  or a shared mount on a cluster).
+  directory. A micro-batch's lines pass through the driver's memory once (a batch is at most
+  replicas × ``readBatchSize`` messages).
 - ``log`` and ``user`` are **at least once**: a micro-batch replayed after a crash is written
   again. A user sink gets the message ids, so its ``write`` can be idempotent.
 - ``blackhole`` drops everything (benchmarks, tests).
@@ -26,7 +27,6 @@ arguments; its ``write(messages)`` gets a list of ``(id, payload)`` pairs.
 from __future__ import annotations
 
 import base64
-import contextlib
 import json
 import logging
 import os
@@ -122,25 +122,20 @@ class FileSink:
         # The state is the run's (under the run directory), not the file's: a new run appending
         # to the same file starts its batch ids at 0 again.
         self.path = Path(path)
-        self.parts = Path(state_dir) / "parts"
         self.state = Path(state_dir) / "state.json"
 
-    def write(self, ids: Any, payloads: Any, errors: Sequence[str] = ()) -> str | None:
+    def write(self, ids: Any, payloads: Any, errors: Sequence[str] = ()) -> bytes | None:
+        """The task's lines, encoded; the commit appends them (the task touches no file)."""
         ids, payloads = _pylist(ids), _pylist(payloads)
         if not ids:
             return None
-        self.parts.mkdir(parents=True, exist_ok=True)
         lines = []
         for i, (message_id, payload) in enumerate(zip(ids, payloads, strict=True)):
             record: dict[str, str] = {"id": message_id, **_text(payload)}
             if errors:
                 record["error"] = errors[i]
             lines.append(json.dumps(record))
-        part = self.parts / f"{os.getpid()}-{ids[0].replace('/', '_')[:64]}-{len(ids)}.jsonl"
-        tmp = part.with_suffix(".tmp")
-        tmp.write_text("\n".join(lines) + "\n")
-        tmp.replace(part)
-        return str(part)
+        return ("\n".join(lines) + "\n").encode()
 
     def _read_state(self) -> tuple[int, int, bool] | None:
         try:
@@ -158,11 +153,10 @@ class FileSink:
         tmp.replace(self.state)
 
     def commit(self, batch_id: int, parts: Sequence[Any]) -> None:
-        files = sorted(str(p) for p in parts if p)
+        chunks = [p for p in parts if p]
         state = self._read_state()
         if state is not None and (state[0] > batch_id or (state[0] == batch_id and state[2])):
-            self._remove(files)  # this batch is in the file already (a replay)
-            return
+            return  # this batch is in the file already (a replay)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.state.parent.mkdir(parents=True, exist_ok=True)
         self.path.touch()
@@ -174,19 +168,12 @@ class FileSink:
         with self.path.open("r+b") as out:
             out.truncate(size)
             out.seek(size)
-            for name in files:
-                out.write(Path(name).read_bytes())
+            for chunk in chunks:
+                out.write(chunk)
             out.flush()
             os.fsync(out.fileno())
             end = out.tell()
         self._write_state(batch_id, end, True)
-        self._remove(files)
-
-    @staticmethod
-    def _remove(files: Sequence[str]) -> None:
-        for name in files:
-            with contextlib.suppress(FileNotFoundError):
-                Path(name).unlink()
 
 
 def build_sink(spec: SinkSpec, vertex: str, run_dir: str | Path, at: str, role: str = "sink") -> Sink:

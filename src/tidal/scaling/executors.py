@@ -1,0 +1,224 @@
+"""The executor allocator's rules: how many executors the replicas need, which to kill, who is ready.
+
+On a cluster manager a replica is a task slot: ``executors = clamp(ceil(Σ replicas / executor
+cores), min, max)``. Growing is one absolute request for the new total (Spark's
+``requestTotalExecutors``); shrinking is explicit, because on standalone (and Kubernetes) a
+lower target alone removes nothing: the allocator kills **idle** executors first, the newest
+of them first, and kills one that runs a task only after ``shrink_wait`` seconds in which no
+idle executor turned up — the task's micro-batch then runs again, exactly once all the same, but
+later. Every evaluation is an :class:`ExecutorDecision` with its inputs and one line of reason.
+
+Ready replicas on a cluster are the slots that exist: when the registered executors' cores are
+fewer than the replicas asked for, :func:`ready_slots` shares them among the vertices in
+proportion to their replicas (FAIR pools share a cluster roughly that way), so the policy sees
+a replica that is still starting as not ready.
+
+Pure: no Spark, no clock; ``now`` and what the cluster looks like are arguments.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from tidal.errors import require
+
+__all__ = [
+    "Executor",
+    "ExecutorBounds",
+    "ExecutorDecision",
+    "ExecutorRule",
+    "decide_executors",
+    "ready_slots",
+]
+
+
+class ExecutorRule(StrEnum):
+    GROW = "grow"  # more executors needed than requested: request the new total
+    STARTING = "starting"  # requested executors have not registered yet
+    SHRINK = "shrink"  # more registered than needed: kill the idle ones
+    SHRINK_WAITING = "shrink-waiting"  # every candidate runs a task: wait for one to go idle
+    STEADY = "steady"
+
+
+@dataclass(frozen=True)
+class Executor:
+    """One registered executor as Spark's status store shows it."""
+
+    id: str
+    host: str
+    cores: int
+    active_tasks: int = 0
+    completed_tasks: int = 0
+    added_at: float = 0.0  # seconds since the epoch
+
+
+@dataclass(frozen=True)
+class ExecutorBounds:
+    """``cluster:`` in the pipeline: cores per executor, min and max executors."""
+
+    cores: int = 1
+    min: int = 0
+    max: int = 8
+    shrink_wait: float = 30.0  # seconds a shrink waits for an idle executor before killing a busy one
+
+    def __post_init__(self) -> None:
+        require(
+            self.cores >= 1,
+            "cluster.executorCores",
+            f"{self.cores} is below 1",
+            "give each executor ≥ 1 core",
+        )
+        require(self.min >= 0, "cluster.minExecutors", f"{self.min} is negative", "use 0 or more")
+        require(
+            self.max >= max(1, self.min),
+            "cluster.maxExecutors",
+            f"{self.max} is below 1 or below minExecutors {self.min}",
+            "set maxExecutors ≥ max(1, minExecutors)",
+        )
+        require(
+            self.shrink_wait >= 0,
+            "cluster.shrinkWaitSeconds",
+            f"{self.shrink_wait} is negative",
+            "use 0 or more",
+        )
+
+    def needed(self, replicas: int) -> int:
+        """``clamp(ceil(replicas / cores), min, max)``."""
+        return max(self.min, min(self.max, math.ceil(max(0, replicas) / self.cores)))
+
+
+@dataclass(frozen=True)
+class ExecutorDecision:
+    at: float
+    rule: ExecutorRule
+    replicas: int  # Σ replicas the vertices want
+    registered: int  # executors registered now
+    requested: int  # the total asked of the cluster manager before this decision
+    target: int  # the total to ask for now
+    kill: tuple[str, ...] = ()
+    reason: str = ""
+    inputs: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def changed(self) -> bool:
+        return self.target != self.requested or bool(self.kill)
+
+    def to_dict(self) -> dict[str, Any]:
+        record = asdict(self)
+        record["rule"] = str(self.rule)
+        record["kill"] = list(self.kill)
+        record["inputs"] = dict(self.inputs)
+        return record
+
+    @classmethod
+    def from_dict(cls, record: Mapping[str, Any]) -> ExecutorDecision:
+        fields = dict(record)
+        fields.pop("kind", None)
+        fields["rule"] = ExecutorRule(fields["rule"])
+        fields["kill"] = tuple(fields.get("kill", ()))
+        return cls(**fields)
+
+
+def _executors(n: int) -> str:
+    return f"{n} executor{'' if n == 1 else 's'}"
+
+
+def decide_executors(
+    now: float,
+    replicas: int,
+    executors: Sequence[Executor],
+    requested: int,
+    bounds: ExecutorBounds,
+    shrink_since: float | None = None,
+) -> ExecutorDecision:
+    """The allocator's decision at ``now``.
+
+    ``replicas`` is the sum of the vertices' replicas, ``executors`` the registered ones,
+    ``requested`` the total last asked for, ``shrink_since`` when the allocator first wanted
+    fewer executors than are registered (None if it did not at the previous evaluation).
+    """
+    target = bounds.needed(replicas)
+    registered = len(executors)
+    inputs = {
+        "replicas": replicas,
+        "executor_cores": bounds.cores,
+        "min": bounds.min,
+        "max": bounds.max,
+        "registered": registered,
+        "requested": requested,
+        "busy": sum(1 for e in executors if e.active_tasks > 0),
+    }
+    head = f"Σ replicas {replicas} on {bounds.cores}-core executors → {_executors(target)}"
+    if target == bounds.max and math.ceil(replicas / bounds.cores) > bounds.max:
+        head += f" (maxExecutors {bounds.max})"
+    elif target == bounds.min and math.ceil(replicas / bounds.cores) < bounds.min:
+        head += f" (minExecutors {bounds.min})"
+
+    def result(rule: ExecutorRule, reason: str, kill: tuple[str, ...] = ()) -> ExecutorDecision:
+        return ExecutorDecision(now, rule, replicas, registered, requested, target, kill, reason, inputs)
+
+    if target > registered:
+        if target != requested:
+            return result(ExecutorRule.GROW, f"{head}; {registered} registered: requesting {target}")
+        return result(
+            ExecutorRule.STARTING, f"{head}; {registered} registered, waiting for the others to start"
+        )
+    if target < registered:
+        excess = registered - target
+        idle = sorted((e for e in executors if e.active_tasks == 0), key=lambda e: (-e.added_at, e.id))
+        kill = [e.id for e in idle[:excess]]
+        waited = 0.0 if shrink_since is None else now - shrink_since
+        if len(kill) < excess and waited >= bounds.shrink_wait:
+            busy = sorted(
+                (e for e in executors if e.active_tasks > 0), key=lambda e: (e.active_tasks, -e.added_at)
+            )
+            forced = [e.id for e in busy[: excess - len(kill)]]
+            reason = (
+                f"{head}; no idle executor for {waited:.0f} s ≥ shrinkWaitSeconds {bounds.shrink_wait:g}: "
+                f"killing busy executor{'s' if len(forced) > 1 else ''} {', '.join(forced)} "
+                "(its batch runs again)"
+            )
+            if kill:
+                reason += f" and idle {', '.join(kill)}"
+            return result(ExecutorRule.SHRINK, reason, tuple(kill + forced))
+        if kill:
+            ids = ", ".join(kill)
+            return result(
+                ExecutorRule.SHRINK,
+                f"{head}; {registered} registered: killing idle executor{'s' if len(kill) > 1 else ''} {ids}",
+                tuple(kill),
+            )
+        return result(
+            ExecutorRule.SHRINK_WAITING,
+            f"{head}; {registered} registered, all running tasks: waiting for one to go idle "
+            f"({waited:.0f} of {bounds.shrink_wait:g} s)",
+        )
+    if target != requested:  # registered == target: bring the request in line (after kills)
+        return result(ExecutorRule.STEADY, f"{head}; {registered} registered: target set to {target}")
+    return result(ExecutorRule.STEADY, f"{head}; {registered} registered")
+
+
+def ready_slots(replicas: Mapping[str, int], slots: int) -> dict[str, int]:
+    """Each vertex's replicas that have a task slot, when ``slots`` (the registered executors'
+    cores) may be fewer than the replicas asked for: in proportion to the replicas, the
+    remainders to the largest fractions (ties by name), never more than a vertex asked for.
+
+    >>> ready_slots({"a": 2, "b": 6}, 4)
+    {'a': 1, 'b': 3}
+    >>> ready_slots({"a": 2, "b": 6}, 10)
+    {'a': 2, 'b': 6}
+    """
+    total = sum(max(0, r) for r in replicas.values())
+    if total <= slots:
+        return {name: max(0, r) for name, r in replicas.items()}
+    free = max(0, slots)
+    shares = {name: max(0, r) * free / total for name, r in replicas.items()}
+    out = {name: math.floor(share) for name, share in shares.items()}
+    left = free - sum(out.values())
+    for name in sorted(shares, key=lambda n: (-(shares[n] - out[n]), n))[:left]:
+        out[name] += 1
+    return out

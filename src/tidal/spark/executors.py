@@ -1,0 +1,276 @@
+"""Executors follow replicas: the allocator that runs beside the controller on a cluster manager.
+
+Every ``interval`` seconds it sums the replicas the controller set, lists the registered
+executors (Spark's status store, through py4j), asks :func:`~tidal.scaling.executors.decide_executors`
+what to do and does it: ``requestTotalExecutors`` (absolute: a relative request after a kill
+did nothing, measured) to grow, ``killExecutors`` on the chosen ids to shrink. Each decision
+that changes something, or whose rule differs from the last one written, is a line in
+``RUN_DIR/executors.jsonl``; so are each executor's start-up (request → registered → first task
+done) and every change of the registered count (the report's executor-seconds and panel).
+
+It also says which replicas are ready: the registered executors' cores shared among the
+vertices (:func:`~tidal.scaling.executors.ready_slots`), which the probe uses to cap what the
+micro-batches ran — on a cluster a partition without a core waits in Spark's queue.
+
+With SQLite buffers every task opens the pipeline's database file on the driver's disk, so an
+executor on another host is refused: the allocator records the error and the run stops with it,
+naming ``jetstream`` as the fix.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import logging
+import socket
+import threading
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from tidal import errors
+from tidal.scaling.executors import (
+    Executor,
+    ExecutorBounds,
+    ExecutorDecision,
+    ExecutorRule,
+    decide_executors,
+    ready_slots,
+)
+
+__all__ = ["ExecutorAllocator", "SparkExecutors", "read_executor_log"]
+
+log = logging.getLogger("tidal.executors")
+
+
+class SparkExecutors:
+    """The py4j calls, nothing else: list, request a total, kill by id."""
+
+    def __init__(self, spark: Any) -> None:
+        self._sc = spark.sparkContext
+        self._jsc = self._sc._jsc.sc()
+        self._jvm = self._sc._jvm
+
+    def _java(self, seq: Any) -> Any:
+        return self._jvm.scala.jdk.javaapi.CollectionConverters.asJava(seq)
+
+    def registered(self) -> list[Executor]:
+        out = []
+        for e in self._java(self._jsc.statusStore().executorList(True)):
+            if e.id() == "driver":
+                continue
+            out.append(
+                Executor(
+                    id=str(e.id()),
+                    host=str(e.hostPort()).rsplit(":", 1)[0],
+                    cores=int(e.totalCores()),
+                    active_tasks=int(e.activeTasks()),
+                    completed_tasks=int(e.completedTasks()),
+                    added_at=e.addTime().getTime() / 1000.0,
+                )
+            )
+        return out
+
+    def request_total(self, n: int) -> bool:
+        empty = getattr(self._jvm.scala.collection.immutable, "Map$").__getattr__("MODULE$").empty()
+        return bool(self._jsc.requestTotalExecutors(n, 0, empty))
+
+    def kill(self, ids: list[str]) -> bool:
+        """``SparkContext.killExecutors``: True when the cluster manager acknowledged the request
+        (Spark also lowers its target by as many)."""
+        convert = self._jvm.scala.jdk.javaapi.CollectionConverters
+        seq = convert.asScala(self._jvm.java.util.ArrayList(ids)).toSeq()
+        return bool(self._jsc.killExecutors(seq))
+
+
+def _local_hosts() -> set[str]:
+    hosts = {"127.0.0.1", "localhost", "::1"}
+    try:
+        hosts.add(socket.gethostname())
+        hosts.add(socket.getfqdn())
+        hosts.update(socket.gethostbyname_ex(socket.gethostname())[2])
+    except OSError:
+        pass
+    return hosts
+
+
+class ExecutorAllocator:
+    def __init__(
+        self,
+        executors: Any,
+        bounds: ExecutorBounds,
+        replicas: Callable[[], Mapping[str, int]],
+        log_path: str | Path,
+        *,
+        backend: str = "sqlite",
+        db: str = "",
+        interval: float = 0.5,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._executors = executors
+        self.bounds = bounds
+        self._replicas = replicas
+        self.path = Path(log_path)
+        self._backend = backend
+        self._db = db
+        self._interval = interval
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.requested = 0
+        self.error: errors.ClusterError | None = None
+        self._ready: dict[str, int] = {}
+        self._shrink_since: float | None = None
+        self._last_written: tuple[str, int] | None = None
+        self._count: tuple[int, int] | None = None
+        self._asked: collections.deque[float] = collections.deque()  # request times not yet served
+        self._seen: dict[str, tuple[float, float]] = {}  # id → (requested at, registered at)
+        self._started: set[str] = set()  # ids whose first task is done
+        self._local = _local_hosts()
+        self._began = clock()
+
+    # -- the loop ------------------------------------------------------------------------------
+
+    def start(self) -> ExecutorAllocator:
+        now = self._clock()
+        self.requested = self.bounds.needed(sum(self._replicas().values()))
+        self._asked.extend([now] * self.requested)
+        self._executors.request_total(self.requested)
+        self._thread = threading.Thread(target=self._run, name="tidal-executors", daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval):
+            try:
+                self.tick(self._clock())
+            except Exception as exc:  # the allocator must not die of one failed call
+                if self._stop.is_set():
+                    return
+                log.warning("executor allocator: %s", exc)
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        self._write_count(self._clock(), force=True)
+
+    def ready(self) -> dict[str, int]:
+        """Each vertex's replicas that have a core now (for the probe)."""
+        with self._lock:
+            return dict(self._ready)
+
+    def tick(self, now: float) -> ExecutorDecision:
+        wanted = dict(self._replicas())
+        executors = self._executors.registered()
+        self._check_hosts(executors)
+        self._observe(now, executors)
+        with self._lock:
+            self._ready = ready_slots(wanted, sum(e.cores for e in executors))
+        decision = decide_executors(
+            now, sum(wanted.values()), executors, self.requested, self.bounds, self._shrink_since
+        )
+        wants_fewer = decision.target < len(executors)
+        self._shrink_since = (self._shrink_since or now) if wants_fewer else None
+        if decision.kill:
+            acknowledged = self._executors.kill(list(decision.kill))
+            log.info(
+                "%s%s", decision.reason, "" if acknowledged else " (not acknowledged by the cluster manager)"
+            )
+        if decision.target != self.requested or decision.kill:
+            self._executors.request_total(decision.target)
+            if decision.target > self.requested:
+                missing = decision.target - len(executors) - len(self._asked)
+                self._asked.extend([now] * max(0, missing))
+            self.requested = decision.target
+        while len(self._asked) > max(0, decision.target - len(executors)):
+            self._asked.pop()  # asked for fewer again before they came
+        self._record(decision)
+        return decision
+
+    # -- what it watches -----------------------------------------------------------------------
+
+    def _check_hosts(self, executors: list[Executor]) -> None:
+        if self._backend != "sqlite" or self.error is not None:
+            return
+        for e in executors:
+            if e.host and e.host not in self._local:
+                self.error = errors.ClusterError(
+                    f"executor {e.id} runs on host {e.host}, not on the driver's: SQLite buffers are one "
+                    f"file on the driver's disk ({self._db}) that tasks there cannot open. Use "
+                    "`buffers: {backend: jetstream}` (NATS JetStream) for executors on other hosts."
+                )
+                log.error("%s", self.error)
+                return
+
+    def _observe(self, now: float, executors: list[Executor]) -> None:
+        """Start-ups: registered (Spark's add time) and first task done (observed here)."""
+        for e in executors:
+            if e.id not in self._seen:
+                asked = self._asked.popleft() if self._asked else self._began
+                self._seen[e.id] = (asked, e.added_at or now)
+            if e.id not in self._started and e.completed_tasks > 0:
+                self._started.add(e.id)
+                asked, registered = self._seen[e.id]
+                self._append(
+                    {
+                        "kind": "startup",
+                        "id": e.id,
+                        "host": e.host,
+                        "requested_at": asked,
+                        "registered_at": registered,
+                        "first_task_at": now,
+                        "registered_after": round(max(0.0, registered - asked), 2),
+                        "first_task_after": round(max(0.0, now - asked), 2),
+                    }
+                )
+                log.info(
+                    "executor %s started: registered %.1f s after the request, first task done after %.1f s",
+                    e.id, max(0.0, registered - asked), max(0.0, now - asked),
+                )  # fmt: skip
+        self._write_count(now, len(executors), sum(e.cores for e in executors))
+
+    # -- the log -------------------------------------------------------------------------------
+
+    def _append(self, record: dict[str, Any]) -> None:
+        with self._lock, self.path.open("a") as f:
+            f.write(json.dumps(record) + "\n")
+
+    def _write_count(
+        self, now: float, executors: int | None = None, cores: int | None = None, force: bool = False
+    ) -> None:
+        if executors is None or cores is None:
+            if self._count is None:
+                return
+            executors, cores = self._count
+        if force or self._count != (executors, cores):
+            self._count = (executors, cores)
+            self._append({"kind": "count", "at": now, "executors": executors, "cores": cores})
+
+    def _record(self, decision: ExecutorDecision) -> None:
+        key = (str(decision.rule), decision.target)
+        if decision.changed or key != self._last_written:
+            self._last_written = key
+            self._append({"kind": "decision", **decision.to_dict()})
+            if decision.changed and decision.rule is not ExecutorRule.SHRINK:
+                log.info("%s", decision.reason)
+
+
+def read_executor_log(where: str | Path) -> dict[str, list[dict[str, Any]]]:
+    """``executors.jsonl`` (``where`` is the file or its run directory) by kind: ``decision``,
+    ``startup``, ``count``."""
+    out: dict[str, list[dict[str, Any]]] = {"decision": [], "startup": [], "count": []}
+    path = Path(where)
+    if path.is_dir():
+        path = path / "executors.jsonl"
+    if not path.exists():
+        return out
+    for line in path.read_text().splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:  # a line cut short by a kill
+            continue
+        out.setdefault(record.get("kind", ""), []).append(record)
+    return out

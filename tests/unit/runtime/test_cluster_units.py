@@ -1,0 +1,65 @@
+"""Cluster set-up that fails before Spark starts: each error names the field and the fix."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from tidal import errors
+from tidal.spark.cluster import parse_cluster
+from tidal.spark.session import check_master, cluster_conf
+from tidal.spec import parse_pipeline
+
+BASE = {
+    "name": "p",
+    "vertices": [{"name": "in", "source": {"generator": {"rate": 1}}}, {"name": "out", "sink": {"log": {}}}],
+    "edges": [{"from": "in", "to": "out"}],
+}
+
+
+def test_spark_dynamic_allocation_is_refused_with_the_reason_and_the_fix():
+    with pytest.raises(errors.SpecError) as caught:
+        parse_pipeline({**BASE, "cluster": {"conf": {"spark.dynamicAllocation.enabled": "true"}}})
+    text = str(caught.value)
+    assert "cluster.conf" in text and "ignore Tidal's executor requests" in text and "remove it" in text
+
+
+def test_min_executors_above_max_is_refused():
+    with pytest.raises(errors.SpecError, match="minExecutors 5 is above maxExecutors 2"):
+        parse_pipeline({**BASE, "cluster": {"minExecutors": 5, "maxExecutors": 2}})
+
+
+def test_a_master_that_is_not_spark_url_is_refused():
+    with pytest.raises(errors.SpecError, match=r"cluster\.master"):
+        parse_pipeline({**BASE, "cluster": {"master": "yarn"}})
+
+
+def test_the_session_gets_dynamic_allocation_off_and_the_executor_size():
+    cluster = {"executorCores": 2, "maxExecutors": 3, "executorMemory": "2g"}
+    spec = parse_pipeline({**BASE, "cluster": cluster})
+    conf = cluster_conf(spec.cluster)
+    assert conf["spark.dynamicAllocation.enabled"] == "false"
+    assert conf["spark.executor.cores"] == "2" and conf["spark.executor.memory"] == "2g"
+    assert conf["spark.cores.max"] == "6"
+
+
+def test_an_unreachable_master_is_refused_at_once_with_the_fix():
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(errors.ClusterError) as caught:
+        check_master(f"spark://127.0.0.1:{port}", timeout=1)
+    text = str(caught.value)
+    assert f"spark://127.0.0.1:{port}" in text and "tidal cluster up" in text and "--master" in text
+
+
+@pytest.mark.parametrize(("text", "expected"), [("local:3", (3, 2)), ("local:2x4", (2, 4))])
+def test_cluster_shorthand(text, expected):
+    assert parse_cluster(text) == expected
+
+
+@pytest.mark.parametrize("text", ["local", "local:0", "yarn:2", "local:2x0"])
+def test_a_bad_cluster_shorthand_names_the_option(text):
+    with pytest.raises(errors.SpecError, match="--cluster"):
+        parse_cluster(text)

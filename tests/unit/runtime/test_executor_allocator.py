@@ -1,0 +1,96 @@
+"""The allocator loop against a small fake cluster manager (the real one: integration/test_cluster.py)."""
+
+from __future__ import annotations
+
+import json
+
+from tidal.errors import ClusterError
+from tidal.scaling.executors import Executor, ExecutorBounds
+from tidal.spark.executors import ExecutorAllocator, read_executor_log
+
+
+class FakeCluster:
+    """Registers a requested executor when ``arrive()`` is called; kills at once."""
+
+    def __init__(self, host: str = "127.0.0.1") -> None:
+        self.executors: dict[str, Executor] = {}
+        self.target = 0
+        self.requests: list[int] = []
+        self.kills: list[list[str]] = []
+        self.host = host
+        self._next = 0
+
+    def registered(self) -> list[Executor]:
+        return list(self.executors.values())
+
+    def request_total(self, n: int) -> bool:
+        self.requests.append(n)
+        self.target = n
+        return True
+
+    def kill(self, ids: list[str]) -> bool:
+        self.kills.append(ids)
+        for i in ids:
+            self.executors.pop(i, None)
+        return True
+
+    def arrive(self, at: float) -> None:
+        while len(self.executors) < self.target:
+            self._next += 1
+            self.executors[str(self._next)] = Executor(str(self._next), self.host, 2, added_at=at)
+
+    def work(self, id_: str, completed: int = 1, active: int = 0) -> None:
+        e = self.executors[id_]
+        self.executors[id_] = Executor(e.id, e.host, e.cores, active, completed, e.added_at)
+
+
+def test_executors_follow_replicas_and_every_step_is_logged_with_its_reason(tmp_path):
+    cluster, wanted = FakeCluster(), {"a": 1, "b": 1}
+    now = [100.0]
+    bounds = ExecutorBounds(cores=2, min=1, max=4)
+    alloc = ExecutorAllocator(cluster, bounds, lambda: wanted, tmp_path / "x.jsonl", clock=lambda: now[0])
+    alloc.requested = 1
+    cluster.request_total(1)
+    cluster.arrive(100.0)
+    wanted = {"a": 3, "b": 4}  # 7 replicas → 4 executors
+    d = alloc.tick(101.0)
+    assert str(d.rule) == "grow" and cluster.target == 4
+    assert alloc.ready() == {"a": 1, "b": 1}  # two cores registered
+    cluster.arrive(111.0)
+    cluster.work("2")
+    alloc.tick(112.0)
+    assert alloc.ready() == wanted
+    wanted = {"a": 2, "b": 1}  # 3 replicas → 2 executors: kill two of the idle 1, 2, 4, newest first
+    cluster.work("3", completed=0, active=1)  # its first task still runs
+    d = alloc.tick(120.0)
+    assert str(d.rule) == "shrink" and set(d.kill) == {"4", "2"}  # not busy 3, not the oldest, 1
+    alloc.tick(121.0)  # the kills are seen at the next look
+    log = read_executor_log(tmp_path / "x.jsonl")
+    assert [r["rule"] for r in log["decision"]] == ["grow", "steady", "shrink", "steady"]
+    (startup,) = log["startup"]
+    assert (
+        startup["id"] == "2" and startup["registered_after"] == 10.0 and startup["first_task_after"] == 11.0
+    )
+    assert [c["executors"] for c in log["count"]] == [1, 4, 2]
+
+
+def test_sqlite_buffers_with_an_executor_on_another_host_stop_the_run_naming_jetstream(tmp_path):
+    cluster = FakeCluster(host="10.1.2.3")
+    alloc = ExecutorAllocator(
+        cluster, ExecutorBounds(), lambda: {"a": 1}, tmp_path / "x.jsonl", db="/r/pipeline.db"
+    )
+    cluster.request_total(1)
+    cluster.arrive(0.0)
+    alloc.tick(1.0)
+    assert isinstance(alloc.error, ClusterError)
+    assert (
+        "10.1.2.3" in str(alloc.error)
+        and "jetstream" in str(alloc.error)
+        and "/r/pipeline.db" in str(alloc.error)
+    )
+    jet = ExecutorAllocator(
+        cluster, ExecutorBounds(), lambda: {"a": 1}, tmp_path / "y.jsonl", backend="jetstream"
+    )
+    jet.tick(1.0)
+    assert jet.error is None
+    assert json.loads((tmp_path / "y.jsonl").read_text().splitlines()[-1])["kind"] == "decision"
