@@ -43,6 +43,8 @@ __all__ = ["ExecutorAllocator", "SparkExecutors", "read_executor_log"]
 
 log = logging.getLogger("tidal.executors")
 
+KILL_TIMEOUT = 30.0  # seconds a killed executor may stay listed before it counts again
+
 
 class SparkExecutors:
     """The py4j calls, nothing else: list, request a total, kill by id."""
@@ -128,6 +130,7 @@ class ExecutorAllocator:
         self._asked: collections.deque[float] = collections.deque()  # request times not yet served
         self._seen: dict[str, tuple[float, float]] = {}  # id → (requested at, registered at)
         self._started: set[str] = set()  # ids whose first task is done
+        self._killing: dict[str, float] = {}  # id → when it was killed (gone from the list ~5 s later)
         self._local = _local_hosts()
         self._began = clock()
 
@@ -164,9 +167,12 @@ class ExecutorAllocator:
 
     def tick(self, now: float) -> ExecutorDecision:
         wanted = dict(self._replicas())
-        executors = self._executors.registered()
-        self._check_hosts(executors)
-        self._observe(now, executors)
+        listed = self._executors.registered()
+        self._check_hosts(listed)
+        self._observe(now, listed)
+        ids = {e.id for e in listed}
+        self._killing = {i: t for i, t in self._killing.items() if i in ids and now - t < KILL_TIMEOUT}
+        executors = [e for e in listed if e.id not in self._killing]  # a killed one is on its way out
         with self._lock:
             self._ready = ready_slots(wanted, sum(e.cores for e in executors))
         decision = decide_executors(
@@ -176,6 +182,7 @@ class ExecutorAllocator:
         self._shrink_since = (self._shrink_since or now) if wants_fewer else None
         if decision.kill:
             acknowledged = self._executors.kill(list(decision.kill))
+            self._killing.update(dict.fromkeys(decision.kill, now))
             log.info(
                 "%s%s", decision.reason, "" if acknowledged else " (not acknowledged by the cluster manager)"
             )

@@ -1,0 +1,230 @@
+"""Tidal on a real Spark standalone cluster on 127.0.0.1: executors follow replicas.
+
+Each run is a ``tidal run --master spark://…`` subprocess (one SparkContext per process; the
+suite's own session is local mode). The clusters are real master and worker JVMs started from
+the pyspark wheel and stopped by PID.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tidal.isb.control import ControlStore
+from tidal.spark.cluster import StandaloneCluster
+from tidal.spark.executors import read_executor_log
+
+from .test_cli import lines, tidal, wait_for
+
+pytestmark = pytest.mark.spark
+
+PIPELINE = """
+name: onc
+limits: {{readBatchSize: 500}}
+controller: {{intervalSeconds: 0.5}}
+buffers: {{backend: {backend}}}
+cluster: {{executorCores: 1, minExecutors: 1, maxExecutors: 4, shrinkWaitSeconds: 5}}
+vertices:
+  - name: gen
+    source:
+      generator: {{rate: {rate}, maxMessages: {total}, msgSize: 30}}
+    scale: {{disabled: {fixed}}}
+  - name: work
+    udf: {{map: "tidal.examples.udfs:upper"}}
+    scale: {{disabled: {fixed}, lookbackSeconds: 3, scaleUpCooldownSeconds: 1, scaleDownCooldownSeconds: 2,
+             max: 3}}
+  - name: out
+    sink: {{file: {{path: out.jsonl}}}}
+    scale: {{disabled: {fixed}, lookbackSeconds: 3, scaleUpCooldownSeconds: 1, scaleDownCooldownSeconds: 2,
+             max: 2}}
+edges:
+  - {{from: gen, to: work}}
+  - {{from: work, to: out}}
+"""
+
+
+def pipeline(tmp_path: Path, *, rate: int, total: int, fixed: bool = False, backend: str = "sqlite") -> Path:
+    path = tmp_path / "p.yaml"
+    path.write_text(PIPELINE.format(rate=rate, total=total, fixed=str(fixed).lower(), backend=backend))
+    return path
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory):
+    with StandaloneCluster(tmp_path_factory.mktemp("cluster"), workers=2, cores=2) as running:
+        yield running.info
+
+
+def run_args(spec: Path, run_dir: Path, master: str, *extra: str) -> tuple[str, ...]:
+    return (
+        "run",
+        str(spec),
+        "--run-dir",
+        str(run_dir),
+        "--master",
+        master,
+        "--no-metrics",
+        "--no-live",
+        *extra,
+    )
+
+
+def stop(proc: subprocess.Popen) -> str:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=120)
+    return out
+
+
+def registered(run_dir: Path) -> int:
+    counts = read_executor_log(run_dir)["count"]
+    return counts[-1]["executors"] if counts else 0
+
+
+def test_raising_replicas_brings_executors_that_run_the_next_batches_lowering_kills_idle_ones(
+    tmp_path, cluster
+):
+    spec = pipeline(tmp_path, rate=300, total=0, fixed=True)  # replicas only change when we say so
+    run_dir = tmp_path / "run"
+    proc = tidal(*run_args(spec, run_dir, cluster.master))
+    try:
+        wait_for(lambda: registered(run_dir) == 3, 120, "3 executors for 3 replicas", proc)
+        control = ControlStore(run_dir / "pipeline.db")
+        before = {s["id"] for s in read_executor_log(run_dir)["startup"]}
+        control.set_replicas("work", 2)  # Σ replicas 4 on 1-core executors → 4 executors
+        wait_for(lambda: registered(run_dir) == 4, 120, "a 4th executor", proc)
+        wait_for(
+            lambda: {s["id"] for s in read_executor_log(run_dir)["startup"]} - before,
+            120,
+            "a task on it",
+            proc,
+        )
+        control.set_replicas("work", 1)
+        control.set_replicas("out", 0)  # Σ 2 → 2 executors
+        wait_for(lambda: registered(run_dir) == 2, 120, "two executors killed", proc)
+    finally:
+        out = stop(proc)
+    assert proc.returncode == 0, out
+    log = read_executor_log(run_dir)
+    rules = [d["rule"] for d in log["decision"]]
+    assert "grow" in rules and "shrink" in rules, rules
+    shrinks = [d for d in log["decision"] if d["rule"] == "shrink"]
+    assert all("idle" in d["reason"] for d in shrinks), shrinks  # nothing was busy for long
+    grow = next(d for d in log["decision"] if d["rule"] == "grow")
+    assert grow["reason"].startswith("Σ replicas 4 on 1-core executors → 4 executors")
+    for s in log["startup"]:
+        assert 0 <= s["registered_after"] <= s["first_task_after"] < 120
+
+
+def executor_pids() -> list[int]:
+    found = subprocess.run(
+        ["pgrep", "-f", "CoarseGrainedExecutorBackend"], check=False, capture_output=True, text=True
+    )
+    return [int(p) for p in found.stdout.split()]
+
+
+def test_the_pipeline_scales_executors_and_delivers_exactly_once_through_an_executor_and_a_driver_kill(
+    tmp_path, cluster
+):
+    total = 16_000
+    spec = pipeline(tmp_path, rate=1200, total=total)
+    run_dir = tmp_path / "run"
+    args = run_args(spec, run_dir, cluster.master)
+    first = tidal(*args, start_new_session=True)
+    try:
+        wait_for(lambda: len(lines(run_dir / "out.jsonl")) >= 2000, 180, "the first messages", first)
+        victims = executor_pids()
+        assert victims, "no executor JVM found"
+        os.kill(victims[-1], signal.SIGKILL)  # an executor mid-stream: its tasks run again elsewhere
+        seen = len(lines(run_dir / "out.jsonl"))
+        wait_for(
+            lambda: len(lines(run_dir / "out.jsonl")) >= seen + 2000, 180, "progress after the kill", first
+        )
+    finally:
+        os.killpg(first.pid, signal.SIGKILL)  # then the driver, its JVM and its Python workers
+        first.communicate(timeout=30)
+    assert len(lines(run_dir / "out.jsonl")) < total, (
+        "the run finished before the kill; the test proves nothing"
+    )
+    second = tidal(*args, start_new_session=True)
+    try:
+        wait_for(
+            lambda: len(lines(run_dir / "out.jsonl")) >= total, 240, "the rest after the restart", second
+        )
+        # After the load: the vertices scale down, and the executors with them.
+        wait_for(
+            lambda: any(
+                d["rule"] == "shrink"
+                for d in read_executor_log(run_dir)["decision"]
+                if d["at"] > time.time() - 60
+            ),
+            120,
+            "executors killed after the load",
+            second,
+        )
+    finally:
+        out = stop(second)
+    ids = lines(run_dir / "out.jsonl")
+    assert len(ids) == len(set(ids)) == total, (len(ids), len(set(ids)))
+    assert set(ids) == {f"work:gen:{n}" for n in range(1, total + 1)}
+    counts = [c["executors"] for c in read_executor_log(run_dir)["count"]]
+    assert max(counts) > min(counts[1:]), counts
+    assert "resumed from its checkpoints" in out
+
+
+@pytest.fixture
+def hidden_cluster(tmp_path: Path):
+    """Workers in their own mount namespace where ``tmp_path/runs`` is an empty read-only tmpfs."""
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    with StandaloneCluster(tmp_path / "cluster", workers=1, cores=2, hide=[runs]) as running:
+        yield running.info, runs
+
+
+def test_with_jetstream_a_task_needs_nothing_from_the_drivers_disk(tmp_path, hidden_cluster):
+    info, runs = hidden_cluster
+    total = 3000
+    jet = pipeline(tmp_path, rate=1000, total=total, backend="jetstream")
+    proc = tidal(*run_args(jet, runs / "jet", info.master))
+    try:
+        wait_for(lambda: len(lines(runs / "jet" / "out.jsonl")) >= total, 240, "every message", proc)
+    finally:
+        out = stop(proc)
+    assert proc.returncode == 0, out
+    ids = lines(runs / "jet" / "out.jsonl")
+    assert len(ids) == len(set(ids)) == total
+    # The check can fail: the same pipeline on SQLite needs the run directory in every task.
+    sqlite = pipeline(tmp_path, rate=1000, total=total, backend="sqlite")
+    proc = tidal(*run_args(sqlite, runs / "sql", info.master, "--duration", "90"))
+    out = stop_when_done(proc)
+    assert proc.returncode == 1, out
+    assert "pipeline stopped" in out and "Read-only file system" in out and "runs/sql" in out, out
+
+
+def stop_when_done(proc: subprocess.Popen, timeout: float = 240) -> str:
+    """The run's output with the terminal's line wrapping undone."""
+    out, _ = proc.communicate(timeout=timeout)
+    return " ".join(out.split())
+
+
+def test_sqlite_buffers_with_an_executor_on_another_host_are_refused_naming_jetstream(tmp_path):
+    with StandaloneCluster(tmp_path / "cluster", workers=1, cores=1, host="127.0.0.2") as running:
+        spec = pipeline(tmp_path, rate=100, total=100)
+        proc = tidal(*run_args(spec, tmp_path / "run", running.info.master, "--duration", "90"))
+        out = stop_when_done(proc)
+    assert proc.returncode == 1, out
+    assert "the cluster cannot run this pipeline" in out
+    assert "127.0.0.2" in out and "jetstream" in out, out
+
+
+def test_an_unreachable_master_is_refused_with_the_fix(tmp_path):
+    spec = pipeline(tmp_path, rate=1, total=1)
+    proc = tidal(*run_args(spec, tmp_path / "run", "spark://127.0.0.1:9"))
+    out = stop_when_done(proc, timeout=60)
+    assert proc.returncode == 1, out
+    assert "cannot reach the Spark master at spark://127.0.0.1:9" in out and "tidal cluster up" in out
