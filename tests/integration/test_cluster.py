@@ -7,6 +7,7 @@ the pyspark wheel and stopped by PID.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -175,6 +176,10 @@ def test_the_pipeline_scales_executors_and_delivers_exactly_once_through_an_exec
     counts = [c["executors"] for c in read_executor_log(run_dir)["count"]]
     assert max(counts) > min(counts[1:]), counts
     assert "resumed from its checkpoints" in out
+    summary = (run_dir / "report" / "summary.md").read_text()
+    assert "executor-seconds" in summary and (run_dir / "report" / "executors.png").stat().st_size > 10_000
+    status = json.loads((run_dir / "status.json").read_text())
+    assert status["executors"] >= 1 and status["executor_cores"] >= status["executors"]
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ BENCHMARKS = {
     "buffers": "buffers",
     "throughput": "throughput",
     "decisions": "decisions",
+    "cluster": "cluster",
 }
 
 

@@ -275,14 +275,20 @@ def _run(
 
         def every(r: PipelineRun, statuses: list[VertexStatus]) -> None:
             series.record(statuses)
+            executors = r.executors()
             if exporter is not None:
                 exporter.update(statuses)
+                if executors is not None:
+                    exporter.update_executors(*executors)
             elapsed = time.time() - r.started_at
+            on = "" if executors is None else f" — {executors[0]} executors ({executors[1]} cores)"
             if view is not None:
-                view.update(status_table(statuses, f"{spec.name} — {elapsed:,.0f} s", width=console.width))
+                view.update(
+                    status_table(statuses, f"{spec.name} — {elapsed:,.0f} s{on}", width=console.width)
+                )
             elif live and time.monotonic() - plain_at[0] >= PLAIN_EVERY:
                 plain_at[0] = time.monotonic()
-                console.print(escape(_plain_line(statuses, elapsed)), soft_wrap=True)
+                console.print(escape(_plain_line(statuses, elapsed) + on), soft_wrap=True)
 
         if view is not None:
             view.start()

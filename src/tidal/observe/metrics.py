@@ -9,6 +9,8 @@
 | ``tidal_buffer_usage_ratio`` | gauge | pipeline, vertex (stored / bufferMaxLength) |
 | ``tidal_vertex_processed_total`` | counter | pipeline, vertex |
 | ``tidal_scaling_decisions_total`` | counter | pipeline, vertex, rule (decisions in the event log) |
+| ``tidal_executors`` | gauge | pipeline (executors registered; on a cluster manager only) |
+| ``tidal_executor_cores`` | gauge | pipeline (their cores) |
 
 A private registry: the exporter shows the pipeline's metrics, not the Python process's.
 """
@@ -62,6 +64,12 @@ class MetricsExporter:
             [*labels, "rule"],
             registry=self.registry,
         )
+        self.executors = Gauge(
+            "tidal_executors", "Executors registered", ["pipeline"], registry=self.registry
+        )
+        self.executor_cores = Gauge(
+            "tidal_executor_cores", "Cores of the executors registered", ["pipeline"], registry=self.registry
+        )
         self._events = Path(events_path)
         self._events_at = 0
         self._processed: dict[str, float] = {}
@@ -97,6 +105,10 @@ class MetricsExporter:
                 self._dead[s.name] = s.dead
             self.stuck.labels(*labels).set(getattr(s, "stuck_for", None) or 0.0)
         self._read_events()
+
+    def update_executors(self, executors: int, cores: int) -> None:
+        self.executors.labels(self.pipeline).set(executors)
+        self.executor_cores.labels(self.pipeline).set(cores)
 
     def _read_events(self) -> None:
         if not self._events.exists():

@@ -8,6 +8,11 @@ processed and sent to the dead letter (from the final status, written after ever
 stopped: what the sinks committed), peak replicas, replica-seconds (the area under the
 replicas curve: what the run cost), the time to drain after each burst (from pending leaving 0
 to pending back at 0) and how often it was reported stuck.
+
+On a cluster manager (``executors.jsonl`` exists) the report adds what the run cost in
+machines: executor-seconds and core-seconds (the areas under the registered executors' and
+their cores' curves), the executors' start-ups (request → registered → first task done) and
+``report/executors.png``, the executor count over time with Σ replicas beside it.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from tidal.controller.events import EventLog
 from tidal.observe.series import read_series
 from tidal.scaling import Decision, Rule
 
-__all__ = ["VertexSummary", "summarize", "write_report"]
+__all__ = ["ExecutorSummary", "VertexSummary", "summarize", "summarize_executors", "write_report"]
 
 
 @dataclass
@@ -109,6 +114,91 @@ def summarize(run_dir: str | Path) -> list[VertexSummary]:
     return out
 
 
+@dataclass
+class ExecutorSummary:
+    peak: int
+    executor_seconds: float
+    core_seconds: float
+    startups: int
+    registered_median: float | None  # seconds from the request to the executor registered
+    first_task_median: float | None  # seconds from the request to its first task done
+    first_task_max: float | None
+
+
+def _or_dash(value: float | None) -> str:
+    return "—" if value is None else f"{value:g}"
+
+
+def _median(values: list[float]) -> float | None:
+    import statistics
+
+    return round(statistics.median(values), 1) if values else None
+
+
+def _area(points: list[tuple[float, float]], end: float) -> float:
+    """The area under a step curve given as (time, value) change points, up to ``end``."""
+    total = 0.0
+    for (t0, v), (t1, _) in itertools.pairwise([*points, (end, 0.0)]):
+        total += v * max(0.0, t1 - t0)
+    return total
+
+
+def summarize_executors(run_dir: str | Path) -> ExecutorSummary | None:
+    """Executor cost and start-ups of a run on a cluster manager (None in local mode)."""
+    from tidal.spark.executors import read_executor_log
+
+    log = read_executor_log(run_dir)
+    counts = log["count"]
+    if not counts:
+        return None
+    end = max(c["at"] for c in counts)
+    startups = log["startup"]
+    return ExecutorSummary(
+        peak=max(c["executors"] for c in counts),
+        executor_seconds=round(_area([(c["at"], c["executors"]) for c in counts], end), 1),
+        core_seconds=round(_area([(c["at"], c["cores"]) for c in counts], end), 1),
+        startups=len(startups),
+        registered_median=_median([s["registered_after"] for s in startups]),
+        first_task_median=_median([s["first_task_after"] for s in startups]),
+        first_task_max=max((s["first_task_after"] for s in startups), default=None),
+    )
+
+
+def _plot_executors(run_dir: Path, rows: list[dict[str, Any]], start: float, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from tidal.spark.executors import read_executor_log
+
+    log = read_executor_log(run_dir)
+    fig, ax = plt.subplots(figsize=(9, 3.2))
+    counts = log["count"]
+    ax.step([c["at"] - start for c in counts], [c["executors"] for c in counts], where="post",
+            color="black", lw=2, label="executors registered")  # fmt: skip
+    by_time: dict[float, int] = defaultdict(int)
+    for r in rows:
+        by_time[r["at"]] += r["replicas"]
+    if by_time:
+        times = sorted(by_time)
+        cores = max(1, int(log["decision"][0]["inputs"]["executor_cores"])) if log["decision"] else 1
+        ax.step([t - start for t in times], [by_time[t] / cores for t in times], where="post",
+                color="tab:gray", ls="--", label=f"Σ replicas / {cores} cores per executor")  # fmt: skip
+    for s in log["startup"]:
+        span = [s["requested_at"] - start, s["first_task_at"] - start]
+        ax.plot(span, [0.15, 0.15], color="tab:orange", lw=4, alpha=0.5, solid_capstyle="butt")
+    ax.plot([], [], color="tab:orange", lw=4, alpha=0.5, label="an executor starting (request → first task)")
+    ax.set_ylabel("executors")
+    ax.set_xlabel("seconds since start")
+    ax.set_ylim(bottom=0)
+    ax.legend(loc="upper right", fontsize="small")
+    ax.set_title("executors follow the replicas")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
 def _events(run_dir: Path) -> list[Decision]:
     return list(EventLog(run_dir / "events.jsonl").read())
 
@@ -185,5 +275,17 @@ def write_report(run_dir: str | Path) -> Path:
         f"messages out (sinks): {sum(s.processed for s in sinks)}\n\n"
     )
     plots = "\n".join(f"![{s.vertex}]({s.vertex}.png)" for s in summary)
+    cluster = summarize_executors(run_dir)
+    if cluster is not None:
+        _plot_executors(run_dir, rows, start, out / "executors.png")
+        (out / "executors.json").write_text(json.dumps(asdict(cluster), indent=1))
+        replica_seconds = sum(s.replica_seconds for s in summary)
+        head += (
+            f"executors: peak {cluster.peak}, {cluster.executor_seconds:g} executor-seconds, "
+            f"{cluster.core_seconds:g} core-seconds (replica-seconds {replica_seconds:g}); "
+            f"{cluster.startups} start-ups, first task done a median {_or_dash(cluster.first_task_median)} s "
+            f"after the request (registered after {_or_dash(cluster.registered_median)} s)\n\n"
+        )
+        plots += "\n![executors](executors.png)"
     (out / "summary.md").write_text(head + "\n".join(lines) + "\n\n" + plots + "\n")
     return out / "summary.md"

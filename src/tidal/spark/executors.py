@@ -160,6 +160,11 @@ class ExecutorAllocator:
             self._thread.join(timeout=10)
         self._write_count(self._clock(), force=True)
 
+    def registered_count(self) -> tuple[int, int] | None:
+        """(executors, cores) registered at the last look; None before the first."""
+        with self._lock:
+            return self._count
+
     def ready(self) -> dict[str, int]:
         """Each vertex's replicas that have a core now (for the probe)."""
         with self._lock:
@@ -253,7 +258,8 @@ class ExecutorAllocator:
                 return
             executors, cores = self._count
         if force or self._count != (executors, cores):
-            self._count = (executors, cores)
+            with self._lock:
+                self._count = (executors, cores)
             self._append({"kind": "count", "at": now, "executors": executors, "cores": cores})
 
     def _record(self, decision: ExecutorDecision) -> None:

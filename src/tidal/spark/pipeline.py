@@ -249,6 +249,10 @@ class PipelineRun:
             return True
         return all(_past_start(q) for q in self.queries.values())
 
+    def executors(self) -> tuple[int, int] | None:
+        """(executors, cores) registered now on a cluster manager; None in local mode."""
+        return None if self.allocator is None else self.allocator.registered_count()
+
     def running(self, vertex: str) -> bool:
         query = self.queries.get(vertex)
         return query is not None and query.isActive
@@ -333,6 +337,9 @@ class PipelineRun:
             "dry_run": self.dry_run,
             "vertices": [asdict(s) for s in statuses],
         }
+        executors = self.executors()
+        if executors is not None:
+            record["executors"], record["executor_cores"] = executors
         tmp = self.run_dir / "status.json.tmp"
         tmp.write_text(json.dumps(record, indent=1))
         tmp.replace(self.run_dir / "status.json")
