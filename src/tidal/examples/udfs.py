@@ -45,3 +45,15 @@ def enrich(payload: bytes) -> bytes:
     number = int(order[1]) if len(order) > 1 and order[1].isdigit() else 0
     region = (b"eu", b"us", b"apac")[number % 3]
     return b"%s region=%s" % (payload.rstrip(b"."), region)
+
+
+def order_total(payload: bytes) -> bytes:
+    """A JSON order (``{"order": …, "qty": …, "price": …, "region": …}``) with its total added;
+    anything else raises, so with a ``deadLetter`` it goes there with the reason."""
+    import json
+
+    order = json.loads(payload)
+    if not isinstance(order, dict) or "qty" not in order or "price" not in order:
+        raise ValueError("not an order: needs qty and price")
+    order["total"] = round(float(order["qty"]) * float(order["price"]), 2)
+    return json.dumps(order).encode()

@@ -15,7 +15,8 @@ Python objects (``shared/design.md``). What goes through it:
   messages in and out, and the seconds its tasks spent working (``busy``).
 - ``reports``: what a source's reader saw of its source (its ``pending()``, or why it is not
   available), for the controller in the driver process.
-- ``meta``: small facts of the run that must survive a restart (the generator's start time).
+- ``meta``: small facts of the run that must survive a restart (the generator's start time, a
+  Kafka source's last micro-batch and its split into tasks).
 """
 
 from __future__ import annotations
@@ -176,6 +177,14 @@ class ControlStore:
         with self._store.transaction() as db:
             db.execute("INSERT OR IGNORE INTO meta VALUES (?, ?)", (key, value))
             return str(db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()[0])
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self._store.transaction() as db:
+            db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
+
+    def meta(self, key: str) -> str | None:
+        row = self._store.db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        return None if row is None else str(row[0])
 
     def processed(self, vertex: str) -> int:
         """Messages the vertex has processed so far (the sum over its committed batches)."""

@@ -113,6 +113,7 @@ def task_row(partition: Range) -> Any:
             pa.array([partition.first], pa.int64()),
             pa.array([partition.last], pa.int64()),
             pa.array([partition.index], pa.int32()),
+            pa.array([-1], pa.int32()),
         ],
-        names=["first", "last", "part"],
+        names=["first", "last", "part", "kpart"],
     )

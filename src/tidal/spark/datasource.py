@@ -33,7 +33,7 @@ from tidal.spark.heap import freeze_imports
 
 __all__ = ["SCHEMA", "VertexDataSource"]
 
-SCHEMA = "first long, last long, part int"
+SCHEMA = "first long, last long, part int, kpart int"  # kpart: a Kafka partition, else -1
 
 
 def _config(options: dict[str, str], where: str) -> QueryConfig:
@@ -67,6 +67,10 @@ class VertexDataSource(DataSource):
         config = _config(self._options(), "readStream")
         if config.source is not None and config.source.generator is not None:
             return readers.GeneratorReader(config)
+        if config.source is not None and config.source.kafka is not None:
+            from tidal.spark.kafka import KafkaReader
+
+            return KafkaReader(config)
         if config.source is not None:
             return readers.UserSourceReader(config)
         return readers.BufferReader(config)

@@ -18,13 +18,14 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import uuid
 from pathlib import Path
 from typing import Any
 
 from tidal import errors
 from tidal.spec import PipelineSpec
 
-__all__ = ["IDENTITY_FILE", "claim", "identity", "reset"]
+__all__ = ["IDENTITY_FILE", "claim", "identity", "reset", "run_id"]
 
 IDENTITY_FILE = "identity.json"
 _SCALING_ONLY = {"scale", "replicas", "policy"}
@@ -61,7 +62,7 @@ def claim(run_dir: str | Path, spec: PipelineSpec) -> bool:
             recorded = json.loads(recorded_file.read_text())
         except ValueError:
             recorded = {"pipeline": "?", "data_hash": "unreadable"}
-        if recorded != mine:
+        if {k: recorded.get(k) for k in mine} != mine:
             same_name = recorded.get("pipeline") == mine["pipeline"]
             what = (
                 f"holds a run of {recorded.get('pipeline')!r} whose data differs "
@@ -75,12 +76,28 @@ def claim(run_dir: str | Path, spec: PipelineSpec) -> bool:
                 "use a new --run-dir, or --reset to delete this directory's state and start over",
             )
         return True
+    mine["run_id"] = uuid.uuid4().hex[:12]
     if holds_a_run:  # a run from before identities were recorded: claim it as it is
         recorded_file.write_text(json.dumps(mine))
         return True
     run_dir.mkdir(parents=True, exist_ok=True)
     recorded_file.write_text(json.dumps(mine))
     return False
+
+
+def run_id(run_dir: str | Path) -> str:
+    """This run's id (made when the directory was claimed; a ``--reset`` makes a new one): the
+    table sinks name their files and transactions by it, so a new run's batch 0 is not taken for
+    a replay of an old run's."""
+    path = Path(run_dir) / IDENTITY_FILE
+    try:
+        recorded = json.loads(path.read_text())
+    except (FileNotFoundError, ValueError):
+        recorded = {}
+    if "run_id" not in recorded:  # a run directory from before run ids
+        recorded["run_id"] = hashlib.sha256(str(Path(run_dir).resolve()).encode()).hexdigest()[:12]
+        path.write_text(json.dumps(recorded))
+    return str(recorded["run_id"])
 
 
 def reset(run_dir: str | Path) -> None:

@@ -190,5 +190,22 @@ def build_sink(spec: SinkSpec, vertex: str, run_dir: str | Path, at: str, role: 
         return FileSink(
             path if path.is_absolute() else Path(run_dir) / path, Path(run_dir) / "sinks" / f"{vertex}.{role}"
         )
+    if kind in ("parquet", "delta"):
+        from tidal.spark import rundir, tables
+
+        table = spec.parquet if kind == "parquet" else spec.delta
+        assert table is not None
+        path = Path(table.path) if Path(table.path).is_absolute() else Path(run_dir) / table.path
+
+        def run() -> str:  # read in the driver's commit only: a task needs nothing from the run directory
+            return f"{rundir.run_id(run_dir)}-{vertex}-{role}"
+
+        cls = tables.ParquetSink if kind == "parquet" else tables.DeltaSink
+        return cls(path, table.format, table.partition_by, run)
+    if kind == "kafka":
+        from tidal.spark.kafka_sink import KafkaSink
+
+        assert spec.kafka is not None
+        return KafkaSink(spec.kafka, vertex)
     assert spec.user is not None
     return UserSink(spec.user, f"{at}.user.class")

@@ -43,15 +43,17 @@ def piece_size(config: QueryConfig) -> int:
     return max(1, min(_MAX_PIECE, config.limits.usable_length // 4))
 
 
-def pieces(tasks: Iterator[Any], step: int) -> Iterator[tuple[int, int]]:
+def pieces(tasks: Iterator[Any], step: int) -> Iterator[tuple[int, int, int]]:
     """The task rows' input ranges cut into pieces of at most ``step`` sequences, each starting
-    a whole number of steps into its range (so a replay of the same range cuts the same pieces)."""
+    a whole number of steps into its range (so a replay of the same range cuts the same pieces);
+    with the Kafka partition each range is of (-1 for every other input)."""
     for rows in tasks:
-        for first, last in zip(
-            rows.column("first").to_pylist(), rows.column("last").to_pylist(), strict=True
+        kparts = rows.column("kpart").to_pylist() if "kpart" in rows.schema.names else [-1] * rows.num_rows
+        for first, last, kpart in zip(
+            rows.column("first").to_pylist(), rows.column("last").to_pylist(), kparts, strict=True
         ):
             for a in range(first, last + 1, step):
-                yield a, min(last, a + step - 1)
+                yield kpart, a, min(last, a + step - 1)
 
 
 @dataclass
@@ -97,10 +99,15 @@ class VertexWriter(DataSourceStreamArrowWriter):
             )
         return self._sinks[role]
 
-    def messages(self, first: int, last: int) -> Any:
-        """The input messages ``first..last`` as one Arrow batch (``seq, id, payload``)."""
+    def messages(self, first: int, last: int, kpart: int = -1) -> Any:
+        """The input messages ``first..last`` (of Kafka partition ``kpart``) as one Arrow batch
+        (``seq, id, payload``)."""
         if self.config.input is not None:
             return stores.buffer(self.config, self.config.input).read_batch(first, last)
+        if kpart >= 0:
+            from tidal.spark.kafka import read_range
+
+            return read_range(self.config, kpart, first, last)
         from tidal.spark.generator import generate
 
         return generate(self.config, first, last)
@@ -120,15 +127,16 @@ class VertexWriter(DataSourceStreamArrowWriter):
         written = 0
         step = piece_size(self.config)
         prefix = f"{self.config.vertex}:"
-        for a, b in pieces(iterator, step):
-            batch = self.messages(a, b)
+        for kpart, a, b in pieces(iterator, step):
+            batch = self.messages(a, b, kpart)
             ids, payloads = batch.column("id"), batch.column("payload")
             if transform is not None:
                 outcome = transform.apply(ids, payloads)
                 ids, payloads = outcome.ids, outcome.payloads
                 dead.extend(outcome.dead)
             if len(ids) and self.config.outputs:
-                self._append(f"{prefix}{a}-{b}", pc.binary_join_element_wise(prefix, ids, ""), payloads, step)
+                key = f"{prefix}{a}-{b}" if kpart < 0 else f"{prefix}p{kpart}/{a}-{b}"
+                self._append(key, pc.binary_join_element_wise(prefix, ids, ""), payloads, step)
             written += len(ids)
             if sink is not None:  # kept for the sink's one write per task
                 out_ids.append(ids)
@@ -183,6 +191,10 @@ class VertexWriter(DataSourceStreamArrowWriter):
         # (A replay after a crash rewrites ids the output buffer already holds.)
         if batch is not None and batch.count and self.config.input is not None:
             stores.buffer(self.config, self.config.input).commit(batch.last)
+        if self.config.source is not None and self.config.source.kafka is not None:
+            from tidal.spark.kafka import commit_group
+
+            commit_group(self.config)  # the batch is stored downstream: the group moves on
         control.record_batch(
             self.config.vertex,
             batchId,

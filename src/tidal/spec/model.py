@@ -36,11 +36,14 @@ __all__ = [
     "CronSpecModel",
     "EdgeSpec",
     "GeneratorSpec",
+    "KafkaSinkSpec",
+    "KafkaSourceSpec",
     "Limits",
     "PipelineSpec",
     "ScaleSpec",
     "SinkSpec",
     "SourceSpec",
+    "TableSinkSpec",
     "UdfKind",
     "UdfSpec",
     "UserClassSpec",
@@ -145,15 +148,43 @@ class UserClassSpec(_Model):
     options: dict[str, Any] = Field(default_factory=dict)
 
 
+class KafkaSourceSpec(_Model):
+    """``source.kafka`` — a topic read by offset ranges, scaled on consumer lag (docs/kafka.md).
+
+    ``consumer`` passes librdkafka settings through; a value written ``${NAME}`` is read from the
+    environment when the client is built (and never logged), e.g. ``sasl.password: ${KAFKA_PASSWORD}``.
+    """
+
+    bootstrap_servers: str = Field(min_length=1)
+    topic: str = Field(pattern=r"^[A-Za-z0-9._-]{1,249}$")
+    group_id: str = Field(min_length=1)
+    starting_offsets: str = Field("earliest", pattern="^(earliest|latest)$")
+    consumer: dict[str, str | int | float | bool] = Field(default_factory=dict)
+    read_timeout_seconds: float = Field(60.0, gt=0, le=3600)  # a task that gets nothing this long fails
+
+    @field_validator("consumer")
+    @classmethod
+    def _not_ours(cls, consumer: dict[str, Any]) -> dict[str, Any]:
+        ours = {"bootstrap.servers", "group.id", "enable.auto.commit", "auto.offset.reset"}
+        taken = sorted(ours & set(consumer))
+        if taken:
+            raise ValueError(
+                f"{', '.join(taken)}: set by Tidal (bootstrapServers, groupId, startingOffsets; offsets are "
+                "committed by Tidal after each micro-batch): remove them from consumer"
+            )
+        return consumer
+
+
 class SourceSpec(_Model):
     generator: GeneratorSpec | None = None
     user: UserClassSpec | None = None
+    kafka: KafkaSourceSpec | None = None
 
     @model_validator(mode="after")
     def _exactly_one(self) -> SourceSpec:
-        chosen = [k for k in ("generator", "user") if getattr(self, k) is not None]
+        chosen = [k for k in ("generator", "user", "kafka") if getattr(self, k) is not None]
         if len(chosen) != 1:
-            raise ValueError(f"a source needs exactly one of generator, user (got {chosen or 'none'})")
+            raise ValueError(f"a source needs exactly one of generator, user, kafka (got {chosen or 'none'})")
         return self
 
 
@@ -163,28 +194,61 @@ class UdfKind(StrEnum):
     FILTER = "filter"
 
 
+class TableSinkSpec(_Model):
+    """``sink.parquet`` / ``sink.delta``: a table at ``path`` (relative: under the run directory).
+
+    ``format: json`` makes each JSON-object payload a row of columns (with ``id``); ``bytes``
+    writes ``id`` and ``payload``. ``partitionBy`` names payload fields (JSON only) whose values
+    become ``field=value`` directories (Parquet) or Delta partition columns.
+    """
+
+    path: str = Field(min_length=1)
+    format: str = Field("json", pattern="^(json|bytes)$")
+    partition_by: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _partitions_need_fields(self) -> TableSinkSpec:
+        if self.partition_by and self.format != "json":
+            raise ValueError("partitionBy needs format: json (the partition values are payload fields)")
+        return self
+
+
+class KafkaSinkSpec(_Model):
+    """``sink.kafka``: an idempotent producer, at least once (docs/kafka.md)."""
+
+    bootstrap_servers: str = Field(min_length=1)
+    topic: str = Field(pattern=r"^[A-Za-z0-9._-]{1,249}$")
+    key_field: str | None = None  # a JSON payload field to key by; else the message id
+    producer: dict[str, str | int | float | bool] = Field(default_factory=dict)
+
+
+SINK_KINDS = ("log", "file", "blackhole", "user", "parquet", "delta", "kafka")
+
+
 class SinkSpec(_Model):
-    """``sink:`` (and a UDF's ``deadLetter``): exactly one of log, file, blackhole, user."""
+    """``sink:`` (and a UDF's ``deadLetter``): exactly one of log, file, blackhole, user,
+    parquet, delta, kafka."""
 
     log: dict[str, Any] | None = None
     file: dict[str, Any] | None = None
     blackhole: dict[str, Any] | None = None
     user: UserClassSpec | None = None
+    parquet: TableSinkSpec | None = None
+    delta: TableSinkSpec | None = None
+    kafka: KafkaSinkSpec | None = None
 
     @model_validator(mode="after")
     def _exactly_one(self) -> SinkSpec:
-        chosen = [k for k in ("log", "file", "blackhole", "user") if getattr(self, k) is not None]
+        chosen = [k for k in SINK_KINDS if getattr(self, k) is not None]
         if len(chosen) != 1:
-            raise ValueError(
-                f"a sink needs exactly one of log, file, blackhole, user (got {chosen or 'none'})"
-            )
+            raise ValueError(f"a sink needs exactly one of {', '.join(SINK_KINDS)} (got {chosen or 'none'})")
         if self.file is not None and not isinstance(self.file.get("path"), str):
             raise ValueError("file sink needs path: a file name for the JSON lines")
         return self
 
     @property
     def kind(self) -> str:
-        return next(k for k in ("log", "file", "blackhole", "user") if getattr(self, k) is not None)
+        return next(k for k in SINK_KINDS if getattr(self, k) is not None)
 
 
 class UdfSpec(_Model):

@@ -1,0 +1,182 @@
+"""The Kafka source against a Kafka-protocol broker (librdkafka's mock cluster, see kafka_broker.py)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from tidal.isb.control import ControlStore
+from tidal.spec import parse_pipeline
+from tidal.testing import delivered, ids_of, run_pipeline
+
+from .kafka_broker import MockKafka
+
+pytestmark = pytest.mark.spark
+
+
+@pytest.fixture(scope="module")
+def kafka():
+    return MockKafka()
+
+
+def spec(
+    kafka: MockKafka, topic: str, *, sink: dict | None = None, scale: dict | None = None, udf: str = "upper"
+):
+    return parse_pipeline(
+        {
+            "name": "k",
+            "limits": {"readBatchSize": 300},
+            "controller": {"intervalSeconds": 0.5},
+            "vertices": [
+                {
+                    "name": "in",
+                    "source": {
+                        "kafka": {"bootstrapServers": kafka.bootstrap, "topic": topic, "groupId": "tidal"}
+                    },
+                    "scale": scale or {"disabled": True},
+                    "replicas": 3,
+                },
+                {"name": "work", "udf": {"map": f"tidal.examples.udfs:{udf}"}, "scale": {"disabled": True}},
+                {"name": "out", "sink": sink or {"file": {"path": "out.jsonl"}}, "scale": {"disabled": True}},
+            ],
+            "edges": [{"from": "in", "to": "work"}, {"from": "work", "to": "out"}],
+        }
+    )
+
+
+def test_every_record_arrives_once_with_ids_from_topic_partition_offset_and_the_group_commits(
+    spark, kafka, run_dir
+):
+    values = [json.dumps({"n": i}).encode() for i in range(5000)]
+    kafka.produce("orders", values)
+    run = run_pipeline(
+        spec(kafka, "orders"),
+        run_dir,
+        spark=spark,
+        until=lambda r: len(delivered(run_dir / "out.jsonl")) >= 5000,
+        timeout=180,
+    )
+    del run
+    ids = ids_of(delivered(run_dir / "out.jsonl"))
+    assert len(ids) == len(set(ids)) == 5000
+    ends = kafka.ends("orders")
+    assert set(ids) == {f"work:in:orders/{p}/{o}" for p, end in ends.items() for o in range(end)}
+    payloads = {json.loads(r["payload"].lower())["n"] for r in delivered(run_dir / "out.jsonl")}
+    assert payloads == set(range(5000))  # upper() then lower(): every value, once
+    assert kafka.committed("orders", "tidal") == ends  # what kafka-consumer-groups would show
+    control = ControlStore(run_dir / "pipeline.db")
+    tasks = [b.tasks for b in control.batches("in") if b.rows]
+    assert max(tasks) == 3  # three replicas → three tasks, from four partitions' ranges
+    report = control.source_report("in")
+    assert report is not None and report.pending == 0.0 and report.error == ""
+
+
+ORDERS = """
+name: shop
+limits: {{readBatchSize: 400}}
+controller: {{intervalSeconds: 0.5}}
+vertices:
+  - name: in
+    source:
+      kafka: {{bootstrapServers: "{bootstrap}", topic: shop, groupId: shop-tidal}}
+    scale: {{disabled: true}}
+    replicas: 2
+  - name: total
+    udf:
+      map: tidal.examples.udfs:order_total
+      retries: 0
+      deadLetter: {{file: {{path: dead.jsonl}}}}
+    scale: {{disabled: true}}
+  - name: pq
+    sink: {{parquet: {{path: orders-pq, partitionBy: [region]}}}}
+    scale: {{disabled: true}}
+  - name: dl
+    sink: {{delta: {{path: orders-delta}}}}
+    scale: {{disabled: true}}
+edges:
+  - {{from: in, to: total}}
+  - {{from: total, to: pq}}
+  - {{from: total, to: dl}}
+"""
+
+
+def parquet_ids(path) -> list[str]:
+    import pyarrow.parquet as pq
+
+    from tidal.spark.tables import committed_files
+
+    files = committed_files(path)
+    return pq.read_table(files).column("id").to_pylist() if files else []
+
+
+def delta_ids(path) -> list[str]:
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
+
+    try:
+        return DeltaTable(str(path)).to_pyarrow_dataset().to_table(columns=["id"]).column("id").to_pylist()
+    except TableNotFoundError:
+        return []
+
+
+def test_kafka_to_parquet_and_delta_exactly_once_through_a_driver_sigkill_and_bad_records_to_the_dead_letter(
+    tmp_path, kafka
+):
+    import os
+    import signal
+
+    from .test_cli import tidal, wait_for
+
+    good = [
+        json.dumps({"order": i, "qty": i % 5 + 1, "price": 2.5, "region": ("eu", "us")[i % 2]}).encode()
+        for i in range(6000)
+    ]
+    bad = [b"not json at all", b'{"order": "no price"}', b"[1, 2]"] * 10
+    values = good[:3000] + bad + good[3000:]
+    kafka.produce("shop", values)
+    spec = tmp_path / "shop.yaml"
+    spec.write_text(ORDERS.format(bootstrap=kafka.bootstrap))
+    run_dir = tmp_path / "run"
+    args = ("run", str(spec), "--run-dir", str(run_dir), "--no-metrics", "--no-live")
+    first = tidal(*args, start_new_session=True)
+    try:
+        wait_for(lambda: len(parquet_ids(run_dir / "orders-pq")) >= 1200, 180, "the first orders", first)
+    finally:
+        os.killpg(first.pid, signal.SIGKILL)
+        first.communicate(timeout=30)
+    assert len(parquet_ids(run_dir / "orders-pq")) < 6000, "finished before the kill; the test proves nothing"
+    second = tidal(*args, start_new_session=True)
+    try:
+        wait_for(
+            lambda: (
+                len(parquet_ids(run_dir / "orders-pq")) >= 6000
+                and len(delta_ids(run_dir / "orders-delta")) >= 6000
+            ),
+            240,
+            "every order in both tables",
+            second,
+        )
+        time.sleep(2)
+    finally:
+        second.send_signal(signal.SIGTERM)
+        out, _ = second.communicate(timeout=120)
+    for ids in (parquet_ids(run_dir / "orders-pq"), delta_ids(run_dir / "orders-delta")):
+        assert len(ids) == len(set(ids)) == 6000, (len(ids), len(set(ids)))
+        assert all(i.startswith("total:in:shop/") for i in ids)
+    import pyarrow.parquet as pq
+
+    from tidal.spark.tables import committed_files
+
+    table = pq.read_table(committed_files(run_dir / "orders-pq"))
+    assert set(table.column_names) >= {"id", "order", "qty", "price", "total"}
+    assert sorted(table.column("order").to_pylist()) == list(range(6000))
+    dead = delivered(run_dir / "dead.jsonl")
+    assert len(dead) == 30 and all(d["id"].startswith("in:shop/") for d in dead)  # topic/partition/offset
+    assert all(
+        "not an order" in d["error"] or "JSONDecodeError" in d["error"] or "Expecting" in d["error"]
+        for d in dead
+    )
+    assert kafka.committed("shop", "shop-tidal") == kafka.ends("shop")
+    assert "resumed from its checkpoints" in out
