@@ -121,9 +121,9 @@ def scale_up_latency(root: Path, scale_ups: int = SCALE_UPS) -> list[dict[str, f
 
 
 def _wave_spec(root: Path, static: bool) -> Path:
-    from tidal.cli.demo import PIPELINE
+    import tidal.examples
 
-    spec = yaml.safe_load(PIPELINE.read_text())
+    spec = yaml.safe_load((Path(tidal.examples.__file__).parent / "wave.yaml").read_text())
     if static:  # every vertex at its max from the start; executors for all of them, always
         for v in spec["vertices"]:
             v["replicas"] = v["scale"]["max"]
