@@ -21,7 +21,9 @@ class MockKafka:
         self._holder = Producer({"test.mock.num.brokers": 1, "log_level": 3})
         brokers = self._holder.list_topics(timeout=10).brokers
         self.bootstrap = ",".join(f"{b.host}:{b.port}" for b in brokers.values())
-        self.producer = Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True})
+        self.producer = Producer(
+            {"bootstrap.servers": self.bootstrap, "enable.idempotence": True, "log_level": 2}
+        )
 
     def produce(
         self, topic: str, values: list[bytes], partitions: int = 4, keys: list[str] | None = None
@@ -33,6 +35,15 @@ class MockKafka:
             if i % 10_000 == 0:
                 self.producer.poll(0)
         assert self.producer.flush(30) == 0
+
+    def stop(self) -> None:
+        """The broker goes away (the mock cluster lives in its holder client)."""
+        self.producer.flush(5)
+        del self.producer
+        del self._holder
+        import gc
+
+        gc.collect()
 
     def consumer(self, group: str = "reader") -> Any:
         from confluent_kafka import Consumer

@@ -20,7 +20,7 @@ from tidal.isb.control import ControlStore
 from tidal.spark.cluster import StandaloneCluster
 from tidal.spark.executors import read_executor_log
 
-from .test_cli import lines, tidal, wait_for
+from .test_cli import lines, output, tidal, wait_for
 
 pytestmark = pytest.mark.spark
 
@@ -120,6 +120,9 @@ def test_raising_replicas_brings_executors_that_run_the_next_batches_lowering_ki
     assert grow["reason"].startswith("Σ replicas 4 on 1-core executors → 4 executors")
     for s in log["startup"]:
         assert 0 <= s["registered_after"] <= s["first_task_after"] < 120
+    code, text = output("events", str(run_dir), "--changes")
+    text = " ".join(text.split())
+    assert code == 0 and "(executors)" in text and "requesting 4" in text, text
 
 
 def executor_pids() -> list[int]:

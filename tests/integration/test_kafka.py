@@ -22,7 +22,7 @@ def kafka():
 
 
 def spec(
-    kafka: MockKafka, topic: str, *, sink: dict | None = None, scale: dict | None = None, udf: str = "upper"
+    kafka: MockKafka, topic: str, *, sink: dict | None = None, scale: dict | None = None, replicas: int = 3
 ):
     return parse_pipeline(
         {
@@ -36,9 +36,9 @@ def spec(
                         "kafka": {"bootstrapServers": kafka.bootstrap, "topic": topic, "groupId": "tidal"}
                     },
                     "scale": scale or {"disabled": True},
-                    "replicas": 3,
+                    "replicas": replicas,
                 },
-                {"name": "work", "udf": {"map": f"tidal.examples.udfs:{udf}"}, "scale": {"disabled": True}},
+                {"name": "work", "udf": {"map": "tidal.examples.udfs:upper"}, "scale": {"disabled": True}},
                 {"name": "out", "sink": sink or {"file": {"path": "out.jsonl"}}, "scale": {"disabled": True}},
             ],
             "edges": [{"from": "in", "to": "work"}, {"from": "work", "to": "out"}],
@@ -180,3 +180,49 @@ def test_kafka_to_parquet_and_delta_exactly_once_through_a_driver_sigkill_and_ba
     )
     assert kafka.committed("shop", "shop-tidal") == kafka.ends("shop")
     assert "resumed from its checkpoints" in out
+
+
+def test_lag_scales_the_source_up_by_numaflows_formula_and_down_and_a_broker_gone_leaves_it_alone(
+    spark, run_dir
+):
+    from tidal.controller.events import EventLog
+    from tidal.spark.pipeline import PipelineRun
+
+    broker = MockKafka()  # its own: this test stops it
+    broker.produce("clicks", [b"click %d" % i for i in range(30_000)])
+    scale = {"min": 1, "max": 4, "lookbackSeconds": 3, "targetProcessingSeconds": 1}
+    scale |= {"scaleUpCooldownSeconds": 1, "scaleDownCooldownSeconds": 2}
+    pipeline = spec(broker, "clicks", sink={"blackhole": {}}, scale=scale, replicas=1)
+    events = EventLog(run_dir / "events.jsonl")
+
+    def source_events() -> list:
+        return [e for e in events.read() if e.vertex == "in"]
+
+    run = PipelineRun(pipeline, run_dir, spark=spark, trigger_seconds=0.2)
+    with run:
+        deadline = time.monotonic() + 180
+        while not any(e.changed and e.desired < e.current for e in source_events()):
+            run.check()
+            assert time.monotonic() < deadline, [str(e.rule) for e in source_events()]
+            time.sleep(0.5)
+        assert ControlStore(run_dir / "pipeline.db").processed("in") == 30_000
+        broker.stop()
+        deadline = time.monotonic() + 60
+
+        def unavailable() -> bool:
+            report = run.control.source_report("in")
+            held = any(str(e.rule) == "metrics-unavailable" for e in source_events())
+            return held and report is not None and report.pending is None and "not available" in report.error
+
+        while not unavailable():
+            run.check()  # the pipeline keeps running
+            assert time.monotonic() < deadline, "the source was not held as lag not available"
+            time.sleep(0.5)
+        time.sleep(2)
+        run.check()
+    ups = [e for e in source_events() if e.changed and e.desired > e.current]
+    assert ups, [str(e.rule) for e in source_events()]
+    first = ups[0]
+    assert str(first.rule) == "scale-up" and "avg pending" in first.reason  # the lag, over the rate
+    inputs = dict(first.inputs)
+    assert inputs["pending"] > 0 and inputs["rate"] > 0

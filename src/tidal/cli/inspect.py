@@ -22,22 +22,37 @@ def show_events(run_dir: str | Path, vertex: str | None = None, changes_only: bo
     if not path.exists():
         console.print(f"[red]no events at {path}[/] (is {run_dir} a run directory?)")
         return 2
+    from tidal.spark.executors import read_executor_log
+
     events = list(EventLog(path).read())
-    start = min((e.at for e in events), default=0.0)
-    table = Table(title=f"decisions in {run_dir}")
-    for column in ("t (s)", "vertex", "replicas", "rule", "reason"):
-        table.add_column(column, overflow="fold")
-    shown = 0
+    # On a cluster manager the executor allocator's decisions come in order with the vertices'.
+    executors = [] if vertex is not None else read_executor_log(run_dir)["decision"]
+    start = min([e.at for e in events] + [d["at"] for d in executors], default=0.0)
+    rows: list[tuple[float, str, str, str, str]] = []
     for e in events:
         if vertex is not None and e.vertex != vertex:
             continue
         if changes_only and not e.changed:
             continue
         replicas = f"{e.current} → {e.desired}" if e.changed else str(e.current)
-        table.add_row(f"{e.at - start:,.1f}", e.vertex, replicas, escape(str(e.rule)), escape(e.reason))
-        shown += 1
+        rows.append((e.at, e.vertex, replicas, str(e.rule), e.reason))
+    for d in executors:
+        changed = d["target"] != d["requested"] or d["kill"]
+        if changes_only and not changed:
+            continue
+        count = f"{d['registered']} → {d['target']}" if d["target"] != d["registered"] else str(d["target"])
+        rows.append((d["at"], "(executors)", count, d["rule"], d["reason"]))
+    table = Table(title=f"decisions in {run_dir}")
+    for column in ("t (s)", "vertex", "replicas", "rule", "reason"):
+        table.add_column(column, overflow="fold")
+    for at, who, replicas, rule, reason in sorted(rows, key=lambda r: r[0]):
+        table.add_row(f"{at - start:,.1f}", escape(who), replicas, escape(rule), escape(reason))
     console.print(table)
-    console.print(f"{shown} of {len(events)} decisions shown")
+    shown = sum(1 for r in rows if r[1] != "(executors)")
+    console.print(
+        f"{shown} of {len(events)} decisions shown"
+        + (f", and {len(rows) - shown} of the executor allocator's" if executors else "")
+    )
     return 0
 
 

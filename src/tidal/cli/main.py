@@ -14,6 +14,7 @@ BENCHMARKS = {
     "throughput": "throughput",
     "decisions": "decisions",
     "cluster": "cluster",
+    "kafka": "kafka",
 }
 
 

@@ -1,0 +1,239 @@
+"""Benchmark: records/s from Kafka → map → Parquet, Tidal against a plain PySpark job.
+
+The broker is librdkafka's mock cluster (no real broker installs here, see docs/kafka.md), one
+topic of 4 partitions holding ``RECORDS`` messages of 100 bytes. Both jobs run on the same local
+SparkSession (``local[2]``), alternating, ``REPEATS`` times each, each from offset 0 with its own
+consumer group:
+
+- **plain**: one query. A Python streaming data source over ``confluent-kafka`` that reads the
+  topic the same way as Tidal's (offset ranges per partition, ``BATCH`` messages a micro-batch,
+  each task consuming its ranges) → ``mapInArrow`` with ``tidal.examples.udfs.upper`` per record
+  → ``foreachBatch`` writing Parquet. No buffers, no exactly-once bookkeeping.
+- **tidal**: a pipeline of three vertices (Kafka source, ``upper`` map, Parquet sink with
+  ``format: bytes``), 2 replicas each (autoscaling off), ``readBatchSize`` ``BATCH / 2`` (so a
+  micro-batch holds ``BATCH`` messages, as the plain job's), SQLite buffers: what a user gets,
+  exactly once into the table.
+
+Records/s = ``RECORDS`` / seconds from the query start to the last record in the table.
+
+Run: ``tidal bench kafka``. Numbers go to ``docs/benchmarks.md``.
+"""
+
+from __future__ import annotations
+
+import shutil
+import statistics
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from tidal.bench import RESULTS, write_result
+
+RECORDS = 300_000
+BATCH = 100_000
+REPEATS = 3
+PARTITIONS = 4
+TOPIC = "bench"
+
+
+class MockBroker:
+    """librdkafka's mock cluster, alive as long as this object."""
+
+    def __init__(self) -> None:
+        from confluent_kafka import Producer
+
+        self._holder = Producer({"test.mock.num.brokers": 1, "log_level": 2})
+        brokers = self._holder.list_topics(timeout=10).brokers
+        self.bootstrap = ",".join(f"{b.host}:{b.port}" for b in brokers.values())
+
+    def fill(self, records: int) -> None:
+        from confluent_kafka import Producer
+
+        producer = Producer({"bootstrap.servers": self.bootstrap, "linger.ms": 20, "log_level": 2})
+        for i in range(records):
+            value = f"order {i:012d} ".ljust(100, ".").encode()
+            while True:
+                try:
+                    producer.produce(TOPIC, value=value, partition=i % PARTITIONS)
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+        assert producer.flush(60) == 0
+
+
+def _plain_source(bootstrap: str) -> Any:
+    from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+
+    class Ranges(InputPartition):
+        def __init__(self, ranges: list[tuple[int, int, int]]) -> None:
+            self.ranges = ranges
+
+    class Reader(DataSourceStreamReader):
+        def _consumer(self) -> Any:
+            from confluent_kafka import Consumer
+
+            return Consumer(
+                {"bootstrap.servers": bootstrap, "group.id": "plain", "enable.auto.commit": False}
+            )
+
+        def initialOffset(self) -> dict[str, int]:  # noqa: N802
+            return {str(p): 0 for p in range(PARTITIONS)}
+
+        def latestOffset(self, start: dict[str, int], limit: Any = None) -> dict[str, int]:  # noqa: N802
+            from confluent_kafka import TopicPartition
+
+            from tidal.spark.kafka import share
+
+            c = self._consumer()
+            ends = {
+                p: c.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=5)[1] for p in range(PARTITIONS)
+            }
+            c.close()
+            lag = {p: ends[p] - start[str(p)] for p in ends}
+            take = share(lag, BATCH)
+            return {str(p): start[str(p)] + take[p] for p in ends}
+
+        def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[Any]:
+            from tidal.spark.kafka import split_ranges
+
+            ranges = [
+                (p, start[str(p)], end[str(p)] - 1) for p in range(PARTITIONS) if end[str(p)] > start[str(p)]
+            ]
+            return [Ranges(t.ranges) for t in split_ranges(ranges, 2)]
+
+        def read(self, partition: Any) -> Iterator[Any]:
+            import pyarrow as pa
+
+            for p, a, b in partition.ranges:
+                yield pa.RecordBatch.from_arrays([_read(bootstrap, p, a, b)], names=["value"])
+
+        def commit(self, end: dict[str, int]) -> None:
+            return None
+
+    class Source(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "plainkafka"
+
+        def schema(self) -> str:
+            return "value binary"
+
+        def streamReader(self, schema: Any) -> Any:  # noqa: N802
+            return Reader()
+
+    return Source
+
+
+def _read(bootstrap: str, partition: int, first: int, last: int) -> Any:
+    """The same task-side read as Tidal's (``tidal.spark.kafka.read_range``), payloads only."""
+    from tidal.spark.config import QueryConfig
+    from tidal.spark.kafka import read_range
+    from tidal.spec.model import KafkaSourceSpec, SourceSpec
+
+    source = SourceSpec(kafka=KafkaSourceSpec(bootstrap_servers=bootstrap, topic=TOPIC, group_id="plain"))
+    config = QueryConfig("bench", "plain", "", "", None, source=source)
+    return read_range(config, partition, first, last).column("payload")
+
+
+def _upper(batches: Iterator[Any]) -> Iterator[Any]:
+    import pyarrow as pa
+
+    from tidal.examples.udfs import upper
+
+    for batch in batches:
+        values = [upper(v) for v in batch.column("value").to_pylist()]
+        yield pa.RecordBatch.from_arrays([pa.array(values, pa.binary())], names=["value"])
+
+
+def plain_rate(spark: Any, broker: MockBroker, root: Path, n: int) -> float:
+    import pyarrow.parquet as pq
+
+    spark.dataSource.register(_plain_source(broker.bootstrap))
+    out = root / f"plain-{n}"
+
+    def write(df: Any, batch_id: int) -> None:
+        df.write.mode("append").parquet(str(out))
+
+    began = time.monotonic()
+    query = (
+        spark.readStream.format("plainkafka").load().mapInArrow(_upper, "value binary")
+        .writeStream.foreachBatch(write).option("checkpointLocation", str(root / f"plain-ck-{n}"))
+        .trigger(processingTime="0.2 seconds").start()
+    )  # fmt: skip
+    try:
+        while True:
+            files = list(out.glob("*.parquet")) if out.exists() else []
+            if files and sum(pq.read_metadata(f).num_rows for f in files) >= RECORDS:
+                return RECORDS / (time.monotonic() - began)
+            if query.exception() is not None:
+                raise RuntimeError(str(query.exception()))
+            time.sleep(0.2)
+    finally:
+        query.stop()
+
+
+def tidal_rate(spark: Any, broker: MockBroker, root: Path, n: int) -> float:
+    import pyarrow.parquet as pq
+
+    from tidal.spark.pipeline import PipelineRun
+    from tidal.spark.tables import committed_files
+    from tidal.spec import parse_pipeline
+
+    run_dir = root / f"tidal-{n}"
+    fixed: dict[str, Any] = {"replicas": 2, "scale": {"disabled": True}}
+    kafka = {"bootstrapServers": broker.bootstrap, "topic": TOPIC, "groupId": f"tidal-{n}"}
+    spec = parse_pipeline(
+        {
+            "name": "kbench",
+            "limits": {"readBatchSize": BATCH // 2, "bufferMaxLength": 4 * BATCH},
+            "vertices": [
+                {"name": "in", **fixed, "source": {"kafka": kafka}},
+                {"name": "work", **fixed, "udf": {"map": "tidal.examples.udfs:upper"}},
+                {"name": "out", **fixed, "sink": {"parquet": {"path": "table", "format": "bytes"}}},
+            ],
+            "edges": [{"from": "in", "to": "work"}, {"from": "work", "to": "out"}],
+        }
+    )  # fmt: skip
+    began = time.monotonic()
+    with PipelineRun(spec, run_dir, spark=spark, trigger_seconds=0.2) as run:
+        while True:
+            files = committed_files(run_dir / "table")
+            if files and sum(pq.read_metadata(f).num_rows for f in files) >= RECORDS:
+                return RECORDS / (time.monotonic() - began)
+            run.check()
+            time.sleep(0.2)
+
+
+def main(out: Path = RESULTS, repeats: int = REPEATS) -> int:
+    from tidal.spark.session import build_session
+
+    root = Path(tempfile.mkdtemp(prefix="tidal-bench-kafka-"))
+    broker = MockBroker()
+    began = time.monotonic()
+    broker.fill(RECORDS)
+    print(f"produced {RECORDS:,} records in {time.monotonic() - began:.1f} s")
+    spark = build_session("tidal-bench-kafka", "local[2]")
+    rows: dict[str, list[float]] = {"plain": [], "tidal": []}
+    try:
+        for i in range(repeats):  # alternate, so drift on a shared machine hits both
+            rows["plain"].append(plain_rate(spark, broker, root, i))
+            rows["tidal"].append(tidal_rate(spark, broker, root, i))
+            plain, tidal = rows["plain"][-1], rows["tidal"][-1]
+            print(f"round {i + 1}: plain {plain:,.0f} records/s, tidal {tidal:,.0f} records/s")
+    finally:
+        spark.stop()
+        shutil.rmtree(root, ignore_errors=True)
+    plain, tidal = statistics.median(rows["plain"]), statistics.median(rows["tidal"])
+    print()
+    print(f"| job (Kafka → upper → Parquet, {RECORDS:,} records) | records/s (median of {repeats}) |")
+    print("|---|---|")
+    print(f"| plain PySpark (Python Kafka source → mapInArrow → foreachBatch Parquet) | {plain:,.0f} |")
+    print(f"| Tidal (3 vertices, SQLite buffers, exactly once into Parquet) | {tidal:,.0f} |")
+    print(f"\nTidal / plain = {tidal / plain:.2f}×")
+    path = write_result(
+        "kafka", {"rows": rows, "median": {"plain": plain, "tidal": tidal}, "ratio": tidal / plain}, out
+    )
+    print(f"wrote {path}")
+    return 0
