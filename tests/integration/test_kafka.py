@@ -226,3 +226,24 @@ def test_lag_scales_the_source_up_by_numaflows_formula_and_down_and_a_broker_gon
     assert str(first.rule) == "scale-up" and "avg pending" in first.reason  # the lag, over the rate
     inputs = dict(first.inputs)
     assert inputs["pending"] > 0 and inputs["rate"] > 0
+
+
+def test_a_range_the_broker_no_longer_holds_fails_the_task_naming_the_data_loss(kafka):
+    from confluent_kafka import TopicPartition
+
+    from tidal.errors import SourceError
+    from tidal.spark.config import QueryConfig
+    from tidal.spark.kafka import read_range
+
+    kafka.produce("short", [b"x" * 100] * 120_000, partitions=1)  # past the mock broker's retention
+    low = kafka.consumer().get_watermark_offsets(
+        __import__("confluent_kafka").TopicPartition("short", 0), timeout=10
+    )[0]
+    assert low > 0, "the broker kept everything: the test proves nothing"
+    source = spec(kafka, "short").vertices[0].source
+    config = QueryConfig("k", "in", "", "", None, source=source)
+    with pytest.raises(
+        SourceError, match=r"partition 0: offsets 0\.\.9 are no longer on the broker .*data loss"
+    ):
+        read_range(config, 0, 0, 9)
+    assert len(read_range(config, 0, low, low + 9)) == 10  # what it holds is read

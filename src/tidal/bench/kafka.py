@@ -31,8 +31,8 @@ from typing import Any
 
 from tidal.bench import RESULTS, write_result
 
-RECORDS = 300_000
-BATCH = 100_000
+RECORDS = 100_000  # the mock broker keeps about 40,000 100-byte records per partition
+BATCH = 20_000
 REPEATS = 3
 PARTITIONS = 4
 TOPIC = "bench"

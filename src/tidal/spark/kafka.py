@@ -88,15 +88,19 @@ def consumer_config(spec: KafkaSourceSpec, vertex: str) -> dict[str, Any]:
 _CONSUMERS: dict[tuple[int, str], Any] = {}
 
 
-def _consumer(config: QueryConfig) -> Any:
-    """One consumer per process per vertex (tasks and the driver-side halves reuse it)."""
+def _consumer(config: QueryConfig, role: str = "driver") -> Any:
+    """One consumer per process per vertex and role. A task's (``role="task"``) has
+    ``auto.offset.reset: error``: offsets its range needs that the broker no longer holds fail
+    the task instead of being skipped (Spark's ``failOnDataLoss``)."""
     from confluent_kafka import Consumer
 
-    key = (os.getpid(), config.vertex)
+    key = (os.getpid(), f"{config.vertex}/{role}")
     found = _CONSUMERS.get(key)
     if found is None:
-        spec = _spec(config)
-        found = _CONSUMERS[key] = Consumer(consumer_config(spec, config.vertex), logger=log)
+        conf = consumer_config(_spec(config), config.vertex)
+        if role == "task":
+            conf["auto.offset.reset"] = "error"
+        found = _CONSUMERS[key] = Consumer(conf, logger=log)
     return found
 
 
@@ -308,7 +312,7 @@ def read_range(config: QueryConfig, partition: int, first: int, last: int) -> An
     from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
     spec = _spec(config)
-    consumer = _consumer(config)
+    consumer = _consumer(config, "task")
     consumer.assign([TopicPartition(spec.topic, partition, first)])
     offsets: list[int] = []
     payloads: list[bytes] = []
@@ -321,6 +325,12 @@ def read_range(config: QueryConfig, partition: int, first: int, last: int) -> An
             if error is not None:
                 if error.code() == KafkaError._PARTITION_EOF:
                     continue
+                if error.code() == KafkaError._AUTO_OFFSET_RESET:
+                    raise errors.SourceError(
+                        f"topic {spec.topic} partition {partition}: offsets {position}..{last} are no longer "
+                        f"on the broker ({error.str()}): retention removed them before they were read — "
+                        "data loss; start a new run directory from the group's offsets or raise retention"
+                    )
                 raise KafkaException(error)
             offset = message.offset()
             if offset > last:
