@@ -236,9 +236,7 @@ def test_a_range_the_broker_no_longer_holds_fails_the_task_naming_the_data_loss(
     from tidal.spark.kafka import read_range
 
     kafka.produce("short", [b"x" * 100] * 120_000, partitions=1)  # past the mock broker's retention
-    low = kafka.consumer().get_watermark_offsets(
-        __import__("confluent_kafka").TopicPartition("short", 0), timeout=10
-    )[0]
+    low = kafka.consumer().get_watermark_offsets(TopicPartition("short", 0), timeout=10)[0]
     assert low > 0, "the broker kept everything: the test proves nothing"
     source = spec(kafka, "short").vertices[0].source
     config = QueryConfig("k", "in", "", "", None, source=source)
