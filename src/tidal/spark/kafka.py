@@ -100,6 +100,9 @@ def _consumer(config: QueryConfig, role: str = "driver") -> Any:
         conf = consumer_config(_spec(config), config.vertex)
         if role == "task":
             conf["auto.offset.reset"] = "error"
+            # A range is read to its end: a fetch that long-polls at the log's end (500 ms by
+            # default) only delays the task. Measured: 10,000 records in 0.25–0.35 s, 0.01 s with 10 ms.
+            conf.setdefault("fetch.wait.max.ms", 10)
         found = _CONSUMERS[key] = Consumer(conf, logger=log)
     return found
 
