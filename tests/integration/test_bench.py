@@ -32,3 +32,18 @@ def test_throughput_benchmark_measures_both_jobs(spark, tmp_path, monkeypatch):
     monkeypatch.setattr(throughput, "READ_BATCH", 2000)
     assert throughput.plain_rate(spark, tmp_path) > 0
     assert throughput.tidal_rate(spark, tmp_path) > 0
+
+
+@pytest.mark.spark
+def test_kafka_benchmark_reads_every_record_in_both_jobs(spark, tmp_path, monkeypatch):
+    """A small topic: both jobs write every record to their Parquet tables and report rates."""
+    from tidal.bench import kafka
+
+    monkeypatch.setattr(kafka, "RECORDS", 8000)
+    monkeypatch.setattr(kafka, "BATCH", 2000)
+    broker = kafka.MockBroker()
+    broker.fill(8000)
+    running, overall = kafka.plain_rate(spark, broker, tmp_path, 0)
+    assert running > 0 and overall > 0
+    running, overall = kafka.tidal_rate(spark, broker, tmp_path, 0)
+    assert running > 0 and overall > 0

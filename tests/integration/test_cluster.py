@@ -94,7 +94,11 @@ def test_raising_replicas_brings_executors_that_run_the_next_batches_lowering_ki
     run_dir = tmp_path / "run"
     proc = tidal(*run_args(spec, run_dir, cluster.master))
     try:
+        # Standalone launches executors up to spark.cores.max at the start (Spark gives it no
+        # initial limit without dynamic allocation): the allocator kills the extra one. Settle first.
         wait_for(lambda: registered(run_dir) == 3, 120, "3 executors for 3 replicas", proc)
+        time.sleep(8)
+        wait_for(lambda: registered(run_dir) == 3, 60, "the extra executor killed", proc)
         control = ControlStore(run_dir / "pipeline.db")
         before = {s["id"] for s in read_executor_log(run_dir)["startup"]}
         control.set_replicas("work", 2)  # Σ replicas 4 on 1-core executors → 4 executors

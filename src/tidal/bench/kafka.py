@@ -27,7 +27,7 @@ import shutil
 import statistics
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -149,10 +149,20 @@ def _upper(batches: Iterator[Any]) -> Iterator[Any]:
         yield pa.RecordBatch.from_arrays([pa.array(values, pa.binary())], names=["value"])
 
 
-def _rates(began: float, first: tuple[float, int], done: float) -> tuple[float, float]:
-    """(records/s once running, records/s from the start to the last record)."""
-    running = (RECORDS - first[1]) / (done - first[0]) if done > first[0] else float("nan")
-    return running, RECORDS / (done - began)
+def _measure(began: float, count: Callable[[], int], check: Callable[[], None]) -> tuple[float, float]:
+    """Poll ``count()`` (rows in the table) until every record is there: (records/s once running,
+    records/s from ``began`` to the last record). ``check()`` raises if the job failed."""
+    first: tuple[float, int] | None = None
+    while True:
+        rows, now = count(), time.monotonic()
+        if rows and first is None:
+            first = (now, rows)
+        if rows >= RECORDS:
+            assert first is not None
+            running = (RECORDS - first[1]) / (now - first[0]) if now > first[0] else float("nan")
+            return running, RECORDS / (now - began)
+        check()
+        time.sleep(0.2)
 
 
 def plain_rate(spark: Any, broker: MockBroker, root: Path, n: int) -> tuple[float, float]:
@@ -165,25 +175,21 @@ def plain_rate(spark: Any, broker: MockBroker, root: Path, n: int) -> tuple[floa
         df.write.mode("append").parquet(str(out))
 
     began = time.monotonic()
-    first: tuple[float, int] | None = None
     query = (
         spark.readStream.format("plainkafka").load().mapInArrow(_upper, "value binary")
         .writeStream.foreachBatch(write).option("checkpointLocation", str(root / f"plain-ck-{n}"))
         .trigger(processingTime="0.2 seconds").start()
     )  # fmt: skip
+
+    def count() -> int:
+        return sum(pq.read_metadata(f).num_rows for f in (out.glob("*.parquet") if out.exists() else []))
+
+    def check() -> None:
+        if query.exception() is not None:
+            raise RuntimeError(str(query.exception()))
+
     try:
-        while True:
-            files = list(out.glob("*.parquet")) if out.exists() else []
-            count = sum(pq.read_metadata(f).num_rows for f in files)
-            now = time.monotonic()
-            if count and first is None:
-                first = (now, count)
-            if count >= RECORDS:
-                assert first is not None
-                return _rates(began, first, now)
-            if query.exception() is not None:
-                raise RuntimeError(str(query.exception()))
-            time.sleep(0.2)
+        return _measure(began, count, check)
     finally:
         query.stop()
 
@@ -211,18 +217,12 @@ def tidal_rate(spark: Any, broker: MockBroker, root: Path, n: int) -> tuple[floa
         }
     )  # fmt: skip
     began = time.monotonic()
-    first: tuple[float, int] | None = None
     with PipelineRun(spec, run_dir, spark=spark, trigger_seconds=0.2) as run:
-        while True:
-            count = sum(pq.read_metadata(f).num_rows for f in committed_files(run_dir / "table"))
-            now = time.monotonic()
-            if count and first is None:
-                first = (now, count)
-            if count >= RECORDS:
-                assert first is not None
-                return _rates(began, first, now)
-            run.check()
-            time.sleep(0.2)
+        return _measure(
+            began,
+            lambda: sum(pq.read_metadata(f).num_rows for f in committed_files(run_dir / "table")),
+            run.check,
+        )
 
 
 def main(out: Path = RESULTS, repeats: int = REPEATS) -> int:
