@@ -245,3 +245,38 @@ def test_a_range_the_broker_no_longer_holds_fails_the_task_naming_the_data_loss(
     ):
         read_range(config, 0, 0, 9)
     assert len(read_range(config, 0, low, low + 9)) == 10  # what it holds is read
+
+
+def test_the_kafka_sink_delivers_every_message_keyed_with_its_id_in_a_header(spark, kafka, run_dir):
+    pipeline = parse_pipeline(
+        {
+            "name": "ks",
+            "limits": {"readBatchSize": 500},
+            "vertices": [
+                {"name": "gen", "source": {"generator": {"rate": 2000, "maxMessages": 3000, "msgSize": 40}},
+                 "scale": {"disabled": True}},
+                {"name": "out", "replicas": 2, "scale": {"disabled": True},
+                 "sink": {"kafka": {"bootstrapServers": kafka.bootstrap, "topic": "enriched"}}},
+            ],
+            "edges": [{"from": "gen", "to": "out"}],
+        }
+    )  # fmt: skip
+    run_pipeline(
+        pipeline, run_dir, spark=spark, until=lambda r: r.control.processed("out") >= 3000, timeout=120
+    )
+    consumer = kafka.consumer("check")
+    from confluent_kafka import TopicPartition
+
+    ends = kafka.ends("enriched")
+    consumer.assign([TopicPartition("enriched", p, 0) for p in ends])
+    seen: dict[str, bytes] = {}
+    deadline = time.monotonic() + 60
+    while sum(1 for _ in seen) < sum(ends.values()) and time.monotonic() < deadline:
+        for message in consumer.consume(1000, timeout=1):
+            assert message.error() is None
+            headers = dict(message.headers())
+            assert message.key().decode() == headers["tidal-id"].decode()  # keyed by the message id
+            seen[headers["tidal-id"].decode()] = message.value()
+    consumer.close()
+    assert set(seen) == {f"gen:{n}" for n in range(1, 3001)}  # every message (at least once)
+    assert seen["gen:7"].startswith(b"gen 000000000007")

@@ -85,19 +85,22 @@ def consumer_config(spec: KafkaSourceSpec, vertex: str) -> dict[str, Any]:
     return conf
 
 
-_CONSUMERS: dict[tuple[int, str], Any] = {}
+_CONSUMERS: dict[tuple[int, str], Any] = {}  # (pid, vertex/role/settings) → consumer
 
 
 def _consumer(config: QueryConfig, role: str = "driver") -> Any:
-    """One consumer per process per vertex and role. A task's (``role="task"``) has
-    ``auto.offset.reset: error``: offsets its range needs that the broker no longer holds fail
-    the task instead of being skipped (Spark's ``failOnDataLoss``)."""
+    """One consumer per process per source settings and role (Python workers outlive a run:
+    a consumer cached by vertex name alone would read another run's broker). A task's
+    (``role="task"``) has ``auto.offset.reset: error``: offsets its range needs that the broker
+    no longer holds fail the task instead of being skipped (Spark's ``failOnDataLoss``)."""
     from confluent_kafka import Consumer
 
-    key = (os.getpid(), f"{config.vertex}/{role}")
+    spec = _spec(config)
+    settings = json.dumps(spec.model_dump(), sort_keys=True, default=str)
+    key = (os.getpid(), f"{config.vertex}/{role}/{settings}")
     found = _CONSUMERS.get(key)
     if found is None:
-        conf = consumer_config(_spec(config), config.vertex)
+        conf = consumer_config(spec, config.vertex)
         if role == "task":
             conf["auto.offset.reset"] = "error"
             # A range is read to its end: a fetch that long-polls at the log's end (500 ms by

@@ -33,7 +33,7 @@ class KafkaSink:
 
         from tidal.spark.kafka import _expand
 
-        key = (os.getpid(), self.spec.bootstrap_servers, self.spec.topic)
+        key = (os.getpid(), json.dumps(self.spec.model_dump(), sort_keys=True, default=str), self.spec.topic)
         found = _PRODUCERS.get(key)
         if found is None:
             where = f"vertices[{self.vertex}].sink.kafka.producer"
