@@ -92,7 +92,8 @@ def test_raising_replicas_brings_executors_that_run_the_next_batches_lowering_ki
 ):
     spec = pipeline(tmp_path, rate=300, total=0, fixed=True)  # replicas only change when we say so
     run_dir = tmp_path / "run"
-    proc = tidal(*run_args(spec, run_dir, cluster.master))
+    # A relative --run-dir: the executors, in their own working directories, must still find it.
+    proc = tidal(*run_args(spec, Path("run"), cluster.master), cwd=tmp_path)
     try:
         # Standalone launches executors up to spark.cores.max at the start (Spark gives it no
         # initial limit without dynamic allocation): the allocator kills the extra one. Settle first.

@@ -107,7 +107,9 @@ class PipelineRun:
         buffers_url: str | None = None,
     ) -> None:
         self.spec = spec
-        self.run_dir = Path(run_dir)
+        # Absolute: executors on a cluster run in their own working directories, and a relative
+        # path there would open (and create) another, empty pipeline.db.
+        self.run_dir = Path(run_dir).absolute()
         self.db = self.run_dir / "pipeline.db"
         self.dry_run = dry_run
         self.trigger_seconds = trigger_seconds
