@@ -55,8 +55,18 @@ def _pylist(values: Any) -> list[Any]:
     return values.to_pylist() if hasattr(values, "to_pylist") else list(values)
 
 
-def rows(ids: Any, payloads: Any, fmt: str) -> Any:
-    """The messages as an Arrow table: ``id`` and the JSON objects' fields, or ``id, payload``."""
+def rows(ids: Any, payloads: Any, fmt: str, errors: Sequence[str] = ()) -> Any:
+    """The messages as an Arrow table: ``id`` and the JSON objects' fields, or ``id, payload``;
+    with ``errors`` (a dead letter), an ``error`` column."""
+    table = _rows(ids, payloads, fmt)
+    if errors:
+        import pyarrow as pa
+
+        table = table.append_column("error", pa.array(list(errors), pa.string()))
+    return table
+
+
+def _rows(ids: Any, payloads: Any, fmt: str) -> Any:
     import pyarrow as pa
 
     if fmt == "bytes":
@@ -117,11 +127,7 @@ class ParquetSink:
 
         if len(ids) == 0:
             return None
-        table = rows(ids, payloads, self.fmt)
-        if errors:
-            import pyarrow as pa
-
-            table = table.append_column("error", pa.array(list(errors), pa.string()))
+        table = rows(ids, payloads, self.fmt, errors)
         tmp = self.path / TMP
         tmp.mkdir(parents=True, exist_ok=True)
         out = []
@@ -187,9 +193,7 @@ class DeltaSink:
 
         if len(ids) == 0:
             return None
-        table = rows(ids, payloads, self.fmt)
-        if errors:
-            table = table.append_column("error", pa.array(list(errors), pa.string()))
+        table = rows(ids, payloads, self.fmt, errors)
         sink = io.BytesIO()
         with pa.ipc.new_stream(sink, table.schema) as writer:
             writer.write_table(table)
