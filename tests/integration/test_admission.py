@@ -92,3 +92,21 @@ def test_expansion_is_the_largest_of_the_recent_batches_and_never_below_one(tmp_
     assert control.expansion("v") == 3.0
     assert control.expansion("v", last=1) == 2.0
     control.close()
+
+
+def test_a_closing_source_admits_nothing_and_a_reopened_one_admits_again(setup, tmp_path):
+    from tidal.spec.model import GeneratorSpec, SourceSpec
+
+    _, control, _, plan = setup
+    control.set_replicas("v", 2)
+    base = plan()
+    source = QueryConfig(
+        pipeline="t", vertex="v", db=base.db, run_dir=base.run_dir, input=None, outputs=("out",),
+        limits=Limits(read_batch_size=400, buffer_max_length=1000),
+        source=SourceSpec(generator=GeneratorSpec(rate=10)),
+    )  # fmt: skip
+    control.set_closing("v", True)
+    assert admit(source, 10, 100_000).end == 10  # the batch in flight is the last
+    assert admit(base, 10, 100_000).end == 810  # only sources close: the rest drains
+    control.set_closing("v", False)
+    assert admit(source, 10, 100_000).end == 810

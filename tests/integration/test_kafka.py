@@ -121,6 +121,9 @@ def delta_ids(path) -> list[str]:
         return []
 
 
+ORDER_COUNT = 12_000  # enough that the first run is still going when it is killed at 1,200
+
+
 def test_kafka_to_parquet_and_delta_exactly_once_through_a_driver_sigkill_and_bad_records_to_the_dead_letter(
     tmp_path, kafka
 ):
@@ -131,7 +134,7 @@ def test_kafka_to_parquet_and_delta_exactly_once_through_a_driver_sigkill_and_ba
 
     good = [
         json.dumps({"order": i, "qty": i % 5 + 1, "price": 2.5, "region": ("eu", "us")[i % 2]}).encode()
-        for i in range(6000)
+        for i in range(ORDER_COUNT)
     ]
     bad = [b"not json at all", b'{"order": "no price"}', b"[1, 2]"] * 10
     values = good[:3000] + bad + good[3000:]
@@ -146,13 +149,14 @@ def test_kafka_to_parquet_and_delta_exactly_once_through_a_driver_sigkill_and_ba
     finally:
         os.killpg(first.pid, signal.SIGKILL)
         first.communicate(timeout=30)
-    assert len(parquet_ids(run_dir / "orders-pq")) < 6000, "finished before the kill; the test proves nothing"
+    killed_at = len(parquet_ids(run_dir / "orders-pq"))
+    assert killed_at < ORDER_COUNT, "finished before the kill; the test proves nothing"
     second = tidal(*args, start_new_session=True)
     try:
         wait_for(
             lambda: (
-                len(parquet_ids(run_dir / "orders-pq")) >= 6000
-                and len(delta_ids(run_dir / "orders-delta")) >= 6000
+                len(parquet_ids(run_dir / "orders-pq")) >= ORDER_COUNT
+                and len(delta_ids(run_dir / "orders-delta")) >= ORDER_COUNT
             ),
             240,
             "every order in both tables",
@@ -163,7 +167,7 @@ def test_kafka_to_parquet_and_delta_exactly_once_through_a_driver_sigkill_and_ba
         second.send_signal(signal.SIGTERM)
         out, _ = second.communicate(timeout=120)
     for ids in (parquet_ids(run_dir / "orders-pq"), delta_ids(run_dir / "orders-delta")):
-        assert len(ids) == len(set(ids)) == 6000, (len(ids), len(set(ids)))
+        assert len(ids) == len(set(ids)) == ORDER_COUNT, (len(ids), len(set(ids)))
         assert all(i.startswith("total:in:shop/") for i in ids)
     import pyarrow.parquet as pq
 
@@ -171,7 +175,7 @@ def test_kafka_to_parquet_and_delta_exactly_once_through_a_driver_sigkill_and_ba
 
     table = pq.read_table(committed_files(run_dir / "orders-pq"))
     assert set(table.column_names) >= {"id", "order", "qty", "price", "total"}
-    assert sorted(table.column("order").to_pylist()) == list(range(6000))
+    assert sorted(table.column("order").to_pylist()) == list(range(ORDER_COUNT))
     dead = delivered(run_dir / "dead.jsonl")
     assert len(dead) == 30 and all(d["id"].startswith("in:shop/") for d in dead)  # topic/partition/offset
     assert all(

@@ -111,6 +111,15 @@ class ControlStore:
         row = self._store.db.execute("SELECT replicas FROM control WHERE vertex=?", (vertex,)).fetchone()
         return int(row[0]) if row else default
 
+    def set_closing(self, vertex: str, closing: bool) -> None:
+        """Mark a source as closing: its reader admits nothing more, so the batch in flight is
+        the last and a stop that follows lands between two batches (a stop mid-batch leaves what
+        the tasks wrote downstream uncounted by the source until the replay)."""
+        self.set_meta(f"closing:{vertex}", "1" if closing else "")
+
+    def closing(self, vertex: str) -> bool:
+        return bool(self.meta(f"closing:{vertex}"))
+
     def record_batch(
         self,
         vertex: str,

@@ -75,9 +75,11 @@ def output_room(config: QueryConfig) -> int | None:
 
 def admit(config: QueryConfig, start: int, available: int) -> Admission:
     """The next micro-batch: at most replicas × readBatchSize past ``start``, no more than the
-    outputs have room for; ``start`` itself (idle) at replicas 0 or under back pressure."""
-    replicas = stores.control(config).replicas(config.vertex, default=1)
-    if replicas <= 0:
+    outputs have room for; ``start`` itself (idle) at replicas 0, under back pressure, or for
+    a source the run is closing."""
+    control = stores.control(config)
+    replicas = control.replicas(config.vertex, default=1)
+    if replicas <= 0 or (config.source is not None and control.closing(config.vertex)):
         return Admission(start, replicas)
     take = replicas * config.read_batch_size
     room = output_room(config)

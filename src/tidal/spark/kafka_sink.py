@@ -12,15 +12,12 @@ id in the ``tidal-id`` header for consumers that de-duplicate. The key is a JSON
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Sequence
 from typing import Any
 
 from tidal.spec.model import KafkaSinkSpec
 
 __all__ = ["KafkaSink"]
-
-_PRODUCERS: dict[tuple[int, str, str], Any] = {}
 
 
 class KafkaSink:
@@ -29,18 +26,19 @@ class KafkaSink:
         self.vertex = vertex
 
     def _producer(self) -> Any:
+        """A producer for one task, closed when it is done. Not cached in the Python worker:
+        workers outlive a run, and a cached producer whose broker went away retries its
+        connection for as long as the worker lives, writing librdkafka's errors to stderr
+        (seen in the full suite, long after the Kafka tests). Creating one costs milliseconds
+        against a task's batch of messages."""
         from confluent_kafka import Producer
 
         from tidal.spark.kafka import _expand
 
-        key = (os.getpid(), json.dumps(self.spec.model_dump(), sort_keys=True, default=str), self.spec.topic)
-        found = _PRODUCERS.get(key)
-        if found is None:
-            where = f"vertices[{self.vertex}].sink.kafka.producer"
-            conf = {k: _expand(v, f"{where}.{k}") for k, v in self.spec.producer.items()}
-            conf.update({"bootstrap.servers": self.spec.bootstrap_servers, "enable.idempotence": True})
-            found = _PRODUCERS[key] = Producer(conf)
-        return found
+        where = f"vertices[{self.vertex}].sink.kafka.producer"
+        conf = {k: _expand(v, f"{where}.{k}") for k, v in self.spec.producer.items()}
+        conf.update({"bootstrap.servers": self.spec.bootstrap_servers, "enable.idempotence": True})
+        return Producer(conf)
 
     def _key(self, message_id: str, payload: bytes) -> str:
         if self.spec.key_field is None:
@@ -63,6 +61,19 @@ class KafkaSink:
                 failed.append(str(err))
 
         producer = self._producer()
+        try:
+            left = self._produce(producer, ids, payloads, errors, delivered)
+        finally:
+            producer.close()
+        if left or failed:
+            raise KafkaException(
+                f"topic {self.spec.topic}: {len(failed)} deliveries failed ({failed[:1]}), "
+                f"{left} unacknowledged"
+            )
+
+    def _produce(self, producer: Any, ids: list[str], payloads: list[bytes], errors: Sequence[str],
+                 delivered: Any) -> int:  # fmt: skip
+        """Produce every message and wait for the broker's acknowledgements; the count left unacknowledged."""
         for i, (message_id, payload) in enumerate(zip(ids, payloads, strict=True)):
             headers = [("tidal-id", message_id.encode())]
             if errors:
@@ -74,12 +85,7 @@ class KafkaSink:
                     break
                 except BufferError:  # the local queue is full: let deliveries drain it
                     producer.poll(0.1)
-        left = producer.flush(60)
-        if left or failed:
-            raise KafkaException(
-                f"topic {self.spec.topic}: {len(failed)} deliveries failed ({failed[:1]}), "
-                f"{left} unacknowledged"
-            )
+        return int(producer.flush(60))
 
     def commit(self, batch_id: int, parts: Sequence[Any]) -> None:
         return None

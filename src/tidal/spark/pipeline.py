@@ -171,6 +171,8 @@ class PipelineRun:
                 self.buffers.create(name, limits)
             if not self.control.known(v.name):  # a restart keeps the replicas it had
                 self.control.set_replicas(v.name, v.replicas)
+            if v.kind == "source":
+                self.control.set_closing(v.name, False)  # the last stop closed it
         configs = {v.name: self.query_config(v.name) for v in self.spec.vertices}
         if self._spark is None:
             from tidal.spark.session import build_session
@@ -367,6 +369,8 @@ class PipelineRun:
             return
         sources = [v.name for v in self.spec.vertices if v.kind == "source"]
         for name in sources:
+            if self.control is not None:
+                self.control.set_closing(name, True)
             self._stop_query(name)
         if drain and self.controller is not None and self.buffers is not None:
             deadline = time.monotonic() + drain_timeout
