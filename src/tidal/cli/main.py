@@ -15,6 +15,7 @@ BENCHMARKS = {
     "decisions": "decisions",
     "cluster": "cluster",
     "kafka": "kafka",
+    "sql": "sql",
 }
 
 

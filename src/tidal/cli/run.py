@@ -257,7 +257,12 @@ def _run(
     )
     plain_at = [0.0]
     try:
-        run.start()
+        try:
+            run.start()
+        except errors.SpecError as exc:  # what only Spark can check: a step's SQL, schema, result
+            run.stop()
+            console.print(f"[red]invalid pipeline {escape(str(path))}[/]:\n{escape(str(exc))}")
+            return 2
         if metrics_port is not None:
             from tidal.observe.metrics import MetricsExporter
 

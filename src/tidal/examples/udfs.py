@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
+from typing import Any
 
 
 def upper(payload: bytes) -> bytes:
@@ -57,3 +58,37 @@ def order_total(payload: bytes) -> bytes:
         raise ValueError("not an order: needs qty and price")
     order["total"] = round(float(order["qty"]) * float(order["price"]), 2)
     return json.dumps(order).encode()
+
+
+def large_orders(df: Any) -> Any:
+    """A DataFrame step: the orders of 3 or more, with their total (Spark's functions, no Python per row)."""
+    from pyspark.sql import functions as F  # noqa: N812 - PySpark's convention
+
+    return df.where(F.col("qty") >= 3).select("_id", "order", (F.col("qty") * F.col("price")).alias("total"))
+
+
+_SKUS: dict[str, tuple[float, str]] = {}
+
+
+def price_order(payload: bytes) -> list[bytes]:
+    """The Python twin of the SQL step in ``tidal bench sql`` (and docs/steps.md): parse an order
+    (``order_id`` required, ``sku``, ``qty`` an integer), keep it when ``qty > 0`` and its sku is
+    in the reference table (read once per worker from ``TIDAL_SKUS``), with its total and region."""
+    import json
+    import os
+
+    if not _SKUS:
+        import pyarrow.parquet as pq
+
+        table = pq.read_table(os.environ["TIDAL_SKUS"]).to_pylist()
+        _SKUS.update({row["sku"]: (row["unit_price"], row["region"]) for row in table})
+    order = json.loads(payload)
+    if not isinstance(order, dict) or order.get("order_id") is None:
+        raise ValueError("not an order: needs order_id")
+    qty = order.get("qty")
+    if qty is not None and not isinstance(qty, int):
+        raise ValueError("qty is not an integer")
+    found = _SKUS.get(order.get("sku"))
+    if not qty or qty <= 0 or found is None:
+        return []
+    return [json.dumps({"order_id": order["order_id"], "total": qty * found[0], "region": found[1]}).encode()]

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
 __all__ = ["OPTION", "QueryConfig", "input_buffer", "staged_buffer"]
 
+ROWS_OPTION = "rows"  # read without decoding the config: the data source's schema depends on it
 OPTION = "config"  # the data source option that carries the encoded QueryConfig
 
 
@@ -64,6 +65,7 @@ class QueryConfig:
         source: SourceSpec | None = None,
         udf: UdfSpec | None = None,
         sink: SinkSpec | None = None,
+        schema: str | None = None,  # the input's records schema (Spark DDL), for a SQL or DataFrame step
     ) -> None:
         if limits is None:
             from tidal.spec.model import Limits
@@ -77,6 +79,9 @@ class QueryConfig:
         self.outputs = tuple(outputs)
         self.backend = backend
         self.url = url
+        self.schema = schema
+        # A SQL or DataFrame step: its query carries rows (id, payload) through Spark, not task ranges.
+        self.rows = udf is not None and udf.engine != "python"
         self._specs: dict[str, Any] | None = {"limits": limits, "source": source, "udf": udf, "sink": sink}
         self._packed: bytes | None = None
 
@@ -134,7 +139,7 @@ class QueryConfig:
         return config
 
     def options(self) -> dict[str, Any]:
-        return {OPTION: self.encode()}
+        return {OPTION: self.encode(), ROWS_OPTION: "1" if self.rows else "0"}
 
     @property
     def location(self) -> str:

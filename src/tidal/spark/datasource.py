@@ -28,12 +28,15 @@ from typing import Any
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, DataSourceStreamWriter
 
 from tidal import errors
-from tidal.spark.config import OPTION, QueryConfig
+from tidal.spark.config import OPTION, ROWS_OPTION, QueryConfig
 from tidal.spark.heap import freeze_imports
 
-__all__ = ["SCHEMA", "VertexDataSource"]
+__all__ = ["ROWS_SCHEMA", "SCHEMA", "VertexDataSource"]
 
 SCHEMA = "first long, last long, part int, kpart int"  # kpart: a Kafka partition, else -1
+# A SQL or DataFrame step reads the messages themselves (Spark transforms them) and writes what
+# its query made of them: good rows with ``error`` null, records that did not parse with the reason.
+ROWS_SCHEMA = "id string, payload binary"
 
 
 def _config(options: dict[str, str], where: str) -> QueryConfig:
@@ -55,7 +58,7 @@ class VertexDataSource(DataSource):
         return "tidal_vertex"
 
     def schema(self) -> str:
-        return SCHEMA
+        return ROWS_SCHEMA if self._options().get(ROWS_OPTION) == "1" else SCHEMA
 
     def _options(self) -> dict[str, str]:
         # PySpark hands options over case-insensitively (lower-cased keys): normalise once here.
@@ -73,11 +76,19 @@ class VertexDataSource(DataSource):
             return KafkaReader(config)
         if config.source is not None:
             return readers.UserSourceReader(config)
+        if config.rows:
+            return readers.RowsReader(config)
         return readers.BufferReader(config)
 
     def streamWriter(self, schema: Any, overwrite: bool) -> DataSourceStreamWriter:  # noqa: N802
         from tidal.spark.writer import VertexWriter
 
-        writer = VertexWriter(_config(self._options(), "writeStream"))
+        config = _config(self._options(), "writeStream")
+        if config.rows:
+            from tidal.spark.frame_writer import FrameWriter
+
+            writer: VertexWriter = FrameWriter(config)
+        else:
+            writer = VertexWriter(config)
         freeze_imports()  # PySpark creates the writer anew in a worker of its own every micro-batch
         return writer

@@ -125,6 +125,7 @@ class PipelineRun:
         self.started_at = 0.0
         self._released = False
         self.allocator: Any = None  # the executor allocator, on a cluster manager
+        self._refreshers: list[Any] = []  # reference tables read again on their intervals
 
     @property
     def on_cluster(self) -> bool:
@@ -157,6 +158,7 @@ class PipelineRun:
             source=v.source,
             udf=v.udf,
             sink=v.sink,
+            schema=next((r.schema_ for r in self.spec.input_records(vertex) if r is not None), None),
         )
 
     def start(self) -> PipelineRun:
@@ -190,6 +192,7 @@ class PipelineRun:
         from tidal.spark.datasource import VertexDataSource
 
         self._spark.dataSource.register(VertexDataSource)
+        frames = self._plan_steps(configs)  # a step's SQL or schema error stops the run here
         # Downstream first: a vertex's reader is up before anything is written into its buffer.
         for name in reversed(list(configs)):
             self.queries[name] = start_vertex(
@@ -197,6 +200,7 @@ class PipelineRun:
                 configs[name],
                 self.run_dir / "checkpoints" / name,
                 trigger_seconds=self.trigger_seconds,
+                frame=frames.get(name),
             )
         actuator = DryRunActuator() if self.dry_run else self.control  # the readers consult it
         probe = StoreProbe(
@@ -216,6 +220,24 @@ class PipelineRun:
             " (dry run: decisions are not applied)" if self.dry_run else "",
         )
         return self
+
+    def _plan_steps(self, configs: dict[str, QueryConfig]) -> dict[str, Any]:
+        """The streaming DataFrames of the SQL and DataFrame steps, checked by Spark; their
+        reference tables read, and refreshed on their intervals (:mod:`tidal.spark.frames`)."""
+        from tidal.spark.frames import ReferenceRefresher, plan_step, read_reference
+
+        planned: dict[str, Any] = {}
+        for name, config in configs.items():
+            if not config.rows or config.udf is None:
+                continue
+            tables = {
+                ref: read_reference(self._spark, ref, spec) for ref, spec in config.udf.reference.items()
+            }
+            planned[name] = plan_step(self._spark, config, tables)
+            for ref, spec in config.udf.reference.items():
+                if spec.refresh_seconds > 0:
+                    self._refreshers.append(ReferenceRefresher(self._spark, tables[ref], spec).start())
+        return planned
 
     def _start_allocator(self) -> None:
         from tidal.scaling.executors import ExecutorBounds
@@ -380,6 +402,8 @@ class PipelineRun:
                 time.sleep(0.2)
         if self.controller is not None:
             self.controller.stop()
+        for refresher in self._refreshers:
+            refresher.stop()
         if self.allocator is not None:
             self.allocator.stop()
         for name in [v.name for v in graph.topological(self.spec)]:

@@ -113,6 +113,20 @@ class BufferReader(RangeReader):
         self.buffer().commit(end[self.KEY])
 
 
+class RowsReader(BufferReader):
+    """A SQL or DataFrame step's reader: the messages of each range themselves, as Arrow
+    (``id, payload``), for Spark to parse and transform; the ranges are split by replicas as
+    for every vertex, so a replica is still a task."""
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        assert isinstance(partition, Range)
+        buffer = self.buffer()
+        step = max(1, self.config.limits.usable_length // 4)
+        for a in range(partition.first, partition.last + 1, step):
+            batch = buffer.read_batch(a, min(partition.last, a + step - 1))
+            yield batch.select(["id", "payload"])
+
+
 class GeneratorReader(RangeReader):
     """The generator: pending is what the load shape made due and is not yet admitted."""
 

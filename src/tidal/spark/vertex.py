@@ -22,18 +22,20 @@ def start_vertex(
     checkpoint: str | Path,
     *,
     trigger_seconds: float = 0.5,
+    frame: Any = None,
 ) -> Any:
-    """Start the query of ``config.vertex`` and return its ``StreamingQuery``."""
+    """Start the query of ``config.vertex`` and return its ``StreamingQuery``. ``frame``: what
+    a SQL or DataFrame step writes (:func:`tidal.spark.frames.plan_step`); other vertices
+    read ``tidal_vertex`` straight into its writer."""
     options = config.options()
     context = spark.sparkContext
+    if frame is None:
+        frame = spark.readStream.format("tidal_vertex").options(**options).load()
     # A local property is per thread and a query's thread inherits it when it starts.
     context.setLocalProperty("spark.scheduler.pool", config.vertex)
     try:
         return (
-            spark.readStream.format("tidal_vertex")
-            .options(**options)
-            .load()
-            .writeStream.format("tidal_vertex")
+            frame.writeStream.format("tidal_vertex")
             .options(**options)
             .option("checkpointLocation", str(checkpoint))
             .trigger(processingTime=f"{max(1, int(trigger_seconds * 1000))} milliseconds")

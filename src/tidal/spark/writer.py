@@ -31,7 +31,7 @@ from tidal.spark import stores
 from tidal.spark.config import QueryConfig
 from tidal.spark.heap import freeze_imports
 
-__all__ = ["VertexWriter", "piece_size", "pieces"]
+__all__ = ["VertexWriter", "Written", "piece_size", "pieces"]
 
 _FULL_WAIT_SECONDS = 300.0
 _MAX_PIECE = 8192  # input messages per output append (fewer when the buffers are small)
@@ -57,7 +57,7 @@ def pieces(tasks: Iterator[Any], step: int) -> Iterator[tuple[int, int, int]]:
 
 
 @dataclass
-class _Written(WriterCommitMessage):
+class Written(WriterCommitMessage):
     written: int
     partition: int
     sink_part: Any = None
@@ -156,7 +156,7 @@ class VertexWriter(DataSourceStreamArrowWriter):
         context = TaskContext.get()
         partition = context.partitionId() if context else -1
         busy = time.perf_counter() - started
-        return _Written(written, partition, sink_part, dead_part, len(dead), busy)
+        return Written(written, partition, sink_part, dead_part, len(dead), busy)
 
     def _append(self, key: str, ids: Any, payloads: Any, most: int) -> None:
         """A piece's output to every output buffer (fan-out) under its key, in appends of at most
@@ -179,7 +179,7 @@ class VertexWriter(DataSourceStreamArrowWriter):
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
         freeze_imports()
-        written = [m for m in messages if isinstance(m, _Written)]
+        written = [m for m in messages if isinstance(m, Written)]
         sink = self.sink("sink")
         if sink is not None:
             sink.commit(batchId, [m.sink_part for m in written])
@@ -198,12 +198,16 @@ class VertexWriter(DataSourceStreamArrowWriter):
         control.record_batch(
             self.config.vertex,
             batchId,
-            len(messages),
+            self.tasks(messages, len(batch.parts) if batch is not None and batch.parts else None),
             batch.count if batch is not None else 0,
             sum(m.written for m in written),
             busy=sum(m.busy for m in written),
             dead=sum(m.dead for m in written),
         )
+
+    def tasks(self, messages: list[WriterCommitMessage | None], parts: int | None) -> int:
+        """The replicas that ran the batch: one writer task per read partition."""
+        return len(messages)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
         """Nothing to undo: a retried batch rewrites the same ids, which the buffer de-duplicates."""

@@ -34,13 +34,16 @@ class Pipeline:
         limits: Mapping[str, Any] | None = None,
         buffers: Mapping[str, Any] | None = None,
         controller: Mapping[str, Any] | None = None,
+        records: Mapping[str, Any] | None = None,
     ) -> None:
         self._top: dict[str, Any] = {"name": name}
-        for key, value in (("limits", limits), ("buffers", buffers), ("controller", controller)):
+        for key, value in (
+            ("limits", limits), ("buffers", buffers), ("controller", controller), ("records", records)
+        ):  # fmt: skip
             if value is not None:
                 self._top[key] = dict(value)
         self._vertices: list[dict[str, Any]] = []
-        self._edges: list[dict[str, str]] = []
+        self._edges: list[dict[str, Any]] = []
 
     def _add(
         self, name: str, body: dict[str, Any], scale: Mapping[str, Any] | None, replicas: int
@@ -83,6 +86,15 @@ class Pipeline:
     def filter(self, name: str, function: str | Callable[..., Any], **kw: Any) -> Pipeline:
         return self._udf("filter", name, function, **_snake_to_camel(kw))
 
+    def sql(self, name: str, query: str, **kw: Any) -> Pipeline:
+        """A SQL step over the view ``input``; ``kw``: ``reference`` ({name: {path: …}}),
+        ``dead_letter``, ``scale``, ``replicas``."""
+        return self._udf("sql", name, query, **_snake_to_camel(kw))
+
+    def dataframe(self, name: str, function: str | Callable[..., Any], **kw: Any) -> Pipeline:
+        """A DataFrame step: ``function(df) -> DataFrame``; ``kw`` as for :meth:`sql`."""
+        return self._udf("dataframe", name, function, **_snake_to_camel(kw))
+
     def sink(
         self,
         name: str,
@@ -103,8 +115,12 @@ class Pipeline:
             body = {kind: {}}
         return self._add(name, {"sink": body}, scale, replicas)
 
-    def edge(self, source: str, to: str) -> Pipeline:
-        self._edges.append({"from": source, "to": to})
+    def edge(self, source: str, to: str, *, schema: str | None = None) -> Pipeline:
+        """An edge; ``schema`` declares its records as JSON with that Spark DDL schema."""
+        edge: dict[str, Any] = {"from": source, "to": to}
+        if schema is not None:
+            edge["records"] = {"format": "json", "schema": schema}
+        self._edges.append(edge)
         return self
 
     def chain(self, *names: str) -> Pipeline:

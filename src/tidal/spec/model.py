@@ -13,12 +13,12 @@ Deliberate differences from Numaflow:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
-from pydantic.alias_generators import to_camel
+from pydantic import Field, field_validator, model_validator
 
 from tidal.scaling.limits import (
     DEFAULT_MAX_LENGTH,
@@ -26,6 +26,8 @@ from tidal.scaling.limits import (
     DEFAULT_USAGE_LIMIT,
     BufferLimits,
 )
+from tidal.spec.base import Model as _Model
+from tidal.spec.records import IDENTIFIER, RecordsSpec, ReferenceSpec
 from tidal.spec.shapes import Shape
 
 __all__ = [
@@ -40,6 +42,8 @@ __all__ = [
     "KafkaSourceSpec",
     "Limits",
     "PipelineSpec",
+    "RecordsSpec",
+    "ReferenceSpec",
     "ScaleSpec",
     "SinkSpec",
     "SourceSpec",
@@ -53,17 +57,6 @@ __all__ = [
 NAME_PATTERN = r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$"  # a DNS label, like Numaflow's vertex names
 MAX_REPLICAS = 2**31 - 1  # Numaflow's replica fields are int32
 MAX_RATE = 1e9  # messages/s: far above what any generator on one machine produces
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(
-        alias_generator=to_camel,
-        populate_by_name=True,
-        extra="forbid",
-        frozen=True,
-        arbitrary_types_allowed=True,
-        allow_inf_nan=False,  # .inf and .nan in YAML are refused, with the field's path
-    )
 
 
 class Limits(_Model):
@@ -252,7 +245,9 @@ class SinkSpec(_Model):
 
 
 class UdfSpec(_Model):
-    """``udf:`` — a Python function: exactly one of map, flatmap, filter.
+    """``udf:`` — a Python function (exactly one of map, flatmap, filter), or a Spark-native
+    step: ``sql`` (a query over the view ``input``) or ``dataframe`` (``module:function``,
+    ``DataFrame -> DataFrame``), over records with a schema (:mod:`tidal.spec.records`).
 
     ``batch: arrow`` hands the function a ``pyarrow`` binary array of payloads instead of one
     payload at a time. A function that raises — or runs longer than ``timeoutSeconds`` on one
@@ -268,16 +263,36 @@ class UdfSpec(_Model):
     retries: int = Field(2, ge=0, le=100)
     timeout_seconds: float | None = Field(None, gt=0, le=86_400)  # per call; None = no limit
     dead_letter: SinkSpec | None = None
+    sql: str | None = Field(None, min_length=1)
+    dataframe: str | Callable[..., Any] | None = None
+    reference: dict[str, ReferenceSpec] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _exactly_one(self) -> UdfSpec:
-        chosen = [k.value for k in UdfKind if getattr(self, k.value) is not None]
+        chosen = [
+            k for k in (*(k.value for k in UdfKind), "sql", "dataframe") if getattr(self, k) is not None
+        ]
         if len(chosen) != 1:
-            raise ValueError(f"a udf needs exactly one of map, flatmap, filter (got {chosen or 'none'})")
+            raise ValueError(
+                f"a udf needs exactly one of map, flatmap, filter, sql, dataframe (got {chosen or 'none'})"
+            )
+        if self.reference and self.engine == "python":
+            raise ValueError(
+                "reference tables are for sql and dataframe steps; a Python function reads its own"
+            )
+        for name in self.reference:
+            if not re.match(IDENTIFIER, name) or name.lower() == "input":
+                raise ValueError(f"reference name {name!r} is not a SQL identifier other than input")
         return self
 
     @property
+    def engine(self) -> str:
+        """``python`` (map, flatmap, filter), ``sql`` or ``dataframe``."""
+        return "sql" if self.sql is not None else "dataframe" if self.dataframe is not None else "python"
+
+    @property
     def kind(self) -> UdfKind:
+        """The Python function's kind (a SQL or DataFrame step has none)."""
         return next(k for k in UdfKind if getattr(self, k.value) is not None)
 
     @property
@@ -318,6 +333,7 @@ class VertexSpec(_Model):
 class EdgeSpec(_Model):
     from_: str = Field(alias="from")
     to: str
+    records: RecordsSpec | None = None  # the pipeline's ``records`` when None
 
 
 class BuffersSpec(_Model):
@@ -389,12 +405,17 @@ class PipelineSpec(_Model):
     cluster: ClusterSpec = Field(default_factory=ClusterSpec)
     vertices: list[VertexSpec] = Field(min_length=1)
     edges: list[EdgeSpec] = Field(default_factory=list)
+    records: RecordsSpec | None = None  # the default of every edge that declares none
 
     def vertex(self, name: str) -> VertexSpec:
         for v in self.vertices:
             if v.name == name:
                 return v
         raise KeyError(name)
+
+    def input_records(self, name: str) -> list[RecordsSpec | None]:
+        """What each edge into ``name`` declares of its records (the pipeline's default else)."""
+        return [e.records or self.records for e in self.edges if e.to == name]
 
     def inputs(self, name: str) -> list[str]:
         return [e.from_ for e in self.edges if e.to == name]

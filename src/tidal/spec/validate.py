@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import inspect
 import logging
 import types
 import typing
@@ -261,13 +262,15 @@ def _check_vertices(spec: PipelineSpec) -> list[errors.SpecError]:
             numaflow_scale(v.scale, at)
         except errors.SpecError as exc:
             problems.append(exc)
-        if v.udf is not None:
+        if v.udf is not None and v.udf.engine == "python":
             ref = v.udf.function
             if isinstance(ref, str):
                 try:
                     resolve(ref, f"{at}.udf.{v.udf.kind.value}", kind="function")
                 except errors.SpecError as exc:
                     problems.append(exc)
+        elif v.udf is not None:
+            problems.extend(_check_frame_step(spec, v, at))
         for path, user in _user_classes(v, at):
             if isinstance(user.class_, str):
                 try:
@@ -275,6 +278,53 @@ def _check_vertices(spec: PipelineSpec) -> list[errors.SpecError]:
                 except errors.SpecError as exc:
                     problems.append(exc)
     return problems
+
+
+def _check_frame_step(spec: PipelineSpec, v: VertexSpec, at: str) -> list[errors.SpecError]:
+    """A SQL or DataFrame step: its input declares one schema; its function takes one DataFrame.
+    (The SQL and the schema are checked by Spark when the run starts: :mod:`tidal.spark.frames`.)"""
+    assert v.udf is not None
+    problems: list[errors.SpecError] = []
+    declared = spec.input_records(v.name)
+    if not declared or any(r is None for r in declared):
+        problems.append(
+            errors.SpecError(
+                f"{at}.udf.{v.udf.engine}",
+                "reads records without a schema (a SQL or DataFrame step sees columns, not bytes)",
+                'declare records: {format: json, schema: "name TYPE, ..."} on the edge into it, '
+                "or on the pipeline for every edge",
+            )
+        )
+    elif len({r.schema_ for r in declared if r is not None}) > 1:
+        problems.append(
+            errors.SpecError(
+                f"{at}.udf.{v.udf.engine}",
+                "reads edges with different schemas",
+                "give every edge into it the same records.schema",
+            )
+        )
+    if v.udf.dataframe is not None:
+        try:
+            fn = resolve(v.udf.dataframe, f"{at}.udf.dataframe", kind="function")
+            _check_one_argument(fn, f"{at}.udf.dataframe")
+        except errors.SpecError as exc:
+            problems.append(exc)
+    return problems
+
+
+def _check_one_argument(fn: Callable[..., Any], path: str) -> None:
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return  # a builtin or C function: nothing to check before it runs
+    try:
+        signature.bind(object())
+    except TypeError:
+        raise errors.SpecError(
+            path,
+            f"{getattr(fn, '__name__', fn)}{signature} cannot be called with one DataFrame",
+            "define it as def step(df: DataFrame) -> DataFrame",
+        ) from None
 
 
 def _user_classes(v: VertexSpec, at: str) -> list[tuple[str, UserClassSpec]]:
