@@ -29,6 +29,7 @@ import shutil
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -155,7 +156,7 @@ def main(out: Path = RESULTS, repeats: int = REPEATS) -> int:
     os.environ["TIDAL_SKUS"] = str(root / "skus" / "skus.parquet")  # for the Python step's workers
     spark = build_session("tidal-bench-sql", "local[2]")
     spark.dataSource.register(VertexDataSource)
-    jobs = {
+    jobs: dict[str, Callable[[int], float]] = {
         "plain": lambda i: plain_rate(spark, root, i),
         "sql": lambda i: tidal_rate(
             spark, root, i, lines, {"sql": SQL, "reference": {"skus": {"path": str(root / "skus")}}}

@@ -88,7 +88,7 @@ def price_order(payload: bytes) -> list[bytes]:
     qty = order.get("qty")
     if qty is not None and not isinstance(qty, int):
         raise ValueError("qty is not an integer")
-    found = _SKUS.get(order.get("sku"))
+    found = _SKUS.get(str(order.get("sku")))
     if not qty or qty <= 0 or found is None:
         return []
     return [json.dumps({"order_id": order["order_id"], "total": qty * found[0], "region": found[1]}).encode()]
