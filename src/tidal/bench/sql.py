@@ -147,7 +147,7 @@ def tidal_rate(spark: Any, root: Path, n: int, lines: list[bytes], step: dict[st
 
 
 def main(out: Path = RESULTS, repeats: int = REPEATS) -> int:
-    from tidal.spark.datasource import VertexDataSource
+    from tidal.spark.datasource import register
     from tidal.spark.session import build_session
 
     root = Path(tempfile.mkdtemp(prefix="tidal-bench-sql-"))
@@ -155,7 +155,7 @@ def main(out: Path = RESULTS, repeats: int = REPEATS) -> int:
     write_inputs(root, lines)
     os.environ["TIDAL_SKUS"] = str(root / "skus" / "skus.parquet")  # for the Python step's workers
     spark = build_session("tidal-bench-sql", "local[2]")
-    spark.dataSource.register(VertexDataSource)
+    register(spark)
     jobs: dict[str, Callable[[int], float]] = {
         "plain": lambda i: plain_rate(spark, root, i),
         "sql": lambda i: tidal_rate(

@@ -31,7 +31,7 @@ from tidal import errors
 from tidal.spark.config import OPTION, ROWS_OPTION, QueryConfig
 from tidal.spark.heap import freeze_imports
 
-__all__ = ["ROWS_SCHEMA", "SCHEMA", "VertexDataSource"]
+__all__ = ["ROWS_SCHEMA", "SCHEMA", "VertexDataSource", "register"]
 
 SCHEMA = "first long, last long, part int, kpart int"  # kpart: a Kafka partition, else -1
 # A SQL or DataFrame step reads the messages themselves (Spark transforms them) and writes what
@@ -92,3 +92,31 @@ class VertexDataSource(DataSource):
             writer = VertexWriter(config)
         freeze_imports()  # PySpark creates the writer anew in a worker of its own every micro-batch
         return writer
+
+
+def register(spark: Any) -> None:
+    """Register ``tidal_vertex`` in ``spark``, as ``spark.dataSource.register`` does, but with
+    its environment in a ``ConcurrentHashMap``.
+
+    Why: every reader and writer of a Python data source shares the registered function's
+    environment map, and Spark's Python runners ``put`` into it as they start a worker
+    (``SPARK_LOCAL_DIRS``, ``SPARK_REUSE_WORKER``, …). In local mode the driver serializes a
+    stage's tasks from the same JVM objects, so a runner adding a key while another query's
+    stage is serialized corrupts that stage: its task fails with ``java.io.OptionalDataException``
+    (seen about one resume in five with several queries starting at once). A concurrent map
+    serializes consistently while it changes.
+    """
+    from pyspark.core.rdd import _prepare_for_python_RDD
+
+    context = spark.sparkContext
+    jvm = context._jvm
+    pickled, broadcasts, env, includes = _prepare_for_python_RDD(context, VertexDataSource)
+    shared_env = jvm.java.util.concurrent.ConcurrentHashMap()
+    for key, value in env.items():
+        shared_env.put(key, value)
+    function = jvm.SimplePythonFunction(
+        bytearray(pickled), shared_env, includes, context.pythonExec, context.pythonVer, broadcasts,
+        context._javaAccumulator,
+    )  # fmt: skip
+    source = getattr(jvm, "org.apache.spark.sql.execution.datasources.v2.python.UserDefinedPythonDataSource")
+    spark._jsparkSession.dataSource().registerPython(VertexDataSource.name(), source(function))

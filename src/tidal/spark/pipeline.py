@@ -189,9 +189,9 @@ class PipelineRun:
             self._spark = build_session(f"tidal-{self.spec.name}", self._master, extra=extra)
         if self.on_cluster:
             self._start_allocator()
-        from tidal.spark.datasource import VertexDataSource
+        from tidal.spark.datasource import register
 
-        self._spark.dataSource.register(VertexDataSource)
+        register(self._spark)
         frames = self._plan_steps(configs)  # a step's SQL or schema error stops the run here
         # Downstream first: a vertex's reader is up before anything is written into its buffer.
         for name in reversed(list(configs)):
