@@ -47,6 +47,7 @@ __all__ = [
     "STATEFUL",
     "ReferenceRefresher",
     "plan_step",
+    "plan_steps",
     "read_reference",
     "stateful_node",
 ]
@@ -302,3 +303,28 @@ def plan_step(spark: Any, config: QueryConfig, references: dict[str, Any]) -> An
         F.lit(None).cast("string").alias("error"),
     )
     return out.unionByName(dead)
+
+
+def plan_steps(
+    spark: Any, configs: dict[str, QueryConfig]
+) -> tuple[dict[str, Any], list[ReferenceRefresher]]:
+    """The streaming DataFrames of the SQL and DataFrame steps among ``configs``, checked by
+    Spark, with their reference tables read; and a started refresher per table that has an
+    interval (stop them with the run)."""
+    planned: dict[str, Any] = {}
+    refreshers: list[ReferenceRefresher] = []
+    try:
+        for name, config in configs.items():
+            if not config.rows or config.udf is None:
+                continue
+            refs = config.udf.reference
+            tables = {ref: read_reference(spark, ref, spec) for ref, spec in refs.items()}
+            planned[name] = plan_step(spark, config, tables)
+            for ref, spec in refs.items():
+                if spec.refresh_seconds > 0:
+                    refreshers.append(ReferenceRefresher(spark, tables[ref], spec).start())
+    except BaseException:
+        for refresher in refreshers:
+            refresher.stop()
+        raise
+    return planned, refreshers

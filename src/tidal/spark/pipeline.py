@@ -192,7 +192,10 @@ class PipelineRun:
         from tidal.spark.datasource import register
 
         register(self._spark)
-        frames = self._plan_steps(configs)  # a step's SQL or schema error stops the run here
+        from tidal.spark.frames import plan_steps
+
+        # A step's SQL or schema error stops the run here, before any query starts.
+        frames, self._refreshers = plan_steps(self._spark, configs)
         # Downstream first: a vertex's reader is up before anything is written into its buffer.
         for name in reversed(list(configs)):
             self.queries[name] = start_vertex(
@@ -210,7 +213,9 @@ class PipelineRun:
             running=self.running,
             slots=self.allocator.ready if self.allocator is not None else None,
         )
-        self.controller = Controller(self.spec, probe, actuator, EventLog(self.run_dir / "events.jsonl"))
+        self.controller = Controller(
+            self.spec, probe, actuator, EventLog(self.run_dir / "events.jsonl"), policies=self._policies()
+        )
         self.controller.start(ready=self.warm)
         log.info(
             "pipeline %s running: %d vertices, run directory %s%s",
@@ -221,23 +226,18 @@ class PipelineRun:
         )
         return self
 
-    def _plan_steps(self, configs: dict[str, QueryConfig]) -> dict[str, Any]:
-        """The streaming DataFrames of the SQL and DataFrame steps, checked by Spark; their
-        reference tables read, and refreshed on their intervals (:mod:`tidal.spark.frames`)."""
-        from tidal.spark.frames import ReferenceRefresher, plan_step, read_reference
+    def _policies(self) -> dict[str, Any]:
+        """The vertices whose policy is not Numaflow's (the controller's default): the KPA on
+        their arrival rate, starting from the replicas each has now."""
+        from tidal.controller import KpaPolicy
+        from tidal.spec.validate import kpa_spec
 
-        planned: dict[str, Any] = {}
-        for name, config in configs.items():
-            if not config.rows or config.udf is None:
-                continue
-            tables = {
-                ref: read_reference(self._spark, ref, spec) for ref, spec in config.udf.reference.items()
-            }
-            planned[name] = plan_step(self._spark, config, tables)
-            for ref, spec in config.udf.reference.items():
-                if spec.refresh_seconds > 0:
-                    self._refreshers.append(ReferenceRefresher(self._spark, tables[ref], spec).start())
-        return planned
+        assert self.control is not None
+        return {
+            v.name: KpaPolicy(kpa_spec(v), v.name, now=time.time(), ready=self.control.replicas(v.name))
+            for v in self.spec.vertices
+            if self.spec.policy_of(v.name) == "kpa"
+        }
 
     def _start_allocator(self) -> None:
         from tidal.scaling.executors import ExecutorBounds

@@ -309,7 +309,10 @@ class VertexSpec(_Model):
     sink: SinkSpec | None = None
     scale: ScaleSpec = Field(default_factory=ScaleSpec)
     replicas: int = Field(1, ge=0, le=MAX_REPLICAS)  # the count to start with (then the autoscaler decides)
-    policy: str = Field("numaflow", pattern="^numaflow$")  # "kpa" comes with the serving path
+    # None: the pipeline's ``policy``. ``kpa``: Knative's KPA on the arrival rate, configured by
+    # ``kpa:`` (autoscaling.knative.dev annotation keys; ``target`` messages/s per replica).
+    policy: str | None = Field(None, pattern="^(numaflow|kpa)$")
+    kpa: dict[str, str | int | float | bool] = Field(default_factory=dict)
 
     @field_validator("name", mode="before")
     @classmethod
@@ -406,12 +409,17 @@ class PipelineSpec(_Model):
     vertices: list[VertexSpec] = Field(min_length=1)
     edges: list[EdgeSpec] = Field(default_factory=list)
     records: RecordsSpec | None = None  # the default of every edge that declares none
+    policy: str = Field("numaflow", pattern="^(numaflow|kpa)$")  # of every vertex that names none
 
     def vertex(self, name: str) -> VertexSpec:
         for v in self.vertices:
             if v.name == name:
                 return v
         raise KeyError(name)
+
+    def policy_of(self, name: str) -> str:
+        """The vertex's scaling policy: its own ``policy``, else the pipeline's."""
+        return self.vertex(name).policy or self.policy
 
     def input_records(self, name: str) -> list[RecordsSpec | None]:
         """What each edge into ``name`` declares of its records (the pipeline's default else)."""

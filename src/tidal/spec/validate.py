@@ -12,6 +12,8 @@ both return a :class:`~tidal.spec.model.PipelineSpec` that passed every check:
   reaches every vertex from a source, so no vertex can be cut off.
 - **Code references**: every ``module:function`` and ``module:Class`` imports and has the
   right type.
+- **Policies**: a ``policy: kpa`` vertex's ``kpa`` block makes a valid
+  :class:`~tidal.scaling.KpaSpec` (:func:`kpa_spec`).
 
 All problems found in one pass are reported together, the first as the error's ``path``.
 """
@@ -33,7 +35,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from tidal import errors
-from tidal.scaling import CronExpr, CronSchedule, CronSpec, NumaflowScale, normalise_scale
+from tidal.scaling import CronExpr, CronSchedule, CronSpec, KpaMetric, KpaSpec, NumaflowScale, normalise_scale
 from tidal.spec import graph
 from tidal.spec.model import PipelineSpec, ScaleSpec, UserClassSpec, VertexSpec
 
@@ -271,6 +273,17 @@ def _check_vertices(spec: PipelineSpec) -> list[errors.SpecError]:
                     problems.append(exc)
         elif v.udf is not None:
             problems.extend(_check_frame_step(spec, v, at))
+        if spec.policy_of(v.name) == "kpa":
+            try:
+                kpa_spec(v, at)
+            except errors.SpecError as exc:
+                problems.append(exc)
+        elif v.kpa:
+            problems.append(
+                errors.SpecError(
+                    f"{at}.kpa", "is read only with policy: kpa", "set policy: kpa, or remove kpa"
+                )
+            )
         for path, user in _user_classes(v, at):
             if isinstance(user.class_, str):
                 try:
@@ -278,6 +291,32 @@ def _check_vertices(spec: PipelineSpec) -> list[errors.SpecError]:
                 except errors.SpecError as exc:
                     problems.append(exc)
     return problems
+
+
+def kpa_spec(v: VertexSpec, at: str = "") -> KpaSpec:
+    """The KPA of a vertex with ``policy: kpa``: Knative's annotation keys from ``kpa:``, on the
+    arrival rate (``metric: rps``; a stream vertex has no request concurrency), ``target`` the
+    messages/s one replica takes; ``min-scale``/``max-scale`` default to ``scale.min``/``max``."""
+    at = at or f"vertices[{v.name}]"
+    keys = {str(k).removeprefix("autoscaling.knative.dev/"): value for k, value in v.kpa.items()}
+    if str(keys.get("metric", "rps")) != "rps":
+        raise errors.SpecError(
+            f"{at}.kpa.metric", "a stream vertex has no request concurrency", "use metric: rps (the default)"
+        )
+    if "target" not in keys:
+        raise errors.SpecError(
+            f"{at}.kpa.target", "is required with policy: kpa", "give the messages/s one replica should take"
+        )
+    scale = numaflow_scale(v.scale, at)
+    fields: dict[str, Any] = {"metric": KpaMetric.RPS}
+    if "min-scale" not in keys:
+        fields["min_scale"] = scale.min
+    if "max-scale" not in keys:
+        fields["max_scale"] = scale.max
+    try:
+        return KpaSpec.from_knative(annotations={k: v for k, v in keys.items() if k != "metric"}, **fields)
+    except errors.SpecError as exc:
+        raise errors.SpecError(f"{at}.{exc.path}", exc.problem, exc.fix) from None
 
 
 def _check_frame_step(spec: PipelineSpec, v: VertexSpec, at: str) -> list[errors.SpecError]:
