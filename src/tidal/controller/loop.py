@@ -135,6 +135,10 @@ class Controller:
         edges = graph.edges_of(spec)
         # The graph does not change while the controller runs: walk it once per vertex.
         self._downstream = {v.name: graph.downstream_edges(v.name, edges) for v in spec.vertices}
+        self._upstream = {  # every vertex with a path to it (downstream edges are all reachable ones)
+            v.name: {u.name for u in spec.vertices if any(e.to == v.name for e in self._downstream[u.name])}
+            for v in spec.vertices
+        }
         self.wake_path = wake_path
         policies = dict(policies or {})
         unknown = set(policies) - {v.name for v in spec.vertices}
@@ -195,7 +199,7 @@ class Controller:
             if v.kind != VertexKind.SOURCE and (pending := metrics[name][1]) is not None
         }
         views = {
-            name: self._view(v, sample, metrics[name], now, loads)
+            name: self._view(v, sample, metrics[name], now, loads, self._upstream_of(name, samples))
             for name, v in self._vertices.items()
             if (sample := samples[name]) is not None
         }
@@ -294,6 +298,7 @@ class Controller:
         metrics: tuple[float | None, float | None],
         now: float,
         loads: Mapping[str, BufferLoad],
+        upstream: tuple[float, float | None] = (0.0, None),
     ) -> PolicyInput:
         limits = self.spec.limits
         return PolicyInput(
@@ -313,7 +318,28 @@ class Controller:
             buffer_max_length=limits.buffer_max_length,
             buffer_usage_limit=limits.buffer_usage_limit,
             read_batch_size=limits.read_batch_size,
+            upstream_pending=upstream[0],
+            upstream_arrived=upstream[1],
         )
+
+    def _upstream_of(
+        self, name: str, samples: Mapping[str, ProbeSample | None]
+    ) -> tuple[float, float | None]:
+        """What is heading to ``name``: the pending of every vertex upstream of it, and the
+        messages that arrived at the sources upstream so far (``None`` for a source, or when a
+        source upstream cannot say)."""
+        ups = self._upstream[name]
+        if not ups:
+            return 0.0, None
+        pending = sum(s.pending or 0.0 for u in ups if (s := samples.get(u)) is not None)
+        arrived = 0.0
+        for u in ups:
+            s = samples.get(u)
+            if self._vertices[u].kind == VertexKind.SOURCE:
+                if s is None or s.pending is None:
+                    return pending, None
+                arrived += s.processed + s.pending
+        return pending, arrived
 
     # -- the loop ------------------------------------------------------------------------------
 

@@ -47,7 +47,7 @@ __all__ = ["KpaPolicy", "NumaflowPolicy", "PolicyInput", "VertexPolicy"]
 class PolicyInput:
     """One vertex at one tick, as every policy sees it.
 
-    ``processed`` and ``busy_seconds`` are cumulative counters; ``arrived`` is
+    ``processed``, ``busy_seconds`` and ``upstream_arrived`` are cumulative counters; ``arrived`` is
     ``processed + pending_now``, the cumulative count of messages that reached the vertex (the
     demand, whatever the vertex managed). ``rate`` and ``pending`` are Numaflow's lookback
     averages. ``busy_seconds`` (replica-seconds spent working) is ``None`` where the runtime
@@ -70,6 +70,10 @@ class PolicyInput:
     buffer_max_length: int
     buffer_usage_limit: float
     read_batch_size: int
+    # What is heading this way: the pending of every vertex upstream, and the messages that have
+    # arrived at the sources upstream (cumulative; None for a source or when unknown).
+    upstream_pending: float = 0.0
+    upstream_arrived: float | None = None
 
     @property
     def arrived(self) -> float | None:

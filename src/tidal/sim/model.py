@@ -19,7 +19,10 @@ The model, per step of ``dt`` seconds (1 s by default), vertices in topological 
   step that delivered it minus the start of the second it arrived in (so the floor is ``dt``).
 * A new replica does work ``startup_seconds`` after it was asked for (Spark measured about 8 s
   for a cold executor); scaling down removes replicas still starting first, at once.
-* **Busy time** is processed ÷ capacity, in replica-seconds: what the DS2/Flink peers read.
+* **Busy time** is processed ÷ capacity, in replica-seconds, with ±``busy_noise`` (10 %) of
+  seeded measurement noise per step: what DS2/Flink and Tidal's policy read. The runtime's busy
+  time is the tasks' wall time, never exact; a noise-free one would flatter the policies that
+  read it.
 
 Counts are whole messages, with a per-vertex remainder carried between steps, so
 ``arrived = delivered + in backlogs and buffers`` holds exactly (see ``conservation``).
@@ -28,6 +31,7 @@ Counts are whole messages, with a per-vertex remainder carried between steps, so
 from __future__ import annotations
 
 import math
+import random
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -44,6 +48,7 @@ class VertexModel:
 
     capacity: float  # messages/s per ready replica
     startup_seconds: float = 8.0
+    busy_noise: float = 0.1  # busy time is measured within ± this fraction
 
     def __post_init__(self) -> None:
         if not self.capacity > 0:
@@ -134,6 +139,7 @@ class SimPipeline:
             raise ValueError(f"dt must be > 0 seconds, got {dt}")
         self.spec = spec
         self.dt = dt
+        self._noise = random.Random(0)  # seeded: the same simulation measures the same busy time
         self.now = 0.0
         limits = spec.limits
         self.room = int(limits.buffer_max_length * limits.buffer_usage_limit)
@@ -196,7 +202,8 @@ class SimPipeline:
             return
         taken = v.inputs.take(n)
         v.processed += n
-        v.busy += n / v.model.capacity
+        noise = v.model.busy_noise
+        v.busy += n / v.model.capacity * (1 + (self._noise.uniform(-noise, noise) if noise else 0.0))
         if v.outputs:
             for out in v.outputs:
                 queue = self.vertices[out].inputs

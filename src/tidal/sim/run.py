@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from tidal.controller import Controller, KpaPolicy, VertexPolicy
+from tidal.controller.adaptive import AdaptivePolicy
 from tidal.scaling import Decision, KpaMetric, KpaSpec
 from tidal.sim.model import SimPipeline, VertexModel, default_models
 from tidal.sim.peers import Ds2Policy, SparkDynamicAllocationPolicy, StaticPeakPolicy
@@ -25,7 +26,7 @@ from tidal.spec import Pipeline, PipelineSpec, graph, numaflow_scale
 
 __all__ = ["POLICIES", "SimResult", "demand", "make_policies", "oracle", "reference_pipeline", "simulate"]
 
-POLICIES = ("numaflow", "kpa", "static-peak", "ds2", "spark-da")
+POLICIES = ("tidal", "numaflow", "kpa", "static-peak", "ds2", "spark-da")
 
 
 def reference_pipeline() -> PipelineSpec:
@@ -100,16 +101,16 @@ def oracle(
     spec: PipelineSpec, models: Mapping[str, VertexModel], rates: list[float] | tuple[float, ...]
 ) -> dict[str, list[int]]:
     """The least replicas per vertex and second that keep up with the load offered that second
-    (``ceil(demand / capacity)``, within the vertex's ``scale.min``/``scale.max``): a backlog then
-    never builds, so the target processing time is always met."""
+    (``ceil(demand / capacity)``, within the vertex's ``scale.min``/``scale.max``), each asked for
+    one start-up ahead, so it is ready when the load comes and pays for its start-up like any
+    policy's replica: a backlog then never builds, and the target is always met."""
     out = {}
     offered = demand(spec, rates)
     for v in spec.vertices:
         scale = numaflow_scale(v.scale, v.name)
-        cap = models[v.name].capacity
-        out[v.name] = [
-            min(scale.max, max(scale.min, math.ceil(rate / cap - 1e-9))) for rate in offered[v.name]
-        ]
+        cap, ahead = models[v.name].capacity, math.ceil(models[v.name].startup_seconds)
+        need = [min(scale.max, max(scale.min, math.ceil(rate / cap - 1e-9))) for rate in offered[v.name]]
+        out[v.name] = [max(need[i : i + ahead + 1]) for i in range(len(need))]
     return out
 
 
@@ -124,6 +125,8 @@ def make_policies(
     policies: dict[str, VertexPolicy] = {}
     if name == "numaflow":
         return policies, initial
+    if name == "tidal":
+        return {v.name: AdaptivePolicy(scales[v.name]) for v in spec.vertices}, initial
     if name == "static-peak":
         peaks = {n: max(rates, default=0) for n, rates in oracle(spec, models, trace.rates).items()}
         for n, peak in peaks.items():
@@ -159,13 +162,18 @@ def simulate(
     models: Mapping[str, VertexModel] | None = None,
     *,
     wake_path: bool = True,
+    policies: Mapping[str, VertexPolicy] | None = None,
 ) -> SimResult:
     """Replay ``trace`` through ``spec`` under ``policy``; see the module docstring.
 
     ``wake_path=False`` turns off the controller's path wake-up, to measure what it buys.
+    ``policies`` runs policies of your own per vertex (the rest Numaflow's), labelled ``policy``.
     """
     models = dict(models) if models is not None else default_models(spec)
-    policies, initial = make_policies(policy, spec, models, trace)
+    if policies is None:
+        policies, initial = make_policies(policy, spec, models, trace)
+    else:
+        initial = {v.name: max(1, numaflow_scale(v.scale, v.name).min) for v in spec.vertices}
     sim = SimPipeline(spec, models, initial)
     result = SimResult(trace, policy, spec, models)
     controller = Controller(spec, sim, sim, _Recorder(result.changes), policies, wake_path=wake_path)

@@ -2,20 +2,24 @@
 
 Per trace × policy (:class:`Scores`):
 
-* ``behind`` — the fraction of seconds in which some vertex's backlog exceeds its
-  ``targetProcessingSeconds`` of work: ``pending > target × max(offered rate, one replica's
-  capacity)``. The floor of one replica's capacity keeps a few messages during a lull from
-  counting as "behind".
+* ``behind`` — the fraction of seconds in which the backlog along some source-to-sink path
+  exceeds the path's ``targetProcessingSeconds`` of demand: ``Σ pending on the path >
+  target × max(the source's offered rate, the slowest vertex's one-replica capacity)``, with
+  the largest target on the path. End to end, so a policy cannot hide a backlog by splitting it
+  over vertices that are each "within target", or by copying the oracle late with no catch-up
+  (tests/unit/sim/test_scores.py). The floor keeps a few messages during a lull from counting.
 * ``p50_delay``, ``p99_delay`` — end-to-end delay of every message, arrival to sink, in
   seconds. Messages still in flight at the end count with their age so far, so a policy that
   never drains cannot look fast.
 * ``replica_seconds`` and ``cost`` — the area under the allocated replicas (starting replicas
   cost too), summed over the vertices, and its ratio to the oracle's (the least replicas that
-  keep up with each second's load, :func:`~tidal.sim.run.oracle`). Below 1 means the policy
-  saved money by running behind.
+  keep up with each second's load, asked for one start-up ahead so they are ready in time,
+  :func:`~tidal.sim.run.oracle`). A cost below 1 is not a saving: it means running behind
+  (``behind`` says how much).
 * ``actions`` — scaling changes, all vertices.
 * ``first_scale_up`` — median seconds from a rise in the load (a step up of more than 20 %)
-  to the first scale-up of any vertex; ``None`` when no vertex ever scaled up after one.
+  to a vertex's first scale-up, over every vertex whose oracle count rose with it; ``None``
+  when none scaled up after one.
 * ``settle_decisions`` — after each step (up or down) followed by at least two minutes of
   steady load: the controller decisions until the bottleneck vertex's replicas stop changing
   until the next step (for at least a minute), at no more than 10 % below the oracle.
@@ -33,7 +37,7 @@ import statistics
 from dataclasses import asdict, dataclass
 
 from tidal.sim.run import SimResult
-from tidal.spec import numaflow_scale
+from tidal.spec import PipelineSpec, numaflow_scale
 
 __all__ = ["Scores", "score", "weighted_quantile"]
 
@@ -82,22 +86,49 @@ def _median(xs: list[float]) -> float | None:
     return statistics.median(xs) if xs else None
 
 
+def paths(spec: PipelineSpec) -> list[list[str]]:
+    """Every source-to-sink path of ``spec``, as vertex names in order."""
+    outs = {v.name: spec.outputs(v.name) for v in spec.vertices}
+    found: list[list[str]] = []
+
+    def walk(path: list[str]) -> None:
+        nexts = outs[path[-1]]
+        if not nexts:
+            found.append(path)
+        for name in nexts:
+            walk([*path, name])
+
+    for v in spec.vertices:
+        if v.kind == "source":
+            walk([v.name])
+    return found
+
+
+def behind_seconds(result: SimResult) -> int:
+    """Seconds in which some source-to-sink path's backlog exceeds its target (see ``behind``)."""
+    targets = {
+        v.name: numaflow_scale(v.scale, v.name).target_processing_seconds for v in result.spec.vertices
+    }
+    checks = [
+        (path, max(targets[v] for v in path), min(result.models[v].capacity for v in path))
+        for path in paths(result.spec)
+    ]
+    behind = 0
+    for i in range(len(result.times)):
+        for path, target, floor in checks:
+            backlog = sum(result.pending[v][i] for v in path)
+            if backlog > target * max(result.demand[path[0]][i], floor):
+                behind += 1
+                break
+    return behind
+
+
 def score(result: SimResult) -> Scores:
     times = result.times
     n = len(times)
     end = times[-1] if times else 0.0
     names = list(result.replicas)
-
-    behind = 0
-    targets = {
-        v.name: numaflow_scale(v.scale, v.name).target_processing_seconds for v in result.spec.vertices
-    }
-    for i in range(n):
-        for name in names:
-            allowed = targets[name] * max(result.demand[name][i], result.models[name].capacity)
-            if result.pending[name][i] > allowed:
-                behind += 1
-                break
+    behind = behind_seconds(result)
 
     delays = dict(result.delays)
     for born, count in result.undelivered:
@@ -122,10 +153,15 @@ def score(result: SimResult) -> Scores:
 
     reactions = []
     for at in rises:
-        until = next_step(at)
-        ups = [d.at for d in result.changes if at < d.at <= until and d.desired > d.current]
-        if ups:
-            reactions.append(min(ups) - at)
+        until, i = next_step(at), int(at)
+        for name in names:  # every vertex the rise needs more of
+            offered, cap = result.demand[name], result.models[name].capacity
+            if math.ceil(offered[i] / cap - 1e-9) <= math.ceil(offered[i - 1] / cap - 1e-9):
+                continue
+            ups = [d.at for d in result.changes if d.vertex == name and d.desired > d.current]
+            ups = [t for t in ups if at < t <= until]
+            if ups:
+                reactions.append(min(ups) - at)
 
     settles = []
     bottleneck = result.bottleneck

@@ -228,16 +228,22 @@ class PipelineRun:
 
     def _policies(self) -> dict[str, Any]:
         """The vertices whose policy is not Numaflow's (the controller's default): the KPA on
-        their arrival rate, starting from the replicas each has now."""
+        their arrival rate, or Tidal's adaptive policy (``tidal.controller.adaptive``)."""
         from tidal.controller import KpaPolicy
+        from tidal.controller.adaptive import AdaptivePolicy
+        from tidal.spec import numaflow_scale
         from tidal.spec.validate import kpa_spec
 
         assert self.control is not None
-        return {
-            v.name: KpaPolicy(kpa_spec(v), v.name, now=time.time(), ready=self.control.replicas(v.name))
-            for v in self.spec.vertices
-            if self.spec.policy_of(v.name) == "kpa"
-        }
+        policies: dict[str, Any] = {}
+        for v in self.spec.vertices:
+            chosen = self.spec.policy_of(v.name)
+            if chosen == "kpa":
+                ready = self.control.replicas(v.name)
+                policies[v.name] = KpaPolicy(kpa_spec(v), v.name, now=time.time(), ready=ready)
+            elif chosen == "tidal":
+                policies[v.name] = AdaptivePolicy(numaflow_scale(v.scale, v.name))
+        return policies
 
     def _start_allocator(self) -> None:
         from tidal.scaling.executors import ExecutorBounds

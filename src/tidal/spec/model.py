@@ -309,9 +309,11 @@ class VertexSpec(_Model):
     sink: SinkSpec | None = None
     scale: ScaleSpec = Field(default_factory=ScaleSpec)
     replicas: int = Field(1, ge=0, le=MAX_REPLICAS)  # the count to start with (then the autoscaler decides)
-    # None: the pipeline's ``policy``. ``kpa``: Knative's KPA on the arrival rate, configured by
-    # ``kpa:`` (autoscaling.knative.dev annotation keys; ``target`` messages/s per replica).
-    policy: str | None = Field(None, pattern="^(numaflow|kpa)$")
+    # None: the pipeline's ``policy``. ``numaflow``: Numaflow's rules with the ``scale:`` block.
+    # ``kpa``: Knative's KPA on the arrival rate, configured by ``kpa:`` (autoscaling.knative.dev
+    # annotation keys; ``target`` messages/s per replica). ``tidal``: Tidal's adaptive policy
+    # (tidal.controller.adaptive), which learns capacity and start-up; ``scale.min``/``max`` bound it.
+    policy: str | None = Field(None, pattern="^(numaflow|kpa|tidal)$")
     kpa: dict[str, str | int | float | bool] = Field(default_factory=dict)
 
     @field_validator("name", mode="before")
@@ -409,7 +411,7 @@ class PipelineSpec(_Model):
     vertices: list[VertexSpec] = Field(min_length=1)
     edges: list[EdgeSpec] = Field(default_factory=list)
     records: RecordsSpec | None = None  # the default of every edge that declares none
-    policy: str = Field("numaflow", pattern="^(numaflow|kpa)$")  # of every vertex that names none
+    policy: str = Field("numaflow", pattern="^(numaflow|kpa|tidal)$")  # of each vertex naming none
 
     def vertex(self, name: str) -> VertexSpec:
         for v in self.vertices:

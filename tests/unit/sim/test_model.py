@@ -92,8 +92,12 @@ def test_a_full_buffer_stops_its_writer() -> None:
     assert total == 5000
 
 
-def test_busy_time_is_work_over_capacity() -> None:
+def test_busy_time_is_work_over_capacity_within_its_measurement_noise() -> None:
     sim = SimPipeline(chain(), MODELS, initial={"work": 4})
+    sim.step(250)
+    assert 2.5 * 0.9 <= sim.sample("work").busy_seconds <= 2.5 * 1.1
+    exact = {name: VertexModel(m.capacity, m.startup_seconds, busy_noise=0.0) for name, m in MODELS.items()}
+    sim = SimPipeline(chain(), exact, initial={"work": 4})
     sim.step(250)
     assert sim.sample("work").busy_seconds == 2.5
 

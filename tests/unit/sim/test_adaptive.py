@@ -1,0 +1,110 @@
+"""Tidal's adaptive policy (``policy: tidal``) on cases worked by hand, and on every trace of the
+simulator against the goals of issue #18 (deterministic: the scores are the simulation's)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from tidal.controller import PolicyInput
+from tidal.controller.adaptive import AdaptivePolicy
+from tidal.scaling import NumaflowScale, Pressure, PressureCheck, Rule, VertexKind
+from tidal.sim import make_trace, reference_pipeline, score, simulate
+
+
+def view(now: float, replicas: int, processed: float, pending: float, busy: float, **kw) -> PolicyInput:
+    base = PolicyInput(
+        name="work", kind=VertexKind.UDF, now=now, replicas=replicas, ready=kw.pop("ready", replicas),
+        processed=processed, pending_now=pending, busy_seconds=busy, rate=None, pending=None,
+        last_scaled_at=0.0, pressure=PressureCheck.none(), started_at=0.0, buffer_max_length=30_000,
+        buffer_usage_limit=0.8, read_batch_size=500,
+    )  # fmt: skip
+    return dataclasses.replace(base, **kw)
+
+
+def feed(
+    policy: AdaptivePolicy, seconds: int, rate: float, per_replica: float, replicas: int, pending: float = 0
+):
+    """``seconds`` ticks of ``rate`` arrivals/s, processed by ``replicas`` at ``per_replica``/s."""
+    decision = None
+    for t in range(seconds + 1):
+        done = rate * t
+        decision = policy.decide(view(t, replicas, done, pending, done / per_replica))
+    return decision
+
+
+def test_it_learns_capacity_from_busy_time_and_sizes_for_arrivals() -> None:
+    policy = AdaptivePolicy(NumaflowScale(max=50))
+    d = feed(policy, 40, rate=1000, per_replica=250, replicas=5)
+    assert policy.capacity == pytest.approx(250)
+    assert d.desired == 5 and d.rule == Rule.STEADY  # 1000/s needs 4.2 at 95 %: 5 is enough
+
+
+def test_a_backlog_is_drained_within_the_catch_up_and_the_reason_says_so() -> None:
+    policy = AdaptivePolicy(NumaflowScale(max=50))
+    d = feed(policy, 40, rate=1000, per_replica=250, replicas=5, pending=20_000)  # a standing backlog
+    # (1000/s + (20,000 + 0 short × 5 s start-up) / 10 s) / (250 × 0.95) = 12.6 → 13
+    assert (d.desired, d.rule) == (13, Rule.SCALE_UP)
+    assert "1000/s arriving" in d.reason and "250/s per replica (busy time)" in d.reason
+    assert "backlog 20000" in d.reason and "→ 13" in d.reason
+
+
+def test_no_scale_up_under_back_pressure() -> None:
+    policy = AdaptivePolicy(NumaflowScale(max=50))
+    feed(policy, 40, rate=1000, per_replica=250, replicas=5)
+    full = PressureCheck(Pressure.DIRECT, "out", 0.95, "out is 95 % full")
+    d = policy.decide(view(41, 5, 41_000, 20_000, 41_000 / 250, pressure=full))
+    assert (d.desired, d.rule) == (5, Rule.BACK_PRESSURE_DOWNSTREAM)
+
+
+def test_scale_down_waits_for_the_window_then_goes_in_one_step() -> None:
+    policy = AdaptivePolicy(NumaflowScale(max=50), down_window_seconds=30)
+    feed(policy, 40, rate=2000, per_replica=250, replicas=9)
+    downs = []
+    for t in range(41, 100):  # the load halves at 41 s
+        done = 2000 * 40 + 1000 * (t - 40)
+        d = policy.decide(view(t, 9 if not downs else downs[-1].desired, done, 0, done / 250))
+        if d.changed:
+            downs.append(d)
+    assert len(downs) == 1 and downs[0].desired == 5 and downs[0].at >= 70
+
+
+def test_idle_goes_to_zero_after_three_start_ups_and_wakes_on_the_first_message() -> None:
+    policy = AdaptivePolicy(NumaflowScale(max=50), startup_guess_seconds=5)
+    feed(policy, 20, rate=500, per_replica=250, replicas=3)
+    zero = None
+    for t in range(21, 60):
+        d = policy.decide(view(t, 3, 10_000, 0, 40))
+        if d.changed:
+            zero = d
+            break
+    assert zero is not None and zero.desired == 0 and zero.rule == Rule.SCALE_TO_ZERO and zero.at == 36
+    woke = policy.decide(view(61, 0, 10_000, 300, 40))
+    assert woke.rule == Rule.WAKE_ON_PENDING and woke.desired >= 1
+    assert policy.wake_for_path(view(61, 0, 0, 0, 0), "in") is not None
+
+
+def test_downstream_sizes_for_the_sources_and_what_is_pending_upstream() -> None:
+    policy = AdaptivePolicy(NumaflowScale(max=50))
+    for t in range(0, 41):  # 1000/s at the source, all of it arriving here
+        policy.decide(view(t, 5, 1000 * t, 0, 4 * t, upstream_arrived=1000.0 * t, upstream_pending=0.0))
+    # The source was down for 10 s: 10,000 wait upstream, none here yet. Ask for them now.
+    d = policy.decide(view(41, 5, 41_000, 0, 164, upstream_arrived=51_000.0, upstream_pending=10_000.0))
+    assert d.desired > 5 and "arriving at the sources" in d.reason and "backlog 10000" in d.reason
+
+
+GOALS = {  # issue #18: time behind, p99 delay s, cost × oracle, actions (None: no more than KPA's)
+    "step-x2": (0.01, 10, 1.2, 12), "step-x0.5": (0.01, 10, 1.2, 12), "step-x10": (0.01, 10, 1.2, 12),
+    "square": (0.01, 10, 1.2, 12), "diurnal": (0.01, 10, 1.2, 25), "spike": (0.01, 16, 1.5, 25),
+    "idle": (0.01, 16, 1.5, 25), "bursty": (0.01, 16, 2.0, None),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("trace", list(GOALS))
+def test_tidal_meets_the_goals_on_every_trace(trace: str) -> None:
+    behind, p99, cost, actions = GOALS[trace]
+    spec = reference_pipeline()
+    s = score(simulate(spec, make_trace(trace, 0), "tidal"))
+    limit = actions if actions is not None else score(simulate(spec, make_trace(trace, 0), "kpa")).actions
+    assert s.behind <= behind and s.p99_delay <= p99 and s.cost <= cost and s.actions <= limit, s
