@@ -16,6 +16,7 @@ BENCHMARKS = {
     "cluster": "cluster",
     "kafka": "kafka",
     "sql": "sql",
+    "policies": "policies",
 }
 
 
