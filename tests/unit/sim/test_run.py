@@ -117,7 +117,7 @@ def test_a_policy_that_reacts_sooner_scores_a_sooner_first_scale_up() -> None:
 
 
 def test_unknown_policy_names_the_choices() -> None:
-    with pytest.raises(ValueError, match="unknown policy .hpa.: choose one of tidal, numaflow, kpa"):
+    with pytest.raises(ValueError, match="unknown policy 'hpa': choose one of tidal, numaflow, kpa"):
         simulate(SPEC, make_trace("spike"), "hpa")
 
 
