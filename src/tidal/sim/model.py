@@ -131,6 +131,7 @@ class SimPipeline:
         models: Mapping[str, VertexModel],
         initial: Mapping[str, int] | None = None,
         dt: float = 1.0,
+        cores: int | None = None,
     ) -> None:
         missing = {v.name for v in spec.vertices} - set(models)
         if missing:
@@ -139,6 +140,9 @@ class SimPipeline:
             raise ValueError(f"dt must be > 0 seconds, got {dt}")
         self.spec = spec
         self.dt = dt
+        # Spark local mode: every vertex's tasks share ``cores`` task slots, so replicas beyond
+        # them add no capacity (None: a cluster whose replicas each bring their own core).
+        self.cores = cores
         self._noise = random.Random(0)  # seeded: the same simulation measures the same busy time
         self.now = 0.0
         limits = spec.limits
@@ -185,12 +189,16 @@ class SimPipeline:
             source.inputs.push(born, arrivals)
             self.arrived += arrivals
         end = self.now + self.dt
+        share = 1.0
+        if self.cores is not None:
+            wanting = sum(v.ready(self.now) for v in self.vertices.values() if v.inputs.length)
+            share = min(1.0, self.cores / wanting) if wanting else 1.0
         for v in self.vertices.values():
-            self._work(v, end)
+            self._work(v, end, share)
         self.now = end
 
-    def _work(self, v: _Vertex, end: float) -> None:
-        budget = v.ready(self.now) * v.model.capacity * self.dt + v.carry
+    def _work(self, v: _Vertex, end: float, share: float = 1.0) -> None:
+        budget = v.ready(self.now) * v.model.capacity * self.dt * share + v.carry
         can = math.floor(budget + 1e-9)
         limit = min(can, v.inputs.length)
         for out in v.outputs:

@@ -163,18 +163,20 @@ def simulate(
     *,
     wake_path: bool = True,
     policies: Mapping[str, VertexPolicy] | None = None,
+    cores: int | None = None,
 ) -> SimResult:
     """Replay ``trace`` through ``spec`` under ``policy``; see the module docstring.
 
     ``wake_path=False`` turns off the controller's path wake-up, to measure what it buys.
     ``policies`` runs policies of your own per vertex (the rest Numaflow's), labelled ``policy``.
+    ``cores`` models Spark local mode: the vertices' replicas share that many task slots.
     """
     models = dict(models) if models is not None else default_models(spec)
     if policies is None:
         policies, initial = make_policies(policy, spec, models, trace)
     else:
         initial = {v.name: max(1, numaflow_scale(v.scale, v.name).min) for v in spec.vertices}
-    sim = SimPipeline(spec, models, initial)
+    sim = SimPipeline(spec, models, initial, cores=cores)
     result = SimResult(trace, policy, spec, models)
     controller = Controller(spec, sim, sim, _Recorder(result.changes), policies, wake_path=wake_path)
     names = list(sim.vertices)

@@ -136,3 +136,19 @@ def test_conservation_with_fan_out(arrivals, a, b) -> None:
         sim.step(n)
     for arrived, delivered, in_flight in sim.conservation().values():
         assert arrived == sum(arrivals) == delivered + in_flight
+
+
+def test_local_mode_replicas_share_the_cores() -> None:
+    fast, slow = VertexModel(10_000, 0), VertexModel(100, 0, busy_noise=0.0)
+    models = {"in": fast, "work": slow, "out": fast}
+    wide = SimPipeline(chain(), models, initial={"work": 6})
+    wide.step(5000)
+    wide.step(5000)
+    assert wide.sample("work").processed == 1200  # six replicas, each with its own core
+    local = SimPipeline(chain(), models, initial={"work": 6}, cores=2)
+    local.step(5000)  # work's buffer fills (only the source wanted a slot when the step began)
+    before = local.sample("work").processed
+    local.step(5000)
+    # in (1 replica) and work (6) have input when the step begins (out drained its share in the
+    # step before): 7 replicas share the 2 slots, and work gets 6/7 of 2 cores' worth
+    assert local.sample("work").processed - before == 171
