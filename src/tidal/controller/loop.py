@@ -135,10 +135,11 @@ class Controller:
         edges = graph.edges_of(spec)
         # The graph does not change while the controller runs: walk it once per vertex.
         self._downstream = {v.name: graph.downstream_edges(v.name, edges) for v in spec.vertices}
-        self._upstream = {  # every vertex with a path to it (downstream edges are all reachable ones)
-            v.name: {u.name for u in spec.vertices if any(e.to == v.name for e in self._downstream[u.name])}
-            for v in spec.vertices
-        }
+        # Every vertex with a path to each vertex (a vertex's downstream edges are all it reaches).
+        self._upstream: dict[str, set[str]] = {v.name: set() for v in spec.vertices}
+        for v in spec.vertices:
+            for e in self._downstream[v.name]:
+                self._upstream[e.to].add(v.name)
         self.wake_path = wake_path
         policies = dict(policies or {})
         unknown = set(policies) - {v.name for v in spec.vertices}
