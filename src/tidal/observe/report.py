@@ -28,7 +28,7 @@ from tidal.controller.events import EventLog
 from tidal.observe.series import read_series
 from tidal.scaling import Decision, Rule
 
-__all__ = ["ExecutorSummary", "VertexSummary", "summarize", "summarize_executors", "write_report"]
+__all__ = ["ExecutorSummary", "VertexSummary", "drains", "summarize", "summarize_executors", "write_report"]
 
 
 @dataclass
@@ -52,7 +52,7 @@ def _by_vertex(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
-def _drains(rows: list[dict[str, Any]], gap: float = 5.0, shortest: float = 2.0) -> list[float]:
+def drains(rows: list[dict[str, Any]], gap: float = 5.0, shortest: float = 2.0) -> list[float]:
     """Durations of the backlog spells that drained: from pending leaving 0 to pending back at 0.
 
     Micro-batches make pending flicker to 0 between batches, so zeros shorter than ``gap``
@@ -106,7 +106,7 @@ def summarize(run_dir: str | Path) -> list[VertexSummary]:
                 stuck=sum(1 for e in events if e.vertex == name and e.rule == Rule.STUCK),
                 peak_replicas=max(r["replicas"] for r in rows),
                 replica_seconds=round(replica_seconds, 1),
-                drains=_drains(rows),
+                drains=drains(rows),
                 scale_ups=sum(1 for e in changes if e.desired > e.current),
                 scale_downs=sum(1 for e in changes if e.desired < e.current),
             )

@@ -2,25 +2,27 @@
 
 ``compare(run_dir)`` reads a finished ``tidal run`` of a pipeline whose source is a generator:
 its spec (``pipeline.yaml``), the capacity each vertex showed (messages per second of busy time,
-from its committed batches in the control store) and its series (``series.jsonl``: replicas and
-pending per vertex, once a second). It replays the generator's load shape through the simulator
-with the run's policy, in local mode's shape (``cores`` task slots shared by every vertex;
-a replica ready at the next trigger, about a second), and returns both sides per vertex:
-replica-seconds, peak replicas, and the drain time of each burst (the report's definition).
+from its committed batches in the control store) and its report's summary per vertex. It
+replays the generator's load shape through the simulator with the run's policy, in local
+mode's shape (``cores`` task slots shared by every vertex; a replica ready at the next trigger,
+about a second), and returns both sides per vertex: replica-seconds, peak replicas, and the
+drain time of each burst, both sides by the report's definitions (:mod:`tidal.observe.report`).
+It lives with the report, not in :mod:`tidal.sim`, because it reads run directories.
 
-Run: ``python -m tidal.sim.calibrate RUN_DIR [--cores 2]``; the comparison for the demo is in
-``docs/simulator.md``.
+Run: ``python -m tidal.observe.calibrate RUN_DIR [--cores 2]``; the comparison for the demo is
+in ``docs/simulator.md``.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tidal.observe.report import drains, summarize
+from tidal.observe.series import read_series
 from tidal.sim.model import VertexModel
 from tidal.sim.run import simulate
 from tidal.sim.traces import Trace
@@ -53,60 +55,35 @@ def capacities(run_dir: Path) -> dict[str, float]:
     return {str(v): float(n) / float(b) for v, n, b in rows if b and n}
 
 
-def _drains(pending: list[float], gap: int = 5, shortest: int = 2) -> list[float]:
-    """Backlog spells that drained, in seconds (as the report counts them: short zeros do not
-    end a spell, short spells are not bursts, one still open at the end is left out)."""
-    spells: list[list[int]] = []
-    began: int | None = None
-    for t, p in enumerate(pending):
-        if p > 0 and began is None:
-            began = t
-            if spells and began - spells[-1][1] < gap:
-                began = spells.pop()[0]
-        elif p <= 0 and began is not None:
-            spells.append([began, t])
-            began = None
-    return [float(b - a) for a, b in spells if b - a >= shortest]
-
-
-def _real(run_dir: Path) -> dict[str, tuple[list[int], list[float]]]:
-    """Per vertex: replicas and pending, one sample a second from the start of the series."""
-    rows = [json.loads(line) for line in (run_dir / "series.jsonl").read_text().splitlines() if line]
-    start = min(r["at"] for r in rows)
-    out: dict[str, tuple[list[int], list[float]]] = {}
-    for r in rows:
-        reps, pend = out.setdefault(r["name"], ([], []))
-        t = int(r["at"] - start)
-        while len(reps) <= t:
-            reps.append(reps[-1] if reps else int(r["replicas"]))
-            pend.append(pend[-1] if pend else float(r["pending"] or 0))
-        reps[t], pend[t] = int(r["replicas"]), float(r["pending"] or 0)
-    return out
+def _side(replicas: list[int], pending: list[int]) -> Side:
+    """A simulated vertex, one sample a second, summarized as the report summarizes a real one."""
+    rows = [{"at": float(t), "pending": p} for t, p in enumerate(pending)]
+    return Side(float(sum(replicas)), max(replicas), drains(rows))
 
 
 def compare(run_dir: Path, cores: int = 2, startup: float = 1.0) -> dict[str, dict[str, Any]]:
     """Real against simulated, per vertex: ``{"real": Side, "sim": Side}``."""
     spec = load_pipeline(run_dir / "pipeline.yaml")
-    real = _real(run_dir)
-    seconds = max(len(reps) for reps, _ in real.values())
+    real = {s.vertex: s for s in summarize(run_dir)}
+    at = [row["at"] for row in read_series(run_dir)]
+    seconds = int(max(at) - min(at)) + 1
     measured = capacities(run_dir)
     models = {v.name: VertexModel(measured.get(v.name, 4000.0), startup) for v in spec.vertices}
     policy = spec.policy
     result = simulate(spec, generator_trace(spec, seconds), policy, models, cores=cores)
     out: dict[str, dict[str, Any]] = {}
     for v in spec.vertices:
-        reps, pend = real[v.name]
-        sim_reps, sim_pend = result.replicas[v.name], [float(p) for p in result.pending[v.name]]
+        r = real[v.name]
         out[v.name] = {
             "capacity": measured.get(v.name),
-            "real": Side(float(sum(reps)), max(reps), _drains(pend)),
-            "sim": Side(float(sum(sim_reps)), max(sim_reps), _drains(sim_pend)),
+            "real": Side(r.replica_seconds, r.peak_replicas, r.drains),
+            "sim": _side(result.replicas[v.name], result.pending[v.name]),
         }
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tidal.sim.calibrate", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m tidal.observe.calibrate", description=__doc__)
     parser.add_argument("run_dirs", nargs="+", type=Path)
     parser.add_argument("--cores", type=int, default=2, help="the local[N] the run had")
     args = parser.parse_args(argv)
