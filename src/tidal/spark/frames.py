@@ -107,9 +107,14 @@ def declared_schema(config: QueryConfig) -> Any:
     return parsed
 
 
+def reference_path(ref: ReferenceSpec) -> str:
+    """Where a reference table is: a relative path is from the working directory."""
+    return str(Path(ref.path).expanduser().resolve())
+
+
 def read_reference(spark: Any, name: str, ref: ReferenceSpec) -> Any:
-    """The reference table ``name``, read and cached (a relative path is from the working directory)."""
-    path = str(Path(ref.path).expanduser().resolve())
+    """The reference table ``name``, read and cached."""
+    path = reference_path(ref)
     reader = spark.read.format(ref.format)
     if ref.format == "csv":
         reader = reader.option("header", "true").option("inferSchema", "true")
@@ -133,7 +138,7 @@ class ReferenceRefresher:
     def __init__(self, spark: Any, frame: Any, spec: ReferenceSpec) -> None:
         self.spark = spark
         self.frame = frame
-        self.path = str(Path(spec.path).expanduser().resolve())
+        self.path = reference_path(spec)
         self.every = spec.refresh_seconds
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name=f"tidal-reference-{self.path}", daemon=True)

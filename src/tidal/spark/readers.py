@@ -120,8 +120,10 @@ class RowsReader(BufferReader):
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         assert isinstance(partition, Range)
+        from tidal.spark.writer import piece_size
+
         buffer = self.buffer()
-        step = max(1, self.config.limits.usable_length // 4)
+        step = piece_size(self.config)  # read in the pieces other vertices' writers read in
         for a in range(partition.first, partition.last + 1, step):
             batch = buffer.read_batch(a, min(partition.last, a + step - 1))
             yield batch.select(["id", "payload"])
