@@ -28,6 +28,7 @@ from typing import Any
 
 from tidal import errors
 from tidal.controller import Controller, EventLog, StoreProbe
+from tidal.controller.choose import spec_policies
 from tidal.isb.base import BufferStore
 from tidal.isb.control import ControlStore
 from tidal.spark import rundir
@@ -214,7 +215,11 @@ class PipelineRun:
             slots=self.allocator.ready if self.allocator is not None else None,
         )
         self.controller = Controller(
-            self.spec, probe, actuator, EventLog(self.run_dir / "events.jsonl"), policies=self._policies()
+            self.spec,
+            probe,
+            actuator,
+            EventLog(self.run_dir / "events.jsonl"),
+            policies=spec_policies(self.spec, time.time(), self.control.replicas),
         )
         self.controller.start(ready=self.warm)
         log.info(
@@ -225,25 +230,6 @@ class PipelineRun:
             " (dry run: decisions are not applied)" if self.dry_run else "",
         )
         return self
-
-    def _policies(self) -> dict[str, Any]:
-        """The vertices whose policy is not Numaflow's (the controller's default): the KPA on
-        their arrival rate, or Tidal's adaptive policy (``tidal.controller.adaptive``)."""
-        from tidal.controller import KpaPolicy
-        from tidal.controller.adaptive import AdaptivePolicy
-        from tidal.spec import numaflow_scale
-        from tidal.spec.validate import kpa_spec
-
-        assert self.control is not None
-        policies: dict[str, Any] = {}
-        for v in self.spec.vertices:
-            chosen = self.spec.policy_of(v.name)
-            if chosen == "kpa":
-                ready = self.control.replicas(v.name)
-                policies[v.name] = KpaPolicy(kpa_spec(v), v.name, now=time.time(), ready=ready)
-            elif chosen == "tidal":
-                policies[v.name] = AdaptivePolicy(numaflow_scale(v.scale, v.name))
-        return policies
 
     def _start_allocator(self) -> None:
         from tidal.scaling.executors import ExecutorBounds

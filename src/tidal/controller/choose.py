@@ -1,0 +1,27 @@
+"""Which policy decides each vertex of a running pipeline: the spec's ``policy`` (per vertex, or
+the pipeline's), built from the vertex's own settings. Vertices left out get the controller's
+default, :class:`~tidal.controller.policy.NumaflowPolicy` with their ``scale:`` block."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from tidal.controller.adaptive import AdaptivePolicy
+from tidal.controller.policy import KpaPolicy, VertexPolicy
+from tidal.spec import PipelineSpec, numaflow_scale
+from tidal.spec.validate import kpa_spec
+
+__all__ = ["spec_policies"]
+
+
+def spec_policies(spec: PipelineSpec, now: float, replicas: Callable[[str], int]) -> dict[str, VertexPolicy]:
+    """The vertices whose policy is not Numaflow's: the KPA on their arrival rate (starting from
+    the ``replicas`` each has now), or Tidal's adaptive policy."""
+    policies: dict[str, VertexPolicy] = {}
+    for v in spec.vertices:
+        chosen = spec.policy_of(v.name)
+        if chosen == "kpa":
+            policies[v.name] = KpaPolicy(kpa_spec(v), v.name, now=now, ready=replicas(v.name))
+        elif chosen == "tidal":
+            policies[v.name] = AdaptivePolicy(numaflow_scale(v.scale, v.name))
+    return policies
