@@ -4,23 +4,33 @@ default, :class:`~tidal.controller.policy.NumaflowPolicy` with their ``scale:`` 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from tidal.controller.adaptive import AdaptivePolicy
 from tidal.controller.policy import KpaPolicy, VertexPolicy
+from tidal.controller.request_policy import RequestKpaPolicy, RequestLoad
 from tidal.spec import PipelineSpec, numaflow_scale
-from tidal.spec.validate import kpa_spec
+from tidal.spec.kpa import kpa_spec
 
 __all__ = ["spec_policies"]
 
 
-def spec_policies(spec: PipelineSpec, now: float, replicas: Callable[[str], int]) -> dict[str, VertexPolicy]:
+def spec_policies(
+    spec: PipelineSpec,
+    now: float,
+    replicas: Callable[[str], int],
+    requests: Mapping[str, RequestLoad] | None = None,
+) -> dict[str, VertexPolicy]:
     """The vertices whose policy is not Numaflow's: the KPA on their arrival rate (starting from
-    the ``replicas`` each has now), or Tidal's adaptive policy."""
+    the ``replicas`` each has now) or, for an HTTP source, on the load its request path measures
+    (``requests``); or Tidal's adaptive policy."""
     policies: dict[str, VertexPolicy] = {}
     for v in spec.vertices:
         chosen = spec.policy_of(v.name)
-        if chosen == "kpa":
+        load = (requests or {}).get(v.name)
+        if load is not None:
+            policies[v.name] = RequestKpaPolicy(kpa_spec(v), v.name, now, load, ready=replicas(v.name))
+        elif chosen == "kpa":
             policies[v.name] = KpaPolicy(kpa_spec(v), v.name, now=now, ready=replicas(v.name))
         elif chosen == "tidal":
             policies[v.name] = AdaptivePolicy(numaflow_scale(v.scale, v.name))

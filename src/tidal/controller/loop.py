@@ -159,6 +159,7 @@ class Controller:
             )
         self._stuck_after = spec.controller.stuck_after_seconds
         self._stop = threading.Event()
+        self._poked = threading.Event()  # set by stop() too, so the wait ends at once
         self._thread: threading.Thread | None = None
 
     def decisions(self) -> Mapping[str, Decision | None]:
@@ -358,7 +359,9 @@ class Controller:
             except Exception:  # keep autoscaling alive; the traceback goes to the log
                 log.exception("controller tick failed")
             next_at += interval
-            self._stop.wait(max(0.0, next_at - clock()))
+            if self._poked.wait(max(0.0, next_at - clock())) and not self._stop.is_set():
+                self._poked.clear()
+                next_at = clock()  # a poke: tick now, then on the interval from here
 
     def start(self, ready: Callable[[], bool] | None = None) -> Controller:
         self._thread = threading.Thread(
@@ -367,7 +370,13 @@ class Controller:
         self._thread.start()
         return self
 
+    def poke(self) -> None:
+        """Tick now rather than at the next interval (Knative's poke: a request arrived at a
+        source at zero, and its activator holds it until a replica is ready)."""
+        self._poked.set()
+
     def stop(self, timeout: float = 5.0) -> None:
         self._stop.set()
+        self._poked.set()
         if self._thread is not None:
             self._thread.join(timeout)

@@ -17,6 +17,7 @@ exception. Its input is not committed, so fixing the UDF and starting again resu
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import re
@@ -24,7 +25,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tidal import errors
 from tidal.controller import Controller, EventLog, StoreProbe
@@ -36,6 +37,9 @@ from tidal.spark.config import QueryConfig, input_buffer
 from tidal.spark.stores import open_store
 from tidal.spark.vertex import start_vertex, stop_between_batches
 from tidal.spec import PipelineSpec, graph
+
+if TYPE_CHECKING:
+    from tidal.request.path import RequestPath
 
 __all__ = ["DryRunActuator", "PipelineRun", "VertexStatus"]
 
@@ -127,6 +131,7 @@ class PipelineRun:
         self._released = False
         self.allocator: Any = None  # the executor allocator, on a cluster manager
         self._refreshers: list[Any] = []  # reference tables read again on their intervals
+        self.requests: dict[str, RequestPath] = {}  # an HTTP source's request path, by vertex
 
     @property
     def on_cluster(self) -> bool:
@@ -197,8 +202,16 @@ class PipelineRun:
 
         # A step's SQL or schema error stops the run here, before any query starts.
         frames, self._refreshers = plan_steps(self._spark, configs)
+        from tidal.spark.http_source import http_sources, probe_sample, start_request_path
+
+        served = set(http_sources(self.spec))  # request paths, not queries
         # Downstream first: a vertex's reader is up before anything is written into its buffer.
         for name in reversed(list(configs)):
+            if name in served:
+                self.requests[name] = start_request_path(
+                    self.spec, configs[name], self.control, self.run_dir, on_poke=self._poke
+                )
+                continue
             self.queries[name] = start_vertex(
                 self._spark,
                 configs[name],
@@ -213,13 +226,14 @@ class PipelineRun:
             self.control,
             running=self.running,
             slots=self.allocator.ready if self.allocator is not None else None,
+            measured={n: functools.partial(probe_sample, p) for n, p in self.requests.items()},
         )
         self.controller = Controller(
             self.spec,
             probe,
             actuator,
             EventLog(self.run_dir / "events.jsonl"),
-            policies=spec_policies(self.spec, time.time(), self.control.replicas),
+            policies=spec_policies(self.spec, time.time(), self.control.replicas, self.requests),
         )
         self.controller.start(ready=self.warm)
         log.info(
@@ -271,7 +285,13 @@ class PipelineRun:
         """(executors, cores) registered now on a cluster manager; None in local mode."""
         return None if self.allocator is None else self.allocator.registered_count()
 
+    def _poke(self) -> None:
+        if self.controller is not None:
+            self.controller.poke()
+
     def running(self, vertex: str) -> bool:
+        if vertex in self.requests:
+            return self.requests[vertex].running()
         query = self.queries.get(vertex)
         return query is not None and query.isActive
 
@@ -320,6 +340,8 @@ class PipelineRun:
             if v.kind != "source":
                 stats = self.buffers.open(v.name).stats()
                 usage, pending = stats.usage, float(stats.pending)
+            elif v.name in self.requests:
+                pending = self.requests[v.name].held()
             else:
                 report = self.control.source_report(v.name)
                 pending = report.pending if report is not None else None
@@ -334,7 +356,9 @@ class PipelineRun:
                     pending=pending,
                     rate=rate,
                     usage=usage,
-                    processed=self.control.processed(v.name),
+                    processed=path.accepted()
+                    if (path := self.requests.get(v.name))
+                    else self.control.processed(v.name),
                     dead=self.control.dead_letters(v.name),
                     stuck_for=stuck.get(v.name),
                     rule=str(d.rule) if d is not None else "",
@@ -381,6 +405,8 @@ class PipelineRun:
         Idempotent: a second call (a second Ctrl-C) stops at once and still writes the status."""
         if self._released:
             return
+        for path in self.requests.values():  # HTTP sources: the activator and receivers close first
+            path.stop()
         sources = [v.name for v in self.spec.vertices if v.kind == "source"]
         for name in sources:
             if self.control is not None:
@@ -418,6 +444,8 @@ class PipelineRun:
 
     def _release(self) -> None:
         """Stop Spark and what this run started; close the stores."""
+        for path in self.requests.values():
+            path.stop()
         if self._spark is not None and self._own_spark:
             self._spark.stop()
             self._spark = None

@@ -1,8 +1,8 @@
 """Opening a pipeline's stores: the buffers (SQLite or JetStream) and the control record.
 
-One home for the backend choice: :func:`open_store` serves the driver (:class:`PipelineRun`) and
-the queries' readers and writers alike. In the Python processes Spark starts, :func:`buffers`
-and :func:`control` keep one store per (backend, location) per process: readers call the store
+The backend choice lives in :func:`tidal.isb.open.open_store` (the driver, the queries'
+readers and writers, and the HTTP receivers open their stores there). In the Python processes Spark starts,
+:func:`buffers` and :func:`control` keep one store per (backend, location) per process: readers call the store
 at every trigger and writer tasks at every batch, and a new connection costs more than the call.
 """
 
@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 from typing import TYPE_CHECKING
+
+from tidal.isb.open import open_store
 
 if TYPE_CHECKING:
     from tidal.isb.base import Buffer, BufferStore
@@ -20,21 +22,6 @@ __all__ = ["buffer", "buffers", "control", "open_store"]
 
 _STORES: dict[tuple[int, str, str], BufferStore] = {}
 _CONTROLS: dict[tuple[int, str], ControlStore] = {}
-
-
-def open_store(backend: str, *, db: str, pipeline: str, url: str | None = None) -> BufferStore:
-    """A new store of ``backend`` (``sqlite``: the file ``db``; ``jetstream``: the server ``url``)."""
-    if backend == "sqlite":
-        from tidal.isb.sqlite import SqliteStore
-
-        return SqliteStore(db)
-    if backend == "jetstream":
-        from tidal.isb.jetstream import JetStreamStore
-
-        if url is None:
-            raise ValueError("a jetstream store needs the server's url")
-        return JetStreamStore(url, pipeline)
-    raise ValueError(f"unknown buffer backend {backend!r} (sqlite or jetstream)")
 
 
 def buffers(config: QueryConfig) -> BufferStore:

@@ -27,6 +27,7 @@ from tidal.scaling.limits import (
     BufferLimits,
 )
 from tidal.spec.base import Model as _Model
+from tidal.spec.http import HttpSourceSpec
 from tidal.spec.records import IDENTIFIER, RecordsSpec, ReferenceSpec
 from tidal.spec.shapes import Shape
 
@@ -172,12 +173,15 @@ class SourceSpec(_Model):
     generator: GeneratorSpec | None = None
     user: UserClassSpec | None = None
     kafka: KafkaSourceSpec | None = None
+    http: HttpSourceSpec | None = None
 
     @model_validator(mode="after")
     def _exactly_one(self) -> SourceSpec:
-        chosen = [k for k in ("generator", "user", "kafka") if getattr(self, k) is not None]
+        chosen = [k for k in ("generator", "user", "kafka", "http") if getattr(self, k) is not None]
         if len(chosen) != 1:
-            raise ValueError(f"a source needs exactly one of generator, user, kafka (got {chosen or 'none'})")
+            raise ValueError(
+                f"a source needs exactly one of generator, user, kafka, http (got {chosen or 'none'})"
+            )
         return self
 
 
@@ -420,8 +424,12 @@ class PipelineSpec(_Model):
         raise KeyError(name)
 
     def policy_of(self, name: str) -> str:
-        """The vertex's scaling policy: its own ``policy``, else the pipeline's."""
-        return self.vertex(name).policy or self.policy
+        """The vertex's scaling policy: its own ``policy``, else the pipeline's; an HTTP source's
+        is the KPA unless it names one (Knative scales request receivers)."""
+        v = self.vertex(name)
+        if v.policy is None and v.source is not None and v.source.http is not None:
+            return "kpa"
+        return v.policy or self.policy
 
     def input_records(self, name: str) -> list[RecordsSpec | None]:
         """What each edge into ``name`` declares of its records (the pipeline's default else)."""

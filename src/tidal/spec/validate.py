@@ -35,8 +35,9 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from tidal import errors
-from tidal.scaling import CronExpr, CronSchedule, CronSpec, KpaMetric, KpaSpec, NumaflowScale, normalise_scale
+from tidal.scaling import CronExpr, CronSchedule, CronSpec, NumaflowScale, normalise_scale
 from tidal.spec import graph
+from tidal.spec.kpa import kpa_spec
 from tidal.spec.model import PipelineSpec, ScaleSpec, UserClassSpec, VertexSpec
 
 log = logging.getLogger("tidal.spec")
@@ -273,7 +274,16 @@ def _check_vertices(spec: PipelineSpec) -> list[errors.SpecError]:
                     problems.append(exc)
         elif v.udf is not None:
             problems.extend(_check_frame_step(spec, v, at))
-        if spec.policy_of(v.name) == "kpa":
+        if v.source is not None and v.source.http is not None and spec.policy_of(v.name) != "kpa":
+            problems.append(
+                errors.SpecError(
+                    f"{at}.policy",
+                    f"{spec.policy_of(v.name)} cannot scale an HTTP source: its pending is unknown (requests "
+                    "wait in clients, not in a buffer)",
+                    "use policy: kpa (the default for an HTTP source), which scales on measured concurrency",
+                )
+            )
+        elif spec.policy_of(v.name) == "kpa":
             try:
                 kpa_spec(v, at)
             except errors.SpecError as exc:
@@ -291,32 +301,6 @@ def _check_vertices(spec: PipelineSpec) -> list[errors.SpecError]:
                 except errors.SpecError as exc:
                     problems.append(exc)
     return problems
-
-
-def kpa_spec(v: VertexSpec, at: str = "") -> KpaSpec:
-    """The KPA of a vertex with ``policy: kpa``: Knative's annotation keys from ``kpa:``, on the
-    arrival rate (``metric: rps``; a stream vertex has no request concurrency), ``target`` the
-    messages/s one replica takes; ``min-scale``/``max-scale`` default to ``scale.min``/``max``."""
-    at = at or f"vertices[{v.name}]"
-    keys = {str(k).removeprefix("autoscaling.knative.dev/"): value for k, value in v.kpa.items()}
-    if str(keys.get("metric", "rps")) != "rps":
-        raise errors.SpecError(
-            f"{at}.kpa.metric", "a stream vertex has no request concurrency", "use metric: rps (the default)"
-        )
-    if "target" not in keys:
-        raise errors.SpecError(
-            f"{at}.kpa.target", "is required with policy: kpa", "give the messages/s one replica should take"
-        )
-    scale = numaflow_scale(v.scale, at)
-    fields: dict[str, Any] = {"metric": KpaMetric.RPS}
-    if "min-scale" not in keys:
-        fields["min_scale"] = scale.min
-    if "max-scale" not in keys:
-        fields["max_scale"] = scale.max
-    try:
-        return KpaSpec.from_knative(annotations={k: v for k, v in keys.items() if k != "metric"}, **fields)
-    except errors.SpecError as exc:
-        raise errors.SpecError(f"{at}.{exc.path}", exc.problem, exc.fix) from None
 
 
 def _check_frame_step(spec: PipelineSpec, v: VertexSpec, at: str) -> list[errors.SpecError]:

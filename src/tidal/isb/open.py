@@ -1,0 +1,27 @@
+"""Opening a pipeline's buffer store by backend: the one home for that choice.
+
+The driver (:class:`~tidal.spark.pipeline.PipelineRun`), the queries' readers and writers
+(:mod:`tidal.spark.stores`) and the HTTP source's receivers (:mod:`tidal.request.receiver`) all
+open their store here.
+"""
+
+from __future__ import annotations
+
+from tidal.isb.base import BufferStore
+
+__all__ = ["open_store"]
+
+
+def open_store(backend: str, *, db: str, pipeline: str, url: str | None = None) -> BufferStore:
+    """A new store of ``backend`` (``sqlite``: the file ``db``; ``jetstream``: the server ``url``)."""
+    if backend == "sqlite":
+        from tidal.isb.sqlite import SqliteStore
+
+        return SqliteStore(db)
+    if backend == "jetstream":
+        from tidal.isb.jetstream import JetStreamStore
+
+        if url is None:
+            raise ValueError("a jetstream store needs the server's url")
+        return JetStreamStore(url, pipeline)
+    raise ValueError(f"unknown buffer backend {backend!r} (sqlite or jetstream)")

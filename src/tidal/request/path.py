@@ -1,0 +1,407 @@
+"""The request path of one HTTP source, run beside Spark by the pipeline's driver.
+
+:class:`RequestPath` starts the activator (always on, the public address) and keeps as many
+receiver processes as the controller wants for the source (``replicas()``), each on its own
+loopback port:
+
+* **Readiness is observed**: a receiver counts once it answered Knative's queue probe
+  (``GET /_tidal/ready`` → "queue"); only then does the activator learn of it.
+* **Scale-down drains**: the activator forgets the receiver first, then it gets SIGTERM, fails
+  its probe and finishes what is in flight. A receiver that dies is replaced.
+* **Statistics every second**, as Knative's autoscaler scrapes queue-proxies and receives the
+  activator's pushes (§3.3–3.5): the receivers' concurrency and RPS minus their proxied part,
+  plus the activator's own, make one revision-wide sample for the KPA (:meth:`take_samples`).
+* **Pokes**: the activator's datagram at zero records its immediate one-request sample and calls
+  ``on_poke`` (the controller ticks at once).
+
+Every process is stopped by PID in :meth:`stop`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from tidal.request.activator import READY_LINE as ACTIVATOR_LINE
+from tidal.request.activator import ActivatorConfig
+from tidal.request.receiver import READY_LINE as RECEIVER_LINE
+from tidal.request.receiver import ReceiverConfig
+
+__all__ = ["RequestPath", "RequestSample"]
+
+log = logging.getLogger("tidal.request")
+
+START_TIMEOUT = 30.0  # seconds for a process to print its port
+DRAIN_TIMEOUT = 30.0  # seconds a stopping receiver gets to finish in flight (Knative drains 30 s)
+
+
+@dataclass(frozen=True, slots=True)
+class RequestSample:
+    """One second of the source's load, revision-wide (Knative's collector sums)."""
+
+    at: float
+    concurrency: float
+    rps: float
+    held: int = 0
+    in_path: bool = True
+    ready: int = 0  # receivers that answered the probe
+    refused: int = 0  # 503s so far: the activator's (held too many or too long) and the receivers'
+    longest_wait: float = 0.0  # seconds the longest request of the second waited for a receiver
+    accepted: int = 0  # messages stored so far
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f: getattr(self, f) for f in self.__dataclass_fields__}
+
+
+@dataclass(slots=True)
+class _Process:
+    proc: subprocess.Popen[str]
+    started_at: float
+    port: int = 0
+    ready_at: float | None = None
+    accepted: int = 0
+    stopping_at: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/"
+
+
+def _first_line(stream: IO[str] | None, marker: str, timeout: float) -> int:
+    """The port a child printed as ``MARKER PORT`` (read in a thread: readline has no timeout)."""
+    found: list[int] = []
+
+    def read() -> None:
+        assert stream is not None
+        for line in stream:
+            if line.startswith(marker):
+                found.append(int(line.split()[1]))
+                return
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(timeout)
+    if not found:
+        raise RuntimeError(f"no '{marker} <port>' line within {timeout:g} s")
+    return found[0]
+
+
+def _get(url: str, timeout: float = 1.0) -> Any:
+    with urllib.request.urlopen(url, timeout=timeout) as answer:  # loopback only
+        body = answer.read()
+    return json.loads(body) if body[:1] in (b"{", b"[") else body.decode()
+
+
+class RequestPath:
+    def __init__(
+        self,
+        activator: ActivatorConfig,
+        receiver: ReceiverConfig,
+        replicas: Callable[[], int],
+        log_dir: Path,
+        *,
+        on_poke: Callable[[], None] | None = None,
+        series: Path | None = None,
+    ) -> None:
+        self.activator_config = activator
+        self.receiver_config = receiver
+        self._replicas = replicas
+        self._on_poke = on_poke
+        self._log_dir = log_dir
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._activator: _Process | None = None
+        self._receivers: list[_Process] = []
+        self._stopping: list[_Process] = []
+        self._samples: list[RequestSample] = []
+        self._accepted_gone = 0  # accepted by receivers that are gone
+        self._refused_gone = 0
+        self._peak_gone = 0
+        self._series = series  # one line a second: the request path's figures (requests.jsonl)
+        self._pushed: tuple[tuple[str, ...], bool] | None = None
+        self.in_path = True
+        self.port = 0
+        self.last: RequestSample | None = None
+        self._threads: list[threading.Thread] = []
+        self._udp: socket.socket | None = None
+        self._stopped = False
+
+    # -- life ----------------------------------------------------------------------------------
+
+    def _spawn(self, module: str, config_json: str, name: str) -> subprocess.Popen[str]:
+        self._log_dir.mkdir(parents=True, exist_ok=True)
+        with (self._log_dir / f"{name}.log").open("a") as err:
+            return subprocess.Popen(
+                [sys.executable, "-m", module, config_json],
+                stdout=subprocess.PIPE,
+                stderr=err,
+                text=True,
+                start_new_session=True,  # a Ctrl-C to the run reaches the run, which stops these by PID
+            )
+
+    def start(self) -> RequestPath:
+        self._udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self._udp.bind(("127.0.0.1", 0))
+        self._udp.settimeout(0.2)
+        poke_port = self._udp.getsockname()[1]
+        config = ActivatorConfig(**{**_fields(self.activator_config), "poke_port": poke_port})
+        proc = self._spawn("tidal.request.activator", config.to_json(), "activator")
+        self._activator = _Process(proc, time.time())
+        try:
+            self._activator.port = _first_line(proc.stdout, ACTIVATOR_LINE, START_TIMEOUT)
+        except RuntimeError as exc:
+            self.stop()
+            raise RuntimeError(
+                f"the activator of {self.activator_config.vertex} did not start: {exc}"
+            ) from None
+        self.port = self._activator.port
+        for target in (self._listen_for_pokes, self._reconcile_loop, self._scrape_loop):
+            thread = threading.Thread(target=target, name=f"tidal-{target.__name__}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        log.info("http source %s: activator on %s:%d", self.activator_config.vertex, config.host, self.port)
+        return self
+
+    def stop(self) -> None:
+        """Stop every process by PID (receivers finish what is in flight). Idempotent."""
+        if self._stopped:
+            return
+        self._stopped = True
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout=5)
+        with self._lock:
+            everyone = [*self._receivers, *self._stopping]
+            self._receivers, self._stopping = [], []
+        if self._activator is not None:
+            everyone.append(self._activator)
+        for p in everyone:
+            if p.proc.poll() is None:
+                p.proc.send_signal(signal.SIGTERM)
+        for p in everyone:
+            try:
+                p.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.proc.kill()
+                p.proc.wait(timeout=5)
+            if p.proc.stdout is not None:
+                p.proc.stdout.close()
+        if self._udp is not None:
+            self._udp.close()
+
+    # -- what the run reads --------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.activator_config.host}:{self.port}/"
+
+    def running(self) -> bool:
+        """The activator is up (the source takes requests, whatever its receivers)."""
+        a = self._activator
+        return a is not None and a.proc.poll() is None and not self._stop.is_set()
+
+    def ready(self) -> int:
+        with self._lock:
+            return sum(1 for r in self._receivers if r.ready_at is not None)
+
+    def accepted(self) -> int:
+        """Messages the receivers stored since the run started (the source's processed count)."""
+        with self._lock:
+            return self._accepted_gone + sum(r.accepted for r in [*self._receivers, *self._stopping])
+
+    def held(self) -> int | None:
+        """Requests the activator held at the last report (None before the first)."""
+        last = self.last
+        return None if last is None else last.held
+
+    def take_samples(self) -> list[RequestSample]:
+        with self._lock:
+            out, self._samples = self._samples, []
+        return out
+
+    def set_in_path(self, in_path: bool) -> None:
+        self.in_path = in_path
+
+    def receiver_pids(self) -> list[int]:
+        with self._lock:
+            return [r.proc.pid for r in self._receivers]
+
+    # -- the loops -----------------------------------------------------------------------------
+
+    def _listen_for_pokes(self) -> None:
+        assert self._udp is not None
+        while not self._stop.is_set():
+            try:
+                self._udp.recvfrom(1024)
+            except (TimeoutError, OSError):
+                continue
+            with self._lock:  # Knative's immediate {concurrency 1, count 1} for a first request
+                self._samples.append(RequestSample(time.time(), 1.0, 1.0, held=1))
+            if self._on_poke is not None:
+                self._on_poke()
+
+    def _reconcile_loop(self) -> None:
+        while not self._stop.wait(0.2):
+            try:
+                self.reconcile()
+            except Exception:  # keep the request path alive; the traceback goes to the log
+                log.exception("http source %s: reconcile failed", self.activator_config.vertex)
+
+    def reconcile(self) -> None:
+        self._reap()
+        want = max(0, self._replicas())
+        with self._lock:
+            have = len(self._receivers)
+        if want > have:
+            self._start_receivers(want - have)
+        if want < have:
+            with self._lock:
+                going = self._receivers[want:]
+                self._receivers = self._receivers[:want]
+            self._push()  # the activator forgets them before they stop
+            for p in going:
+                p.stopping_at = time.time()
+                if p.proc.poll() is None:
+                    p.proc.send_signal(signal.SIGTERM)
+            with self._lock:
+                self._stopping.extend(going)
+        self._probe()
+        self._push()
+
+    def _start_receivers(self, count: int) -> None:
+        """Start ``count`` receivers at once (each takes about half a second to import)."""
+        procs = [
+            self._spawn("tidal.request.receiver", self.receiver_config.to_json(), "receivers")
+            for _ in range(count)
+        ]
+        for proc in procs:
+            started = _Process(proc, time.time())
+            try:
+                started.port = _first_line(proc.stdout, RECEIVER_LINE, START_TIMEOUT)
+            except RuntimeError as exc:
+                log.warning("http source %s: a receiver did not start: %s", self.receiver_config.vertex, exc)
+                proc.kill()
+                proc.wait(timeout=5)
+                continue
+            with self._lock:
+                self._receivers.append(started)
+
+    def _probe(self) -> None:
+        with self._lock:
+            waiting = [r for r in self._receivers if r.ready_at is None]
+        for r in waiting:
+            with contextlib.suppress(OSError, ValueError):
+                if _get(r.url + "_tidal/ready", timeout=0.5) == "queue":
+                    r.ready_at = time.time()
+                    log.info(
+                        "http source %s: receiver pid %d ready on port %d after %.2f s",
+                        self.receiver_config.vertex, r.proc.pid, r.port, r.ready_at - r.started_at,
+                    )  # fmt: skip
+
+    def _reap(self) -> None:
+        with self._lock:
+            for p in [*self._receivers, *self._stopping]:
+                if p.proc.poll() is None:
+                    continue
+                if p in self._receivers:
+                    self._receivers.remove(p)
+                    log.warning(
+                        "http source %s: receiver pid %d exited (%s); starting another",
+                        self.receiver_config.vertex, p.proc.pid, p.proc.returncode,
+                    )  # fmt: skip
+                else:
+                    self._stopping.remove(p)
+                self._accepted_gone += p.accepted
+                self._refused_gone += p.extra.get("refused", 0)
+                self._peak_gone = max(self._peak_gone, p.extra.get("peak_inside", 0))
+                if p.proc.stdout is not None:
+                    p.proc.stdout.close()
+            for p in self._stopping:
+                if p.stopping_at is not None and time.time() - p.stopping_at > DRAIN_TIMEOUT:
+                    p.proc.kill()
+
+    def _push(self) -> None:
+        """Tell the activator which receivers are ready and whether it stays in the path."""
+        with self._lock:
+            urls = tuple(r.url for r in self._receivers if r.ready_at is not None)
+        state = (urls, self.in_path)
+        if state == self._pushed or self._activator is None:
+            return
+        body = json.dumps({"receivers": list(urls), "in_path": self.in_path}).encode()
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{self._activator.port}/_tidal/receivers", data=body, method="PUT",
+            headers={"Content-Type": "application/json"},
+        )  # fmt: skip
+        with urllib.request.urlopen(request, timeout=2.0):
+            pass
+        self._pushed = state
+
+    def _scrape_loop(self) -> None:
+        next_at = time.monotonic() + 1.0
+        while not self._stop.wait(max(0.0, next_at - time.monotonic())):
+            next_at += 1.0
+            try:
+                self._scrape()
+            except Exception:
+                log.exception("http source %s: scrape failed", self.activator_config.vertex)
+
+    def _scrape(self) -> None:
+        """Knative's collector (§3.5): pod values minus their proxied part, plus the activator's."""
+        with self._lock:
+            targets = [r for r in [*self._receivers, *self._stopping] if r.ready_at is not None]
+        concurrency = rps = 0.0
+        refused = 0
+        for r in targets:
+            try:
+                stat = _get(r.url + "_tidal/stats", timeout=0.5)
+            except (OSError, ValueError):
+                continue  # a receiver going away; its load shows up elsewhere next second
+            r.accepted = int(stat["accepted"])
+            r.extra["refused"] = int(stat["refused"])
+            r.extra["peak_inside"] = int(stat["peak_inside"])
+            concurrency += stat["concurrency"] - stat["proxied_concurrency"]
+            rps += stat["rps"] - stat["proxied_rps"]
+        assert self._activator is not None
+        held, in_path, wait = 0, True, 0.0
+        with contextlib.suppress(OSError, ValueError):
+            a = _get(f"http://127.0.0.1:{self._activator.port}/_tidal/stats", timeout=0.5)
+            concurrency += a["concurrency"]
+            rps += a["rps"]
+            held, in_path, wait = int(a["held"]), bool(a["in_path"]), float(a["longest_wait"])
+            refused += int(a["rejected"])
+        with self._lock:
+            refused += self._refused_gone + sum(
+                r.extra.get("refused", 0) for r in [*self._receivers, *self._stopping]
+            )
+        sample = RequestSample(
+            time.time(), concurrency, rps, held, in_path, self.ready(), refused, wait, self.accepted()
+        )
+        with self._lock:
+            self._samples.append(sample)
+            self.last = sample
+        if self._series is not None:
+            with self._series.open("a") as f:
+                f.write(json.dumps(sample.to_dict()) + "\n")
+
+    def peak_inside(self) -> int:
+        """The most requests any receiver ever had past its breaker at once (≤ CC when CC > 0)."""
+        with self._lock:
+            live = [int(r.extra.get("peak_inside", 0)) for r in [*self._receivers, *self._stopping]]
+        return max([self._peak_gone, *live])
+
+
+def _fields(config: ActivatorConfig) -> dict[str, Any]:
+    return {f: getattr(config, f) for f in config.__dataclass_fields__}

@@ -1,0 +1,224 @@
+"""One replica of an HTTP source: a receiver process with Knative's queue-proxy in front of it.
+
+``python -m tidal.request.receiver CONFIG_JSON`` serves, on 127.0.0.1:
+
+* ``POST /`` — messages (:mod:`tidal.request.messages`). The queue-proxy part comes first: the
+  request is counted in the time-weighted statistics (proxied when ``K-Proxy-Request:
+  activator``), then passes the breaker (``containerConcurrency`` > 0: at most CC at once, a queue
+  of 10 × CC behind them, 503 "pending request queue full" beyond; CC 0: no breaker). The
+  handler appends the messages to every output buffer of the source and answers 200 with their
+  ids **only after** the appends committed. A buffer over its usage limit answers 429 with
+  ``Retry-After`` before anything is written; a buffer that fills during the append answers 503
+  — nothing half accepted: a retry with the same ``Idempotency-Key`` stores each message once.
+* ``GET /_tidal/ready`` — Knative's queue probe: 200 "queue", 503 once draining.
+* ``GET /_tidal/stats`` — the last one-second report (concurrency, proxied concurrency, RPS,
+  proxied RPS) and the messages accepted since start.
+
+Once up it prints ``TIDAL-RECEIVER <port>`` on stdout. SIGTERM: fail readiness, finish what is
+in flight, exit.
+
+aiohttp (with uvloop) serves it: one library is both the server here and the activator's
+proxying client, and both need keep-alive connection pools on loopback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import sys
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from aiohttp import web
+
+from tidal import errors
+from tidal.isb.open import open_store
+from tidal.request.breaker import Breaker, Overloaded
+from tidal.request.messages import BadRequest, parse
+from tidal.scaling.request_stats import RequestStat, RequestStats
+
+__all__ = ["PROXY_HEADER", "ReceiverConfig", "main", "receiver_app"]
+
+PROXY_HEADER = "K-Proxy-Request"  # "activator" on requests the activator forwards
+READY_LINE = "TIDAL-RECEIVER"
+
+
+@dataclass(frozen=True, slots=True)
+class ReceiverConfig:
+    vertex: str
+    pipeline: str
+    outputs: tuple[str, ...]
+    backend: str = "sqlite"
+    db: str = ""
+    url: str | None = None
+    container_concurrency: int = 0
+    max_request_bytes: int = 1 << 20
+    port: int = 0
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> ReceiverConfig:
+        raw = json.loads(text)
+        raw["outputs"] = tuple(raw["outputs"])
+        return cls(**raw)
+
+
+def _json(status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> web.Response:
+    return web.json_response(body, status=status, headers=headers)
+
+
+class _Receiver:
+    def __init__(self, config: ReceiverConfig) -> None:
+        self.config = config
+        self.store = open_store(config.backend, db=config.db, pipeline=config.pipeline, url=config.url)
+        self.buffers = [self.store.open(name) for name in config.outputs]
+        cc = config.container_concurrency
+        self.breaker = Breaker(10 * cc, cc) if cc > 0 else None
+        self.stats = RequestStats(time.monotonic())
+        self.last: RequestStat = self.stats.report(time.monotonic())  # the first is an empty stat
+        self.accepted = 0
+        self.refused = 0  # 503s: the breaker's queue was full
+        self.inside = 0  # requests past the breaker now, and the most there ever were
+        self.peak_inside = 0
+        self.draining = False
+
+    async def handle(self, request: web.Request) -> web.Response:
+        proxied = request.headers.get(PROXY_HEADER) == "activator"
+        self.stats.enter(time.monotonic(), proxied)
+        try:
+            if self.breaker is None:
+                return await self._inside(request)
+            try:
+                async with self.breaker.maybe():
+                    return await self._inside(request)
+            except Overloaded:
+                self.refused += 1
+                return _json(503, {"error": "pending request queue full"}, {"Retry-After": "1"})
+        finally:
+            self.stats.leave(time.monotonic(), proxied)
+
+    async def _inside(self, request: web.Request) -> web.Response:
+        self.inside += 1
+        self.peak_inside = max(self.peak_inside, self.inside)
+        try:
+            return await self._messages(request)
+        finally:
+            self.inside -= 1
+
+    async def _messages(self, request: web.Request) -> web.Response:
+        if request.content_length is not None and request.content_length > self.config.max_request_bytes:
+            return self._too_large(request.content_length)
+        try:
+            body = await request.read()
+        except web.HTTPRequestEntityTooLarge:
+            return self._too_large(None)
+        try:
+            parsed = parse(request.headers.get("Content-Type", ""), body, request.headers)
+        except BadRequest as bad:
+            return _json(bad.status, {"error": bad.problem})
+        try:
+            appended, duplicates = await asyncio.to_thread(self._append, parsed.payloads, parsed.ids)
+        except _Backpressure as full:
+            return _json(429, {"error": str(full)}, {"Retry-After": "1"})
+        except errors.BufferFull as full:
+            return _json(
+                503, {"error": f"{full}; nothing of this request was accepted"}, {"Retry-After": "1"}
+            )
+        self.accepted += appended
+        return _json(200, {"accepted": appended, "duplicates": duplicates, "ids": parsed.ids})
+
+    def _too_large(self, size: int | None) -> web.Response:
+        limit = self.config.max_request_bytes
+        got = f"{size} bytes" if size is not None else "more"
+        return _json(413, {"error": f"body is {got}, above maxRequestBytes {limit}: split the batch"})
+
+    def _append(self, payloads: list[bytes], ids: list[str]) -> tuple[int, int]:
+        """Append to every output; (new messages in the first, duplicates there)."""
+        for buffer in self.buffers:
+            stats = buffer.stats()
+            if stats.full:
+                raise _Backpressure(
+                    f"buffer {buffer.name} is over its usage limit ({stats.length} of "
+                    f"{stats.limits.max_length} messages): retry later"
+                )
+        results = [buffer.append(payloads, ids) for buffer in self.buffers]
+        return results[0].appended, results[0].duplicates
+
+    async def ready(self, request: web.Request) -> web.Response:
+        if self.draining:
+            return web.Response(status=503, text="draining")
+        return web.Response(text="queue")
+
+    async def stats_handler(self, request: web.Request) -> web.Response:
+        return _json(
+            200,
+            {
+                **self.last.to_dict(),
+                "accepted": self.accepted,
+                "in_flight": self.stats.concurrency,
+                "peak_inside": self.peak_inside,
+                "refused": self.refused,
+            },
+        )
+
+    async def report_every_second(self) -> None:
+        while True:
+            await asyncio.sleep(1.0)
+            self.last = self.stats.report(time.monotonic())
+
+
+class _Backpressure(Exception):
+    pass
+
+
+def receiver_app(config: ReceiverConfig) -> tuple[web.Application, _Receiver]:
+    receiver = _Receiver(config)
+    app = web.Application(client_max_size=config.max_request_bytes)
+    app.router.add_post("/", receiver.handle)
+    app.router.add_get("/_tidal/ready", receiver.ready)
+    app.router.add_get("/_tidal/stats", receiver.stats_handler)
+
+    async def reporter(app: web.Application) -> Any:
+        task = asyncio.create_task(receiver.report_every_second())
+        yield
+        task.cancel()
+
+    app.cleanup_ctx.append(reporter)
+    return app, receiver
+
+
+async def _serve(config: ReceiverConfig) -> None:
+    app, receiver = receiver_app(config)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", config.port, backlog=1024)
+    await site.start()
+    port = runner.addresses[0][1]
+    print(f"{READY_LINE} {port}", flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
+    loop.add_signal_handler(signal.SIGINT, stop.set)
+    await stop.wait()
+    receiver.draining = True  # fail readiness first, then finish what is in flight
+    await runner.cleanup()
+    receiver.store.close()
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    config = ReceiverConfig.from_json(args[0])
+    try:
+        import uvloop
+
+        uvloop.run(_serve(config))
+    except ImportError:  # pragma: no cover - uvloop is a dependency; keep working without it
+        asyncio.run(_serve(config))
+
+
+if __name__ == "__main__":
+    main()

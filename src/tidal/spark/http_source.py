@@ -1,0 +1,77 @@
+"""An HTTP source inside a pipeline run: its request path instead of a Spark query.
+
+A request cannot wait for a micro-batch, so an HTTP source has no query: its replicas are the
+receiver processes of a :class:`~tidal.request.path.RequestPath`, which append what clients POST
+to the source's output buffers; the downstream vertices are Spark queries as usual. This module
+builds the path from the spec, offers the controller what it measures (a probe sample and the
+KPA's load), and reports it in the run's status.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from tidal.controller.loop import ProbeSample
+from tidal.isb.control import ControlStore
+from tidal.request.activator import ActivatorConfig
+from tidal.request.path import RequestPath
+from tidal.request.receiver import ReceiverConfig
+from tidal.spark.config import QueryConfig
+from tidal.spec import PipelineSpec
+
+__all__ = ["http_sources", "probe_sample", "start_request_path"]
+
+
+def http_sources(spec: PipelineSpec) -> list[str]:
+    return [v.name for v in spec.vertices if v.source is not None and v.source.http is not None]
+
+
+def start_request_path(
+    spec: PipelineSpec,
+    config: QueryConfig,
+    control: ControlStore,
+    run_dir: Path,
+    on_poke: Callable[[], None],
+) -> RequestPath:
+    v = spec.vertex(config.vertex)
+    assert v.source is not None and v.source.http is not None
+    http = v.source.http
+    activator = ActivatorConfig(
+        vertex=v.name,
+        host=http.host,
+        port=http.port,
+        container_concurrency=http.container_concurrency,
+        max_held=http.max_held,
+        hold_timeout=http.hold_timeout_seconds,
+        max_request_bytes=http.max_request_bytes,
+    )
+    receiver = ReceiverConfig(
+        vertex=v.name,
+        pipeline=config.pipeline,
+        outputs=config.outputs,
+        backend=config.backend,
+        db=config.db,
+        url=config.url,
+        container_concurrency=http.container_concurrency,
+        max_request_bytes=http.max_request_bytes,
+    )
+    path = RequestPath(
+        activator,
+        receiver,
+        lambda: control.replicas(v.name, default=v.replicas),
+        run_dir / "logs",
+        on_poke=on_poke,
+        series=run_dir / "requests.jsonl",
+    ).start()
+    (run_dir / f"{v.name}.url").write_text(path.url + "\n")  # where clients send: tidal status shows it
+    return path
+
+
+def probe_sample(path: RequestPath, replicas: int) -> ProbeSample:
+    """The source as the controller sees it: processed = messages stored, pending = requests the
+    activator holds (what waits for a receiver), ready = receivers that answered the probe."""
+    last = path.last
+    held = float(last.held) if last is not None and time.time() - last.at < 5 else 0.0
+    return ProbeSample(float(path.accepted()), held, replicas, path.ready(), busy_seconds=None)

@@ -1,0 +1,224 @@
+"""The HTTP source on real processes over loopback: the activator, receivers behind Knative's
+queue-proxy, the KPA scaling them, and a Spark sink downstream. Every 2xx'd message must reach
+the sink exactly once; nothing a refused request carried may be stored."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tidal.spark.pipeline import PipelineRun
+from tidal.spec import parse_pipeline
+
+from .test_cli import lines
+
+pytestmark = pytest.mark.spark
+
+
+def spec(http: dict[str, Any], kpa: dict[str, Any] | None = None, replicas: int = 0) -> Any:
+    return parse_pipeline(
+        {
+            "name": "hooks",
+            "controller": {"intervalSeconds": 0.5},
+            "vertices": [
+                {
+                    "name": "in",
+                    "source": {"http": http},
+                    "replicas": replicas,
+                    "kpa": {"target": 2, "window": "6s", "scale-to-zero-grace-period": "3s", **(kpa or {})},
+                },
+                {"name": "out", "sink": {"file": {"path": "out.jsonl"}}},
+            ],
+            "edges": [{"from": "in", "to": "out"}],
+        }
+    )
+
+
+def post(url: str, body: bytes, **headers: str) -> tuple[int, dict[str, Any]]:
+    sent = {"Content-Type": "application/json", **{k.replace("_", "-"): v for k, v in headers.items()}}
+    request = urllib.request.Request(url, data=body, headers=sent)
+    try:
+        with urllib.request.urlopen(request, timeout=60) as answer:
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read() or b"{}")
+
+
+def delivered(run_dir: Path, want: set[str], timeout: float = 60) -> list[str]:
+    deadline = time.monotonic() + timeout
+    while True:
+        got = lines(run_dir / "out.jsonl")
+        if want <= set(got) or time.monotonic() > deadline:
+            return got
+        time.sleep(0.3)
+
+
+def series(run_dir: Path) -> list[dict[str, Any]]:
+    path = run_dir / "requests.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def test_a_request_at_zero_is_held_the_receivers_wake_and_it_is_answered(spark, tmp_path):
+    run = PipelineRun(spec({"containerConcurrency": 4}), tmp_path, spark=spark, trigger_seconds=0.25).start()
+    try:
+        path = run.requests["in"]
+        time.sleep(2)
+        assert path.ready() == 0
+        started = time.monotonic()
+        status, answer = post(path.url, b'[{"n":1},{"n":2}]', Idempotency_Key="first")
+        waited = time.monotonic() - started
+        assert status == 200, answer
+        assert answer == {"accepted": 2, "duplicates": 0, "ids": ["first/0", "first/1"]}
+        assert path.ready() >= 1
+        time.sleep(2.5)  # a report or two: the longest wait is recorded in the series
+        assert sorted(delivered(tmp_path, {"first/0", "first/1"})) == ["first/0", "first/1"]
+        recorded = max(s["longest_wait"] for s in series(tmp_path))
+        assert 0 < recorded <= waited + 0.1
+        events = [json.loads(line) for line in (tmp_path / "events.jsonl").read_text().splitlines()]
+        woke = next(e for e in events if e["vertex"] == "in" and e["desired"] >= 1)
+        assert woke["rule"].startswith("kpa-"), woke
+        # Then idle: the KPA takes it back to zero after the grace period.
+        deadline = time.monotonic() + 60
+        while path.ready() > 0 and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert path.ready() == 0
+    finally:
+        run.stop()
+    assert not path.running()
+
+
+def test_container_concurrency_one_never_lets_two_requests_into_a_receiver(spark, tmp_path):
+    run = PipelineRun(
+        spec({"containerConcurrency": 1}, {"min-scale": 2}, replicas=2), tmp_path, spark=spark
+    ).start()
+    try:
+        path = run.requests["in"]
+        deadline = time.monotonic() + 30
+        while path.ready() < 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        bodies = [json.dumps([{"n": i, "k": j} for j in range(50)]).encode() for i in range(200)]
+        with ThreadPoolExecutor(16) as pool:
+            answers = list(
+                pool.map(lambda ib: post(path.url, ib[1], Idempotency_Key=f"cc-{ib[0]}"), enumerate(bodies))
+            )
+        ok = {f"cc-{i}/{j}" for i, (status, _) in enumerate(answers) if status == 200 for j in range(50)}
+        assert len(ok) == 200 * 50, [a for a in answers if a[0] != 200][:3]
+        time.sleep(1.5)  # the next scrape reads the receivers' peaks
+        assert path.peak_inside() == 1
+        got = delivered(tmp_path, ok)
+    finally:
+        run.stop()
+    assert sorted(got) == sorted(ok)  # exactly once
+
+
+def test_overload_gets_503s_and_every_accepted_message_arrives_once_retries_included(spark, tmp_path):
+    run = PipelineRun(
+        spec({"containerConcurrency": 1, "maxHeld": 4, "holdTimeoutSeconds": 2}, {"max-scale": 1}, 1),
+        tmp_path,
+        spark=spark,
+    ).start()
+    try:
+        path = run.requests["in"]
+        deadline = time.monotonic() + 30
+        while path.ready() < 1 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        bodies = [json.dumps([{"n": i, "pad": "x" * 2000} for _ in range(100)]).encode() for i in range(300)]
+        with ThreadPoolExecutor(48) as pool:
+            answers = list(
+                pool.map(lambda ib: post(path.url, ib[1], Idempotency_Key=f"o-{ib[0]}"), enumerate(bodies))
+            )
+        statuses = [s for s, _ in answers]
+        assert 503 in statuses and 200 in statuses, sorted(set(statuses))
+        assert set(statuses) <= {200, 503}
+        refused = [a for s, a in answers if s == 503]
+        assert all("error" in a for a in refused)
+        # A client retry with the same key after a 2xx stores nothing new.
+        first_ok = statuses.index(200)
+        again = post(path.url, bodies[first_ok], Idempotency_Key=f"o-{first_ok}")
+        assert again[0] == 200 and again[1]["accepted"] == 0 and again[1]["duplicates"] == 100
+        ok = {f"o-{i}/{j}" for i, s in enumerate(statuses) if s == 200 for j in range(100)}
+        rss_kb = int(
+            next(
+                line.split()[1]
+                for line in Path(f"/proc/{path._activator.proc.pid}/status").read_text().splitlines()
+                if line.startswith("VmRSS")
+            )
+        )
+        assert rss_kb < 300_000  # bounded: at most maxHeld bodies wait in the activator
+        got = delivered(tmp_path, ok, timeout=120)
+    finally:
+        run.stop()
+    assert sorted(got) == sorted(ok)
+
+
+def test_a_receiver_killed_mid_request_loses_no_acknowledged_message(spark, tmp_path):
+    run = PipelineRun(
+        spec({"containerConcurrency": 2}, {"min-scale": 2}, replicas=2), tmp_path, spark=spark
+    ).start()
+    try:
+        path = run.requests["in"]
+        deadline = time.monotonic() + 30
+        while path.ready() < 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        victim = path.receiver_pids()[0]
+        bodies = [json.dumps([{"n": i} for _ in range(20)]).encode() for i in range(400)]
+
+        def send(ib: tuple[int, bytes]) -> int:
+            if ib[0] == 100:
+                os.kill(victim, signal.SIGKILL)
+            try:
+                return post(path.url, ib[1], Idempotency_Key=f"k-{ib[0]}")[0]
+            except (OSError, ValueError):
+                return -1  # the connection broke: an error, not a 2xx
+
+        with ThreadPoolExecutor(8) as pool:
+            statuses = list(pool.map(send, enumerate(bodies)))
+        assert statuses.count(200) > 0
+        assert set(statuses) <= {200, 502, 503, -1}, sorted(set(statuses))
+        ok = {f"k-{i}/{j}" for i, s in enumerate(statuses) if s == 200 for j in range(20)}
+        deadline = time.monotonic() + 30
+        while path.ready() < 2 and time.monotonic() < deadline:  # the dead receiver is replaced
+            time.sleep(0.2)
+        assert victim not in path.receiver_pids() and path.ready() == 2
+        got = delivered(tmp_path, ok)
+    finally:
+        run.stop()
+    assert ok <= set(got) and len(got) == len(set(got))
+
+
+def test_bad_requests_get_a_4xx_that_names_the_problem_and_store_nothing(spark, tmp_path):
+    run = PipelineRun(
+        spec({"maxRequestBytes": 2048}, {"min-scale": 1}, replicas=1), tmp_path, spark=spark
+    ).start()
+    try:
+        path = run.requests["in"]
+        deadline = time.monotonic() + 30
+        while path.ready() < 1 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        cases = [
+            (b'{"n": 1', {}, 400, "not valid JSON"),
+            (b'{"n": 1}\nnot json\n', {"Content_Type": "application/x-ndjson"}, 400, "line 2"),
+            (b"[]", {}, 400, "no message"),
+            (b"n=1", {"Content_Type": "application/x-www-form-urlencoded"}, 415, "application/json"),
+            (b"[" + b'{"n":1},' * 400 + b'{"n":1}]', {}, 413, "maxRequestBytes"),
+            (b'[{"n":1},{"n":2}]', {"X_Message_Id": "one"}, 400, "Idempotency-Key"),
+            (b'{"n":1}', {"Idempotency_Key": "has space"}, 400, "visible ASCII"),
+        ]
+        for body, headers, want, words in cases:
+            status, answer = post(path.url, body, **headers)
+            assert status == want and words in answer.get("error", ""), (body[:30], status, answer)
+        assert run.buffers is not None
+        assert run.buffers.open("out").stats().last_seq == 0  # nothing stored
+        status, _ = post(path.url, b'{"n": 1}\n{"n": 2}\n', Content_Type="application/x-ndjson")
+        assert status == 200
+    finally:
+        run.stop()
