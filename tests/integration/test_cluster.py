@@ -36,7 +36,7 @@ vertices:
       generator: {{rate: {rate}, maxMessages: {total}, msgSize: 30}}
     scale: {{disabled: {fixed}}}
   - name: work
-    udf: {{map: "tidal.examples.udfs:upper"}}
+    udf: {{map: "tidal.examples.udfs:{udf}"}}
     scale: {{disabled: {fixed}, lookbackSeconds: 3, scaleUpCooldownSeconds: 1, scaleDownCooldownSeconds: 2,
              max: 3}}
   - name: out
@@ -49,9 +49,13 @@ edges:
 """
 
 
-def pipeline(tmp_path: Path, *, rate: int, total: int, fixed: bool = False, backend: str = "sqlite") -> Path:
+def pipeline(
+    tmp_path: Path, *, rate: int, total: int, fixed: bool = False, backend: str = "sqlite", udf: str = "upper"
+) -> Path:
     path = tmp_path / "p.yaml"
-    path.write_text(PIPELINE.format(rate=rate, total=total, fixed=str(fixed).lower(), backend=backend))
+    path.write_text(
+        PIPELINE.format(rate=rate, total=total, fixed=str(fixed).lower(), backend=backend, udf=udf)
+    )
     return path
 
 
@@ -90,7 +94,10 @@ def registered(run_dir: Path) -> int:
 def test_raising_replicas_brings_executors_that_run_the_next_batches_lowering_kills_idle_ones(
     tmp_path, cluster
 ):
-    spec = pipeline(tmp_path, rate=300, total=0, fixed=True)  # replicas only change when we say so
+    # Replicas only change when we say so; the generator never stops, so batches keep coming (with
+    # maxMessages 0 it sent nothing, each query ran one empty batch, and a new executor had no task
+    # to run: the test then passed only when the old executors' first tasks came late).
+    spec = pipeline(tmp_path, rate=300, total=10**9, fixed=True)
     run_dir = tmp_path / "run"
     # A relative --run-dir: the executors, in their own working directories, must still find it.
     proc = tidal(*run_args(spec, Path("run"), cluster.master), cwd=tmp_path)
@@ -101,21 +108,28 @@ def test_raising_replicas_brings_executors_that_run_the_next_batches_lowering_ki
         time.sleep(8)
         wait_for(lambda: registered(run_dir) == 3, 60, "the extra executor killed", proc)
         control = ControlStore(run_dir / "pipeline.db")
-        before = {s["id"] for s in read_executor_log(run_dir)["startup"]}
+        grown_at = time.time()
         control.set_replicas("work", 2)  # Σ replicas 4 on 1-core executors → 4 executors
         wait_for(lambda: registered(run_dir) == 4, 120, "a 4th executor", proc)
-        wait_for(
-            lambda: {s["id"] for s in read_executor_log(run_dir)["startup"]} - before,
-            120,
-            "a task on it",
-            proc,
-        )
+        try:
+            wait_for(
+                # the executor that registered after the request ran a task (Spark's clock: same host)
+                lambda: any(
+                    s["registered_at"] >= grown_at - 1 for s in read_executor_log(run_dir)["startup"]
+                ),
+                120,
+                "a task on it",
+                proc,
+            )
+        except AssertionError as exc:  # say what the allocator saw
+            raise AssertionError(f"{exc}\n{(run_dir / 'executors.jsonl').read_text()[-3000:]}") from None
         control.set_replicas("work", 1)
         control.set_replicas("out", 0)  # Σ 2 → 2 executors
         wait_for(lambda: registered(run_dir) == 2, 120, "two executors killed", proc)
     finally:
         out = stop(proc)
     assert proc.returncode == 0, out
+    assert len(lines(run_dir / "out.jsonl")) >= 500  # the pipeline ran on those executors
     log = read_executor_log(run_dir)
     rules = [d["rule"] for d in log["decision"]]
     assert "grow" in rules and "shrink" in rules, rules
