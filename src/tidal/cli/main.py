@@ -17,6 +17,7 @@ BENCHMARKS = {
     "kafka": "kafka",
     "sql": "sql",
     "policies": "policies",
+    "http": "http",
 }
 
 

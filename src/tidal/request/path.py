@@ -235,6 +235,11 @@ class RequestPath:
     def set_in_path(self, in_path: bool) -> None:
         self.in_path = in_path
 
+    def receiver_urls(self) -> list[str]:
+        """The ready receivers' own addresses (behind the activator; benchmarks hit them bare)."""
+        with self._lock:
+            return [r.url for r in self._receivers if r.ready_at is not None]
+
     def receiver_pids(self) -> list[int]:
         with self._lock:
             return [r.proc.pid for r in self._receivers]
