@@ -188,7 +188,8 @@ def test_a_receiver_killed_mid_request_loses_no_acknowledged_message(spark, tmp_
         deadline = time.monotonic() + 30
         while path.ready() < 2 and time.monotonic() < deadline:  # the dead receiver is replaced
             time.sleep(0.2)
-        assert victim not in path.receiver_pids() and path.ready() == 2
+        # replaced (the KPA may also have added receivers for the load: min-scale is 2)
+        assert victim not in path.receiver_pids() and path.ready() >= 2
         got = delivered(tmp_path, ok)
     finally:
         run.stop()

@@ -7,9 +7,13 @@ is appended before the answer. Three ways in, alternating, ``REPEATS`` times eac
 
 - **bare**: straight to the receiver (its queue-proxy with ``containerConcurrency: 0``: no
   breaker; the per-second statistics are still kept, they cost a few µs);
-- **activator in the path**: activator (throttler, capacity accounting, statistics) → the
-  receiver's queue-proxy with ``containerConcurrency: 10`` → the handler;
-- **activator out of the path**: activator forwarding round robin without its throttler.
+- **in path**: activator (throttler, capacity accounting, statistics) → the receiver's
+  queue-proxy → the handler;
+- **out of path**: the receiver also listens on the public port and the activator does not
+  (``SO_REUSEPORT``): the client reaches the receiver's queue-proxy directly.
+
+Both with ``containerConcurrency`` 0 (no breaker: the handler's own cost) and 10 (at most 10
+requests in the handler, a queue of 100: fewer requests share each group commit).
 
 At a fixed ``RATE`` req/s for ``SECONDS`` s: p50/p95/p99 latency; then unlimited with
 ``WORKERS`` connections: req/s. ``hey`` runs on the same two cores as everything it measures.
@@ -45,6 +49,7 @@ REPEATS = 3
 STEPS = (1000, 2000, 3000)
 STEP_SECONDS = 10
 BODY = b'{"event":"click","page":"/home","user":42}'
+PLACES = ("in path", "out of path")
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,30 +112,33 @@ def overhead(root: Path, seconds: float = SECONDS, repeats: int = REPEATS) -> di
     body = root / "body.json"
     body.write_bytes(BODY)
     paths = {}
-    for name, cc in (("bare", 0), ("through", 10)):
+    for name, cc in (("bare", 0), ("cc 0", 0), ("cc 10", 10)):
         receiver = ReceiverConfig("in", "bench", ("out",), db=db, container_concurrency=cc)
         paths[name] = RequestPath(
-            ActivatorConfig("in", container_concurrency=cc), receiver, lambda: 1, root / name
+            ActivatorConfig("in", container_concurrency=cc), receiver, lambda: 1, root / name.replace(" ", "")
         ).start()
+    variants: list[tuple[str, str, bool]] = [
+        (f"{where}, {cc}", cc, where == "in path") for cc in ("cc 0", "cc 10") for where in PLACES
+    ]
+    runs: dict[str, list[dict[str, float]]] = {"bare": [], **{name: [] for name, _, _ in variants}}
+    fastest: dict[str, list[float]] = {k: [] for k in runs}
     try:
         for path in paths.values():
             deadline = time.monotonic() + 30
             while path.ready() < 1 and time.monotonic() < deadline:
                 time.sleep(0.1)
         bare_url = paths["bare"].receiver_urls()[0]
-        through = paths["through"]
-        runs: dict[str, list[dict[str, float]]] = {"bare": [], "in path": [], "out of path": []}
-        fastest: dict[str, list[float]] = {k: [] for k in runs}
         for _ in range(repeats):
-            for variant in runs:
-                if variant == "bare":
+            for name, rows in runs.items():
+                if name == "bare":
                     url = bare_url
                 else:
-                    through.set_in_path(variant == "in path")
-                    time.sleep(0.5)  # the next reconcile tells the activator
-                    url = through.url
-                runs[variant].append(summary(hey(url, body, seconds, rate=RATE), seconds))
-                fastest[variant].append(summary(hey(url, body, seconds), seconds)["req_per_s"])
+                    _, which, in_path = next(v for v in variants if v[0] == name)
+                    paths[which].set_in_path(in_path)
+                    time.sleep(0.5)  # the next reconcile moves the listeners
+                    url = paths[which].url
+                rows.append(summary(hey(url, body, seconds, rate=RATE), seconds))
+                fastest[name].append(summary(hey(url, body, seconds), seconds)["req_per_s"])
     finally:
         for path in paths.values():
             path.stop()
@@ -196,7 +204,8 @@ def main() -> int:
         shutil.rmtree(root, ignore_errors=True)
     bare = table["bare"]
     print(
-        f"\nrequest path at {RATE} req/s ({SECONDS} s, median of {REPEATS}); max req/s with {WORKERS} connections"
+        f"\nrequest path at {RATE} req/s ({SECONDS} s, median of {REPEATS}); "
+        f"max req/s with {WORKERS} connections"
     )
     print("| way in | p50 ms | p95 ms | p99 ms | errors | max req/s | × bare |")
     print("|---|---|---|---|---|---|---|")
@@ -216,7 +225,8 @@ def main() -> int:
         )
     first = burst["steps"][0]["first_second"]
     print(
-        f"first second: {first['requests']} requests, p95 {first['p95_ms']:.0f} ms, max {first['max_ms']:.0f} ms"
+        f"first second: {first['requests']} requests, p95 {first['p95_ms']:.0f} ms, "
+        f"max {first['max_ms']:.0f} ms"
     )
     path = write_result(
         "http",

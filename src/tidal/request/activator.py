@@ -10,18 +10,19 @@ the configured port). Every request arrives here.
   The activator's own statistics count it from arrival, so held requests count as load.
 * **At zero**: the first request pokes the run at once (a UDP datagram on loopback); the run
   ticks the controller without waiting for the next interval, and the KPA sees the held requests.
-* **Out of the path** (EBC ≥ 0 with receivers ready): the request is forwarded round robin with
-  no capacity bookkeeping and no statistics here; the receivers' queue-proxies count it and
-  enforce their own ``containerConcurrency``.
+* **Out of the path** (EBC ≥ 0 with receivers ready): requests do not cross this process. On one
+  host Tidal realises Knative's re-pointed ingress with ``SO_REUSEPORT``: every serving receiver
+  also listens on the public port, the receivers open theirs first, then the activator closes
+  its own, and the kernel spreads new connections over the receivers. A request that still
+  arrives here (a keep-alive connection opened while in the path) is forwarded round robin
+  without the throttler, and its connection is closed so the client reconnects to a receiver.
+  Back into the path, the activator opens its listener first, then the receivers close theirs.
+  On many hosts, a load balancer in front of the receivers takes the kernel's place
+  (``docs/http.md``).
 
-Where Tidal differs from Knative, on purpose: on one host there is no ingress to re-point, so
-"out of the path" still crosses this process — what leaves the path is the throttler (the
-per-request capacity accounting, the hold queue, the statistics), which is what Knative's
-activator adds. On many hosts, a load balancer in front of the receivers would take the
-activator's place when it is out of the path (``docs/http.md``).
-
-The run talks to it on ``/_tidal/``: ``PUT /_tidal/receivers`` (the ready receivers and whether
-to stay in the path) and ``GET /_tidal/stats`` (the one-second report, Knative's push).
+The run talks to it on a private loopback port (``/_tidal/``, refused on the public one):
+``PUT /_tidal/receivers`` (the ready receivers and whether to stay in the path) and ``GET
+/_tidal/stats`` (the one-second report, Knative's push).
 """
 
 from __future__ import annotations
@@ -82,6 +83,10 @@ class _Activator:
         self._round = itertools.count()
         self._last_poke = 0.0
         self._poker = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.runner: web.AppRunner | None = None
+        self.public: web.TCPSite | None = None  # the public listener; closed while out of the path
+        self.public_port = config.port
+        self.admin_port = 0
         self.rejected = 0  # 503s: too many held, or held too long
         self.longest_wait = 0.0  # the longest a request waited for a receiver this period
 
@@ -104,9 +109,13 @@ class _Activator:
             )
         headers = {h: request.headers[h] for h in FORWARDED if h in request.headers}
         if not self.in_path and self.throttler.trackers:
+            # Out of the path, on a connection opened while it was in: forward without the
+            # throttler, and close the connection so the client's next one reaches a receiver.
             trackers = self.throttler.trackers
             url = trackers[next(self._round) % len(trackers)].url
-            return await self._forward(url, body, headers)
+            answer = await self._forward(url, body, headers)
+            answer.force_close()
+            return answer
         arrived = time.monotonic()
         self.stats.enter(arrived, proxied=True)
         try:
@@ -141,13 +150,39 @@ class _Activator:
             return _error(502, f"activator: the receiver failed ({type(exc).__name__}: {exc}); retry with "
                           "the same Idempotency-Key: messages it stored are not stored twice")  # fmt: skip
 
+    async def listen(self, on: bool) -> None:
+        """Open or close the public listener (``SO_REUSEPORT``: the receivers that serve
+        directly hold the same port, and the kernel spreads new connections over the holders)."""
+        if on and self.public is None:
+            assert self.runner is not None
+            site = web.TCPSite(self.runner, self.config.host, self.public_port, backlog=2048, reuse_port=True)
+            await site.start()
+            self.public = site
+        elif not on and self.public is not None:
+            await self.public.stop()
+            self.public = None
+
+    def _admin(self, request: web.Request) -> bool:
+        sock = request.transport.get_extra_info("sockname") if request.transport else None
+        return sock is not None and sock[1] == self.admin_port
+
     async def receivers(self, request: web.Request) -> web.Response:
+        if not self._admin(request):
+            raise web.HTTPNotFound()
         update = await request.json()
         self.throttler.update([str(u) for u in update["receivers"]])
-        self.in_path = bool(update.get("in_path", True))
-        return web.json_response({"ok": True})
+        # Never out of the path with no receiver: someone must hold the public port.
+        in_path = bool(update.get("in_path", True)) or not self.throttler.trackers
+        if in_path:
+            await self.listen(True)  # open before the receivers close theirs
+        self.in_path = in_path
+        if not in_path:
+            await self.listen(False)  # the receivers opened theirs first
+        return web.json_response({"ok": True, "in_path": self.in_path})
 
     async def stats_handler(self, request: web.Request) -> web.Response:
+        if not self._admin(request):
+            raise web.HTTPNotFound()
         stat = self.stats.report(time.monotonic()).to_dict()
         wait, self.longest_wait = self.longest_wait, 0.0
         if self.first_sent:  # the poke already reported one request: do not count it twice
@@ -169,7 +204,7 @@ class _Activator:
         )
 
 
-def activator_app(config: ActivatorConfig) -> web.Application:
+def activator_app(config: ActivatorConfig) -> tuple[web.Application, _Activator]:
     activator = _Activator(config)
     app = web.Application(client_max_size=config.max_request_bytes)
     app.router.add_post("/", activator.handle)
@@ -185,15 +220,19 @@ def activator_app(config: ActivatorConfig) -> web.Application:
         await activator.session.close()
 
     app.cleanup_ctx.append(session)
-    return app
+    return app, activator
 
 
 async def _serve(config: ActivatorConfig) -> None:
-    runner = web.AppRunner(activator_app(config), access_log=None)
+    app, activator = activator_app(config)
+    runner = activator.runner = web.AppRunner(app, access_log=None)
     await runner.setup()
-    site = web.TCPSite(runner, config.host, config.port, backlog=2048, reuse_address=True)
-    await site.start()
-    print(f"{READY_LINE} {runner.addresses[0][1]}", flush=True)
+    admin = web.TCPSite(runner, "127.0.0.1", 0)  # the run's: receivers, statistics
+    await admin.start()
+    activator.admin_port = admin_port = runner.addresses[0][1]
+    await activator.listen(True)
+    activator.public_port = next(a[1] for a in runner.addresses if a[1] != admin_port)
+    print(f"{READY_LINE} {admin_port} {activator.public_port}", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)

@@ -20,6 +20,7 @@ Every process is stopped by PID in :meth:`stop`.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import signal
@@ -81,14 +82,19 @@ class _Process:
 
 
 def _first_line(stream: IO[str] | None, marker: str, timeout: float) -> int:
-    """The port a child printed as ``MARKER PORT`` (read in a thread: readline has no timeout)."""
-    found: list[int] = []
+    """The port a child printed as ``MARKER PORT …`` (read in a thread: readline has no timeout)."""
+    return _ports(stream, marker, timeout)[0]
+
+
+def _ports(stream: IO[str] | None, marker: str, timeout: float) -> list[int]:
+    """Every port on the child's ``MARKER PORT …`` line."""
+    found: list[list[int]] = []
 
     def read() -> None:
         assert stream is not None
         for line in stream:
             if line.startswith(marker):
-                found.append(int(line.split()[1]))
+                found.append([int(p) for p in line.split()[1:]])
                 return
 
     reader = threading.Thread(target=read, daemon=True)
@@ -97,6 +103,14 @@ def _first_line(stream: IO[str] | None, marker: str, timeout: float) -> int:
     if not found:
         raise RuntimeError(f"no '{marker} <port>' line within {timeout:g} s")
     return found[0]
+
+
+def _put(url: str, body: bytes, timeout: float = 2.0) -> None:
+    request = urllib.request.Request(
+        url, data=body, method="PUT", headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=timeout):  # loopback only
+        pass
 
 
 def _get(url: str, timeout: float = 1.0) -> Any:
@@ -161,13 +175,16 @@ class RequestPath:
         proc = self._spawn("tidal.request.activator", config.to_json(), "activator")
         self._activator = _Process(proc, time.time())
         try:
-            self._activator.port = _first_line(proc.stdout, ACTIVATOR_LINE, START_TIMEOUT)
+            self._activator.port, self.port = _ports(proc.stdout, ACTIVATOR_LINE, START_TIMEOUT)
         except RuntimeError as exc:
             self.stop()
             raise RuntimeError(
                 f"the activator of {self.activator_config.vertex} did not start: {exc}"
             ) from None
-        self.port = self._activator.port
+        # Receivers hold the same public port while the activator is out of the path.
+        self.receiver_config = dataclasses.replace(
+            self.receiver_config, public_host=config.host, public_port=self.port
+        )
         for target in (self._listen_for_pokes, self._reconcile_loop, self._scrape_loop):
             thread = threading.Thread(target=target, name=f"tidal-{target.__name__}", daemon=True)
             thread.start()
@@ -339,20 +356,31 @@ class RequestPath:
                     p.proc.kill()
 
     def _push(self) -> None:
-        """Tell the activator which receivers are ready and whether it stays in the path."""
+        """Tell the activator which receivers are ready and whether it stays in the path, and the
+        receivers whether to serve the public port. The order keeps someone listening: out of
+        the path, the receivers open the public port before the activator closes it; back in,
+        the activator opens it before the receivers close theirs."""
         with self._lock:
-            urls = tuple(r.url for r in self._receivers if r.ready_at is not None)
-        state = (urls, self.in_path)
-        if state == self._pushed or self._activator is None:
+            ready = [r for r in self._receivers if r.ready_at is not None]
+        in_path = self.in_path or not ready
+        state = (tuple(r.url for r in ready), in_path)
+        if self._activator is None:
             return
-        body = json.dumps({"receivers": list(urls), "in_path": self.in_path}).encode()
-        request = urllib.request.Request(
-            f"http://127.0.0.1:{self._activator.port}/_tidal/receivers", data=body, method="PUT",
-            headers={"Content-Type": "application/json"},
-        )  # fmt: skip
-        with urllib.request.urlopen(request, timeout=2.0):
-            pass
-        self._pushed = state
+        if not in_path:
+            self._serve(ready, True)
+        if state != self._pushed:
+            body = json.dumps({"receivers": list(state[0]), "in_path": in_path}).encode()
+            _put(f"http://127.0.0.1:{self._activator.port}/_tidal/receivers", body)
+            self._pushed = state
+        if in_path:
+            self._serve(ready, False)
+
+    def _serve(self, receivers: list[_Process], serve: bool) -> None:
+        for r in receivers:
+            if r.extra.get("serving", False) != serve:
+                with contextlib.suppress(OSError, ValueError):  # gone: it is reaped next round
+                    _put(r.url + "_tidal/serve", json.dumps({"serve": serve}).encode())
+                    r.extra["serving"] = serve
 
     def _scrape_loop(self) -> None:
         next_at = time.monotonic() + 1.0

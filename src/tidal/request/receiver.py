@@ -12,6 +12,8 @@
   ``Retry-After`` before anything is written; a buffer that fills during the append answers 503
   — nothing half accepted: a retry with the same ``Idempotency-Key`` stores each message once.
 * ``GET /_tidal/ready`` — Knative's queue probe: 200 "queue", 503 once draining.
+* ``PUT /_tidal/serve`` — ``{"serve": true}`` while the activator is out of the path: listen on
+  the public port too (``SO_REUSEPORT``); ``false`` to stop.
 * ``GET /_tidal/stats`` — the last one-second report (concurrency, proxied concurrency, RPS,
   proxied RPS) and the messages accepted since start.
 
@@ -58,6 +60,8 @@ class ReceiverConfig:
     container_concurrency: int = 0
     max_request_bytes: int = 1 << 20
     port: int = 0
+    public_host: str = "127.0.0.1"
+    public_port: int = 0  # the activator's public port, served directly while it is out of the path
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -87,21 +91,52 @@ class _Receiver:
         self.inside = 0  # requests past the breaker now, and the most there ever were
         self.peak_inside = 0
         self.draining = False
+        self.runner: web.AppRunner | None = None
+        self.public: web.TCPSite | None = None
+
+    async def serve(self, request: web.Request) -> web.Response:
+        """``{"serve": true}``: listen on the public port too (``SO_REUSEPORT``), the activator
+        being out of the path; ``false``: stop (the activator listens again first)."""
+        await self.listen_public(bool((await request.json())["serve"]) and not self.draining)
+        return _json(200, {"serving": self.public is not None})
+
+    async def listen_public(self, on: bool) -> None:
+        if on and self.public is None and self.config.public_port:
+            assert self.runner is not None
+            site = web.TCPSite(
+                self.runner, self.config.public_host, self.config.public_port, backlog=2048, reuse_port=True
+            )
+            await site.start()
+            self.public = site
+        elif not on and self.public is not None:
+            await self.public.stop()
+            self.public = None
 
     async def handle(self, request: web.Request) -> web.Response:
         proxied = request.headers.get(PROXY_HEADER) == "activator"
         self.stats.enter(time.monotonic(), proxied)
         try:
-            if self.breaker is None:
-                return await self._inside(request)
-            try:
-                async with self.breaker.maybe():
-                    return await self._inside(request)
-            except Overloaded:
-                self.refused += 1
-                return _json(503, {"error": "pending request queue full"}, {"Retry-After": "1"})
+            answer = await self._admitted(request)
+            if self.public is None and not proxied and self._on_public_port(request):
+                answer.force_close()  # back in the path: the client's next connection reaches the activator
+            return answer
         finally:
             self.stats.leave(time.monotonic(), proxied)
+
+    def _on_public_port(self, request: web.Request) -> bool:
+        sock = request.transport.get_extra_info("sockname") if request.transport else None
+        return sock is not None and sock[1] == self.config.public_port
+
+    async def _admitted(self, request: web.Request) -> web.Response:
+        """The queue-proxy's breaker (CC > 0), then the handler."""
+        if self.breaker is None:
+            return await self._inside(request)
+        try:
+            async with self.breaker.maybe():
+                return await self._inside(request)
+        except Overloaded:
+            self.refused += 1
+            return _json(503, {"error": "pending request queue full"}, {"Retry-After": "1"})
 
     async def _inside(self, request: web.Request) -> web.Response:
         self.inside += 1
@@ -168,6 +203,7 @@ def receiver_app(config: ReceiverConfig) -> tuple[web.Application, _Receiver]:
     app.router.add_post("/", receiver.handle)
     app.router.add_get("/_tidal/ready", receiver.ready)
     app.router.add_get("/_tidal/stats", receiver.stats_handler)
+    app.router.add_put("/_tidal/serve", receiver.serve)
 
     async def reporter(app: web.Application) -> Any:
         task = asyncio.create_task(receiver.report_every_second())
@@ -180,7 +216,7 @@ def receiver_app(config: ReceiverConfig) -> tuple[web.Application, _Receiver]:
 
 async def _serve(config: ReceiverConfig) -> None:
     app, receiver = receiver_app(config)
-    runner = web.AppRunner(app, access_log=None)
+    runner = receiver.runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", config.port, backlog=1024)
     await site.start()
@@ -191,7 +227,8 @@ async def _serve(config: ReceiverConfig) -> None:
     loop.add_signal_handler(signal.SIGTERM, stop.set)
     loop.add_signal_handler(signal.SIGINT, stop.set)
     await stop.wait()
-    receiver.draining = True  # fail readiness first, then finish what is in flight
+    receiver.draining = True  # fail readiness and leave the public port first, then finish in flight
+    await receiver.listen_public(False)
     await runner.cleanup()
     receiver.writer.close()
     receiver.store.close()
