@@ -223,3 +223,55 @@ def test_bad_requests_get_a_4xx_that_names_the_problem_and_store_nothing(spark, 
         assert status == 200
     finally:
         run.stop()
+
+
+def listeners(port: int) -> set[int]:
+    """The PIDs holding a listening TCP socket on ``port`` (from /proc: no ss or psutil needed)."""
+    inodes = set()
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        if fields[3] == "0A" and int(fields[1].split(":")[1], 16) == port:  # 0A: LISTEN
+            inodes.add(fields[9])
+    pids = set()
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            links = {os.readlink(fd) for fd in (proc / "fd").iterdir()}
+        except OSError:
+            continue
+        if any(f"socket:[{inode}]" in links for inode in inodes):
+            pids.add(int(proc.name))
+    return pids
+
+
+def test_with_burst_capacity_zero_the_activator_leaves_the_path_and_comes_back_at_zero(spark, tmp_path):
+    run = PipelineRun(
+        spec({"containerConcurrency": 0}, {"target-burst-capacity": 0}, replicas=1), tmp_path, spark=spark
+    ).start()
+    try:
+        path = run.requests["in"]
+        activator = path._activator.proc.pid
+        assert listeners(path.port) == {activator}  # at the start: only the activator
+        deadline = time.monotonic() + 30
+        while (path.ready() < 1 or listeners(path.port) != set(path.receiver_pids())) and (
+            time.monotonic() < deadline
+        ):
+            time.sleep(0.2)
+        # Out of the path: the receiver holds the public port, the activator does not.
+        assert listeners(path.port) == set(path.receiver_pids()) and activator not in listeners(path.port)
+        answers = [post(path.url, json.dumps({"n": i}).encode(), X_Message_Id=f"m{i}") for i in range(50)]
+        assert all(status == 200 for status, _ in answers)
+        time.sleep(2.5)
+        assert any(not s["in_path"] and s["rps"] > 0 for s in series(tmp_path))
+        assert sorted(delivered(tmp_path, {f"m{i}" for i in range(50)})) == sorted(f"m{i}" for i in range(50))
+        # Idle: the KPA takes the source to zero, and the activator holds the port again first.
+        deadline = time.monotonic() + 60
+        while path.ready() > 0 and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert path.ready() == 0
+        time.sleep(1)
+        assert listeners(path.port) == {activator}
+        assert post(path.url, b'{"again": 1}', X_Message_Id="again")[0] == 200  # held, then served
+    finally:
+        run.stop()
