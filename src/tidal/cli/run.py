@@ -103,7 +103,14 @@ def _plain_line(statuses: list[Any], elapsed: float) -> str:
         )
         pending = "-" if s.pending is None else f"{s.pending:,.0f}"
         stuck = f" STUCK {s.stuck_for:.0f}s" if getattr(s, "stuck_for", None) else ""
-        parts.append(f"{s.name} r={replicas} pending={pending} done={s.processed:,}{stuck}")
+        r = getattr(s, "requests", None)
+        http = (
+            f" req/s={r['rps']:,.0f} held={r['held']} refused={r['refused']} "
+            f"activator={'in' if r['in_path'] else 'out'}"
+            if r and "at" in r
+            else ""
+        )
+        parts.append(f"{s.name} r={replicas} pending={pending} done={s.processed:,}{stuck}{http}")
     return f"[{elapsed:6.0f} s] " + " | ".join(parts)
 
 

@@ -15,7 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-__all__ = ["WIDE", "status_table"]
+__all__ = ["WIDE", "request_line", "status_table"]
 
 WIDE = 120  # columns from which the decision gets a column of its own
 
@@ -43,6 +43,7 @@ def status_table(statuses: Iterable[Any], title: str = "", width: int | None = N
     for column, justify in columns:
         table.add_column(column, justify=justify, overflow="fold")  # type: ignore[arg-type]
     decisions: list[Text] = []
+    paths = [Text.from_markup(request_line(s.name, s.requests)) for s in rows if getattr(s, "requests", None)]
     for s in rows:
         replicas = str(s.replicas)
         if s.desired is not None and s.desired != s.replicas:
@@ -67,4 +68,19 @@ def status_table(statuses: Iterable[Any], title: str = "", width: int | None = N
         elif s.rule:
             decisions.append(Text.assemble((s.name, "bold"), f" [{s.rule}] ", s.reason))
         table.add_row(*cells)
-    return table if wide or not decisions else Group(table, *decisions)
+    if not paths and (wide or not decisions):
+        return table
+    return Group(table, *paths, *(decisions if not wide else []))
+
+
+def request_line(name: str, r: dict[str, Any]) -> str:
+    """An HTTP source's request path in one line (rich markup): where clients send, the load,
+    what waits, what was refused, and whether the activator stands in the path."""
+    if "at" not in r:
+        return f"[bold]{escape(name)}[/] {escape(r.get('url', ''))} — no report yet"
+    where = "[yellow]activator in the path[/]" if r["in_path"] else "[green]activator out of the path[/]"
+    return (
+        f"[bold]{escape(name)}[/] {escape(r['url'])} — {r['rps']:,.0f} req/s, concurrency "
+        f"{r['concurrency']:.1f}, {r['held']} held, {r['ready']} receivers, {r['refused']:,} refused (503); "
+        + where
+    )

@@ -70,6 +70,27 @@ class MetricsExporter:
         self.executor_cores = Gauge(
             "tidal_executor_cores", "Cores of the executors registered", ["pipeline"], registry=self.registry
         )
+        # An HTTP source's request path (Knative's figures, revision-wide, every second).
+        self.http_concurrency = Gauge(
+            "tidal_http_concurrency", "Average requests in flight over the last second", labels,
+            registry=self.registry,
+        )  # fmt: skip
+        self.http_rps = Gauge("tidal_http_requests_per_second", "Requests/s", labels, registry=self.registry)
+        self.http_held = Gauge(
+            "tidal_http_held", "Requests the activator holds for a receiver", labels, registry=self.registry
+        )
+        self.http_receivers = Gauge(
+            "tidal_http_receivers_ready", "Receivers that answered the probe", labels, registry=self.registry
+        )
+        self.http_in_path = Gauge(
+            "tidal_http_activator_in_path", "1 while the activator stands in the path", labels,
+            registry=self.registry,
+        )  # fmt: skip
+        self.http_refused = Counter(
+            "tidal_http_refused", "Requests answered 503 (queues full, held too long)", labels,
+            registry=self.registry,
+        )  # fmt: skip
+        self._refused: dict[str, float] = {}
         self._events = Path(events_path)
         self._events_at = 0
         self._processed: dict[str, float] = {}
@@ -104,7 +125,21 @@ class MetricsExporter:
                 self.dead.labels(*labels).inc(dead)
                 self._dead[s.name] = s.dead
             self.stuck.labels(*labels).set(getattr(s, "stuck_for", None) or 0.0)
+            requests = getattr(s, "requests", None)
+            if requests and "at" in requests:
+                self._update_requests(labels, requests)
         self._read_events()
+
+    def _update_requests(self, labels: tuple[str, str], r: dict[str, Any]) -> None:
+        self.http_concurrency.labels(*labels).set(r["concurrency"])
+        self.http_rps.labels(*labels).set(r["rps"])
+        self.http_held.labels(*labels).set(r["held"])
+        self.http_receivers.labels(*labels).set(r["ready"])
+        self.http_in_path.labels(*labels).set(1 if r["in_path"] else 0)
+        refused = r["refused"] - self._refused.get(labels[1], 0)
+        if refused > 0:
+            self.http_refused.labels(*labels).inc(refused)
+            self._refused[labels[1]] = r["refused"]
 
     def update_executors(self, executors: int, cores: int) -> None:
         self.executors.labels(self.pipeline).set(executors)

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from tidal.controller.events import EventLog
+from tidal.observe.requests import plot_requests, read_requests, summary_line
 from tidal.observe.series import read_series
 from tidal.scaling import Decision, Rule
 
@@ -287,5 +288,10 @@ def write_report(run_dir: str | Path) -> Path:
             f"after the request (registered after {_or_dash(cluster.registered_median)} s)\n\n"
         )
         plots += "\n![executors](executors.png)"
+    requests = read_requests(run_dir)
+    if requests:
+        plot_requests(requests, start or requests[0]["at"], out / "requests.png")
+        head += summary_line(requests)
+        plots += "\n![request path](requests.png)"
     (out / "summary.md").write_text(head + "\n".join(lines) + "\n\n" + plots + "\n")
     return out / "summary.md"

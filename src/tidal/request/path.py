@@ -239,6 +239,11 @@ class RequestPath:
         with self._lock:
             return self._accepted_gone + sum(r.accepted for r in [*self._receivers, *self._stopping])
 
+    def report(self) -> dict[str, Any]:
+        """The last one-second figures and the public address (status, live view, metrics)."""
+        last = self.last
+        return {"url": self.url, **(last.to_dict() if last is not None else {})}
+
     def held(self) -> int | None:
         """Requests the activator held at the last report (None before the first)."""
         last = self.last

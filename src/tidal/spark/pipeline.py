@@ -65,6 +65,7 @@ class VertexStatus:
     reason: str
     dead: int = 0  # messages sent to the dead letter (after their retries)
     stuck_for: float | None = None  # seconds with pending and no progress, past the threshold
+    requests: dict[str, Any] | None = None  # an HTTP source's request path at its last report
 
 
 class DryRunActuator:
@@ -337,11 +338,13 @@ class PipelineRun:
         for v in self.spec.vertices:
             d = decisions.get(v.name)
             usage = pending = None
+            requests = None
             if v.kind != "source":
                 stats = self.buffers.open(v.name).stats()
                 usage, pending = stats.usage, float(stats.pending)
             elif v.name in self.requests:
                 pending = self.requests[v.name].held()
+                requests = self.requests[v.name].report()
             else:
                 report = self.control.source_report(v.name)
                 pending = report.pending if report is not None else None
@@ -363,6 +366,7 @@ class PipelineRun:
                     stuck_for=stuck.get(v.name),
                     rule=str(d.rule) if d is not None else "",
                     reason=d.reason if d is not None else "",
+                    requests=requests,
                 )
             )
         return out
