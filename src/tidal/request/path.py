@@ -29,14 +29,14 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.request
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from tidal.request.activator import READY_LINE as ACTIVATOR_LINE
 from tidal.request.activator import ActivatorConfig
+from tidal.request.children import Child, first_port, get, ports, put
 from tidal.request.receiver import READY_LINE as RECEIVER_LINE
 from tidal.request.receiver import ReceiverConfig
 
@@ -66,59 +66,6 @@ class RequestSample:
         return {f: getattr(self, f) for f in self.__dataclass_fields__}
 
 
-@dataclass(slots=True)
-class _Process:
-    proc: subprocess.Popen[str]
-    started_at: float
-    port: int = 0
-    ready_at: float | None = None
-    accepted: int = 0
-    stopping_at: float | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/"
-
-
-def _first_line(stream: IO[str] | None, marker: str, timeout: float) -> int:
-    """The port a child printed as ``MARKER PORT …`` (read in a thread: readline has no timeout)."""
-    return _ports(stream, marker, timeout)[0]
-
-
-def _ports(stream: IO[str] | None, marker: str, timeout: float) -> list[int]:
-    """Every port on the child's ``MARKER PORT …`` line."""
-    found: list[list[int]] = []
-
-    def read() -> None:
-        assert stream is not None
-        for line in stream:
-            if line.startswith(marker):
-                found.append([int(p) for p in line.split()[1:]])
-                return
-
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
-    reader.join(timeout)
-    if not found:
-        raise RuntimeError(f"no '{marker} <port>' line within {timeout:g} s")
-    return found[0]
-
-
-def _put(url: str, body: bytes, timeout: float = 2.0) -> None:
-    request = urllib.request.Request(
-        url, data=body, method="PUT", headers={"Content-Type": "application/json"}
-    )
-    with urllib.request.urlopen(request, timeout=timeout):  # loopback only
-        pass
-
-
-def _get(url: str, timeout: float = 1.0) -> Any:
-    with urllib.request.urlopen(url, timeout=timeout) as answer:  # loopback only
-        body = answer.read()
-    return json.loads(body) if body[:1] in (b"{", b"[") else body.decode()
-
-
 class RequestPath:
     def __init__(
         self,
@@ -137,9 +84,9 @@ class RequestPath:
         self._log_dir = log_dir
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._activator: _Process | None = None
-        self._receivers: list[_Process] = []
-        self._stopping: list[_Process] = []
+        self._activator: Child | None = None
+        self._receivers: list[Child] = []
+        self._stopping: list[Child] = []
         self._samples: list[RequestSample] = []
         self._accepted_gone = 0  # accepted by receivers that are gone
         self._refused_gone = 0
@@ -171,11 +118,11 @@ class RequestPath:
         self._udp.bind(("127.0.0.1", 0))
         self._udp.settimeout(0.2)
         poke_port = self._udp.getsockname()[1]
-        config = ActivatorConfig(**{**_fields(self.activator_config), "poke_port": poke_port})
+        config = dataclasses.replace(self.activator_config, poke_port=poke_port)
         proc = self._spawn("tidal.request.activator", config.to_json(), "activator")
-        self._activator = _Process(proc, time.time())
+        self._activator = Child(proc, time.time())
         try:
-            self._activator.port, self.port = _ports(proc.stdout, ACTIVATOR_LINE, START_TIMEOUT)
+            self._activator.port, self.port = ports(proc.stdout, ACTIVATOR_LINE, START_TIMEOUT)
         except RuntimeError as exc:
             self.stop()
             raise RuntimeError(
@@ -315,9 +262,9 @@ class RequestPath:
             for _ in range(count)
         ]
         for proc in procs:
-            started = _Process(proc, time.time())
+            started = Child(proc, time.time())
             try:
-                started.port = _first_line(proc.stdout, RECEIVER_LINE, START_TIMEOUT)
+                started.port = first_port(proc.stdout, RECEIVER_LINE, START_TIMEOUT)
             except RuntimeError as exc:
                 log.warning("http source %s: a receiver did not start: %s", self.receiver_config.vertex, exc)
                 proc.kill()
@@ -331,7 +278,7 @@ class RequestPath:
             waiting = [r for r in self._receivers if r.ready_at is None]
         for r in waiting:
             with contextlib.suppress(OSError, ValueError):
-                if _get(r.url + "_tidal/ready", timeout=0.5) == "queue":
+                if get(r.url + "_tidal/ready", timeout=0.5) == "queue":
                     r.ready_at = time.time()
                     log.info(
                         "http source %s: receiver pid %d ready on port %d after %.2f s",
@@ -375,16 +322,16 @@ class RequestPath:
             self._serve(ready, True)
         if state != self._pushed:
             body = json.dumps({"receivers": list(state[0]), "in_path": in_path}).encode()
-            _put(f"http://127.0.0.1:{self._activator.port}/_tidal/receivers", body)
+            put(f"http://127.0.0.1:{self._activator.port}/_tidal/receivers", body)
             self._pushed = state
         if in_path:
             self._serve(ready, False)
 
-    def _serve(self, receivers: list[_Process], serve: bool) -> None:
+    def _serve(self, receivers: list[Child], serve: bool) -> None:
         for r in receivers:
             if r.extra.get("serving", False) != serve:
                 with contextlib.suppress(OSError, ValueError):  # gone: it is reaped next round
-                    _put(r.url + "_tidal/serve", json.dumps({"serve": serve}).encode())
+                    put(r.url + "_tidal/serve", json.dumps({"serve": serve}).encode())
                     r.extra["serving"] = serve
 
     def _scrape_loop(self) -> None:
@@ -404,7 +351,7 @@ class RequestPath:
         refused = 0
         for r in targets:
             try:
-                stat = _get(r.url + "_tidal/stats", timeout=0.5)
+                stat = get(r.url + "_tidal/stats", timeout=0.5)
             except (OSError, ValueError):
                 continue  # a receiver going away; its load shows up elsewhere next second
             r.accepted = int(stat["accepted"])
@@ -415,7 +362,7 @@ class RequestPath:
         assert self._activator is not None
         held, in_path, wait = 0, True, 0.0
         with contextlib.suppress(OSError, ValueError):
-            a = _get(f"http://127.0.0.1:{self._activator.port}/_tidal/stats", timeout=0.5)
+            a = get(f"http://127.0.0.1:{self._activator.port}/_tidal/stats", timeout=0.5)
             concurrency += a["concurrency"]
             rps += a["rps"]
             held, in_path, wait = int(a["held"]), bool(a["in_path"]), float(a["longest_wait"])
@@ -440,6 +387,3 @@ class RequestPath:
             live = [int(r.extra.get("peak_inside", 0)) for r in [*self._receivers, *self._stopping]]
         return max([self._peak_gone, *live])
 
-
-def _fields(config: ActivatorConfig) -> dict[str, Any]:
-    return {f: getattr(config, f) for f in config.__dataclass_fields__}

@@ -23,7 +23,7 @@ import logging
 import re
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +34,7 @@ from tidal.isb.base import BufferStore
 from tidal.isb.control import ControlStore
 from tidal.spark import rundir
 from tidal.spark.config import QueryConfig, input_buffer
+from tidal.spark.run_status import VertexStatus, vertex_statuses
 from tidal.spark.stores import open_store
 from tidal.spark.vertex import start_vertex, stop_between_batches
 from tidal.spec import PipelineSpec, graph
@@ -46,26 +47,6 @@ __all__ = ["DryRunActuator", "PipelineRun", "VertexStatus"]
 log = logging.getLogger("tidal.pipeline")
 
 WARM_UP_LIMIT = 60.0  # seconds after which the controller decides even if a query ran no batch
-
-
-@dataclass(frozen=True)
-class VertexStatus:
-    """One vertex as the live view, ``status.json`` and ``tidal status`` show it."""
-
-    name: str
-    kind: str
-    running: bool
-    replicas: int
-    desired: int | None
-    pending: float | None
-    rate: float | None
-    usage: float | None  # input buffer's usage (stored / max length)
-    processed: int
-    rule: str
-    reason: str
-    dead: int = 0  # messages sent to the dead letter (after their retries)
-    stuck_for: float | None = None  # seconds with pending and no progress, past the threshold
-    requests: dict[str, Any] | None = None  # an HTTP source's request path at its last report
 
 
 class DryRunActuator:
@@ -330,46 +311,7 @@ class PipelineRun:
             time.sleep(poll)
 
     def status(self) -> list[VertexStatus]:
-        assert self.control is not None and self.buffers is not None and self.controller is not None
-        decisions = self.controller.decisions()
-        metrics = self.controller.metrics()
-        stuck = self.controller.stuck(time.time())
-        out = []
-        for v in self.spec.vertices:
-            d = decisions.get(v.name)
-            usage = pending = None
-            requests = None
-            if v.kind != "source":
-                stats = self.buffers.open(v.name).stats()
-                usage, pending = stats.usage, float(stats.pending)
-            elif v.name in self.requests:
-                pending = self.requests[v.name].held()
-                requests = self.requests[v.name].report()
-            else:
-                report = self.control.source_report(v.name)
-                pending = report.pending if report is not None else None
-            rate = metrics[v.name][0]
-            out.append(
-                VertexStatus(
-                    name=v.name,
-                    kind=v.kind,
-                    running=self.running(v.name),
-                    replicas=self.control.replicas(v.name, default=v.replicas),
-                    desired=d.desired if d is not None else None,
-                    pending=pending,
-                    rate=rate,
-                    usage=usage,
-                    processed=path.accepted()
-                    if (path := self.requests.get(v.name))
-                    else self.control.processed(v.name),
-                    dead=self.control.dead_letters(v.name),
-                    stuck_for=stuck.get(v.name),
-                    rule=str(d.rule) if d is not None else "",
-                    reason=d.reason if d is not None else "",
-                    requests=requests,
-                )
-            )
-        return out
+        return vertex_statuses(self)
 
     def write_status(self, state: str = "running", statuses: list[VertexStatus] | None = None) -> None:
         """``status.json`` in the run directory, for ``tidal status`` from another terminal."""

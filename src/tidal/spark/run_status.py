@@ -1,0 +1,78 @@
+"""What a running pipeline shows of each vertex: the live view, ``status.json``, ``tidal status``
+and the metrics all read :class:`VertexStatus`."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tidal.spark.pipeline import PipelineRun
+
+__all__ = ["VertexStatus", "vertex_statuses"]
+
+
+@dataclass(frozen=True)
+class VertexStatus:
+    """One vertex as the live view, ``status.json`` and ``tidal status`` show it."""
+
+    name: str
+    kind: str
+    running: bool
+    replicas: int
+    desired: int | None
+    pending: float | None
+    rate: float | None
+    usage: float | None  # input buffer's usage (stored / max length)
+    processed: int
+    rule: str
+    reason: str
+    dead: int = 0  # messages sent to the dead letter (after their retries)
+    stuck_for: float | None = None  # seconds with pending and no progress, past the threshold
+    requests: dict[str, Any] | None = None  # an HTTP source's request path at its last report
+
+
+def vertex_statuses(run: PipelineRun) -> list[VertexStatus]:
+    """Every vertex of ``run`` now: replicas and the last decision, pending, rate, buffer
+    usage, processed; an HTTP source's pending is what its activator holds."""
+    assert run.control is not None and run.buffers is not None and run.controller is not None
+    decisions = run.controller.decisions()
+    metrics = run.controller.metrics()
+    stuck = run.controller.stuck(time.time())
+    out = []
+    for v in run.spec.vertices:
+        d = decisions.get(v.name)
+        usage = pending = None
+        requests = None
+        if v.kind != "source":
+            stats = run.buffers.open(v.name).stats()
+            usage, pending = stats.usage, float(stats.pending)
+        elif v.name in run.requests:
+            pending = run.requests[v.name].held()
+            requests = run.requests[v.name].report()
+        else:
+            report = run.control.source_report(v.name)
+            pending = report.pending if report is not None else None
+        rate = metrics[v.name][0]
+        out.append(
+            VertexStatus(
+                name=v.name,
+                kind=v.kind,
+                running=run.running(v.name),
+                replicas=run.control.replicas(v.name, default=v.replicas),
+                desired=d.desired if d is not None else None,
+                pending=pending,
+                rate=rate,
+                usage=usage,
+                processed=path.accepted()
+                if (path := run.requests.get(v.name))
+                else run.control.processed(v.name),
+                dead=run.control.dead_letters(v.name),
+                stuck_for=stuck.get(v.name),
+                rule=str(d.rule) if d is not None else "",
+                reason=d.reason if d is not None else "",
+                requests=requests,
+            )
+        )
+    return out
