@@ -15,12 +15,12 @@ export PYSPARK_PYTHON := $(VPY)
 export PYSPARK_DRIVER_PYTHON := $(VPY)
 export SPARK_LOCAL_IP := 127.0.0.1
 
-.PHONY: demo test lint unit integration bench check-java check-browser venv clean
+.PHONY: demo test lint unit integration bench check-java check-browser check-loadgen venv clean
 
 demo: $(STAMP) check-java
 	$(VENV)/bin/tidal demo
 
-test: $(STAMP) check-java check-browser lint
+test: $(STAMP) check-java check-browser check-loadgen lint
 	$(VPY) -m pytest -q tests
 
 lint: $(STAMP)
@@ -31,10 +31,10 @@ lint: $(STAMP)
 unit: $(STAMP)
 	$(VPY) -m pytest -q tests/unit
 
-integration: $(STAMP) check-java check-browser
+integration: $(STAMP) check-java check-browser check-loadgen
 	$(VPY) -m pytest -q tests/integration
 
-bench: $(STAMP) check-java
+bench: $(STAMP) check-java check-loadgen
 	$(VENV)/bin/tidal bench all
 
 venv: $(STAMP)
@@ -68,6 +68,20 @@ check-browser:
 	else \
 	  echo "The dashboard's browser tests need Chromium and its driver." >&2; \
 	  echo "Install them with:  sudo apt-get install -y chromium chromium-driver" >&2; \
+	  exit 1; \
+	fi
+
+# The HTTP source's benchmark (and its test) drive load with hey, Debian's HTTP load generator
+# (a Python client on two cores would measure itself).
+check-loadgen:
+	@if command -v hey >/dev/null; then exit 0; fi; \
+	if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null; then \
+	  echo "installing Debian's hey (HTTP load generator) for the HTTP benchmark"; \
+	  (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q hey) >/dev/null || \
+	  { echo "apt-get could not install hey; run: sudo apt-get install -y hey" >&2; exit 1; }; \
+	else \
+	  echo "The HTTP benchmark needs the load generator hey." >&2; \
+	  echo "Install it with:  sudo apt-get install -y hey" >&2; \
 	  exit 1; \
 	fi
 

@@ -47,3 +47,23 @@ def test_kafka_benchmark_reads_every_record_in_both_jobs(spark, tmp_path, monkey
     assert running > 0 and overall > 0
     running, overall = kafka.tidal_rate(spark, broker, tmp_path, 0)
     assert running > 0 and overall > 0
+
+
+def test_http_benchmark_drives_every_way_in_with_hey(tmp_path):
+    """hey (Debian's, installed by the Makefile) against the bare receiver and the request path in
+    and out of the activator: every way in answers, and the bare receiver is the one measured."""
+    from tidal.bench import http
+
+    table = http.overhead(tmp_path, seconds=1, repeats=1)
+    ways = {f"{where}, cc {cc}" for where in ("in path", "out of path") for cc in (0, 10)}
+    assert set(table) == {"bare", *ways}
+    for variant, row in table.items():
+        assert row["errors"] == 0, variant
+        assert row["max_req_per_s"] > 0 and row["p50_ms"] <= row["p99_ms"], (variant, row)
+
+
+def test_percentile_is_the_nearest_rank():
+    from tidal.bench.http import percentile
+
+    values = [float(v) for v in range(1, 101)]
+    assert (percentile(values, 50), percentile(values, 95), percentile(values, 99)) == (50.0, 95.0, 99.0)

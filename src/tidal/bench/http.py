@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import shutil
 import statistics
 import subprocess
@@ -83,7 +84,7 @@ def percentile(values: list[float], q: float) -> float:
     if not values:
         return float("nan")
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered) + 0.5) - 1))]
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(q / 100 * len(ordered)) - 1))]  # nearest rank
 
 
 def summary(sent: list[Sent], seconds: float) -> dict[str, float]:

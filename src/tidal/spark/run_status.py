@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from tidal.spark.pipeline import PipelineRun
+from tidal.controller import Controller
+from tidal.isb.base import BufferStore
+from tidal.isb.control import ControlStore
+from tidal.spec import PipelineSpec
 
 __all__ = ["VertexStatus", "vertex_statuses"]
 
@@ -33,7 +35,19 @@ class VertexStatus:
     requests: dict[str, Any] | None = None  # an HTTP source's request path at its last report
 
 
-def vertex_statuses(run: PipelineRun) -> list[VertexStatus]:
+class _Run(Protocol):
+    """What :func:`vertex_statuses` reads of a :class:`~tidal.spark.pipeline.PipelineRun`."""
+
+    spec: PipelineSpec
+    control: ControlStore | None
+    buffers: BufferStore | None
+    controller: Controller | None
+    requests: dict[str, Any]
+
+    def running(self, vertex: str) -> bool: ...
+
+
+def vertex_statuses(run: _Run) -> list[VertexStatus]:
     """Every vertex of ``run`` now: replicas and the last decision, pending, rate, buffer
     usage, processed; an HTTP source's pending is what its activator holds."""
     assert run.control is not None and run.buffers is not None and run.controller is not None

@@ -18,6 +18,7 @@ from typing import Any
 from tidal import errors
 from tidal.scaling import KpaMetric, KpaSpec
 from tidal.spec.model import VertexSpec
+from tidal.spec.scale import numaflow_scale
 
 __all__ = ["kpa_spec"]
 
@@ -33,8 +34,6 @@ CONFIG_ONLY = frozenset(
 
 
 def kpa_spec(v: VertexSpec, at: str = "") -> KpaSpec:
-    from tidal.spec.validate import numaflow_scale  # validate imports this module
-
     at = at or f"vertices[{v.name}]"
     keys = {str(k).removeprefix("autoscaling.knative.dev/"): value for k, value in v.kpa.items()}
     http = v.source.http if v.source is not None else None
@@ -75,4 +74,15 @@ def kpa_spec(v: VertexSpec, at: str = "") -> KpaSpec:
             **fields,
         )
     except errors.SpecError as exc:
-        raise errors.SpecError(f"{at}.{exc.path}", exc.problem, exc.fix) from None
+        raise errors.SpecError(f"{at}.{_as_written(exc.path, keys)}", exc.problem, exc.fix) from None
+
+
+def _as_written(path: str, keys: dict[str, Any]) -> str:
+    """``kpa.stableWindow`` (KpaSpec's name) as the user wrote it: ``kpa.stable-window`` or
+    ``kpa.window``."""
+    field = path.removeprefix("kpa.")
+    kebab = "".join(f"-{c.lower()}" if c.isupper() else c for c in field)
+    for written in (kebab, "window" if kebab == "stable-window" else kebab):
+        if written in keys:
+            return f"kpa.{written}"
+    return path

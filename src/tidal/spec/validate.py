@@ -29,16 +29,15 @@ import typing
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
 from pydantic import BaseModel, ValidationError
 
 from tidal import errors
-from tidal.scaling import CronExpr, CronSchedule, CronSpec, NumaflowScale, normalise_scale
 from tidal.spec import graph
 from tidal.spec.kpa import kpa_spec
-from tidal.spec.model import PipelineSpec, ScaleSpec, UserClassSpec, VertexSpec
+from tidal.spec.model import PipelineSpec, UserClassSpec, VertexSpec
+from tidal.spec.scale import numaflow_scale
 
 log = logging.getLogger("tidal.spec")
 
@@ -359,53 +358,6 @@ def _user_classes(v: VertexSpec, at: str) -> list[tuple[str, UserClassSpec]]:
     if v.udf is not None and v.udf.dead_letter is not None and v.udf.dead_letter.user is not None:
         found.append((f"{at}.udf.deadLetter.user.class", v.udf.dead_letter.user))
     return found
-
-
-def numaflow_scale(scale: ScaleSpec, at: str = "") -> NumaflowScale:
-    """The scaling core's policy for a vertex's ``scale:`` block; errors carry ``at`` as prefix.
-
-    Absent fields take :class:`~tidal.scaling.NumaflowScale`'s defaults, and what Numaflow's
-    getters normalise is normalised the same way (:func:`~tidal.scaling.normalise_scale`), with a
-    logged notice; an empty cron ``timezone`` means UTC, as upstream reads it.
-    """
-    prefix = f"{at}." if at else ""
-    cron = None
-    try:
-        if scale.cron is not None:
-            zone = scale.cron.timezone or "UTC"
-            try:
-                tz = ZoneInfo(zone)
-            except (ZoneInfoNotFoundError, ValueError):
-                raise errors.SpecError(
-                    "scale.cron.timezone",
-                    f"unknown time zone {scale.cron.timezone!r}",
-                    "use an IANA name like Europe/Paris",
-                ) from None
-            cron = CronSpec(
-                tuple(
-                    CronSchedule(
-                        CronExpr.parse(s.start, f"scale.cron.schedules[{k}].start"),
-                        CronExpr.parse(s.end, f"scale.cron.schedules[{k}].end"),
-                        s.min,
-                        s.max,
-                    )
-                    for k, s in enumerate(scale.cron.schedules)
-                ),
-                tz,
-                zone,
-            )
-        given = scale.model_dump(exclude={"cron", "replicas_per_scale"}, exclude_none=True)
-        result, notices = normalise_scale({**given, "cron": cron}, scale.replicas_per_scale)
-    except errors.SpecError as exc:
-        raise errors.SpecError(prefix + exc.path, exc.problem, exc.fix) from None
-    for notice in notices:
-        if (prefix, notice) not in _NOTIFIED:  # once per field per process: the spec is read often
-            _NOTIFIED.add((prefix, notice))
-            log.warning("%s%s", prefix, notice)
-    return result
-
-
-_NOTIFIED: set[tuple[str, str]] = set()
 
 
 def resolve(ref: str | Callable[..., Any] | type, path: str, kind: str = "function") -> Any:
