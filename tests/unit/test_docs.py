@@ -32,3 +32,14 @@ def test_module_doctests(module):
 
     result = doctest.testmod(importlib.import_module(module))
     assert result.failed == 0
+
+
+def test_the_http_source_example_is_a_valid_pipeline():
+    from tidal.spec import parse_pipeline
+
+    text = (DOCS / "http.md").read_text()
+    block = text.split("```yaml\n", 1)[1].split("```", 1)[0]
+    import yaml
+
+    spec = parse_pipeline(yaml.safe_load(block))
+    assert spec.policy_of("in") == "kpa"
