@@ -237,7 +237,8 @@ class PipelineRun:
         bounds = ExecutorBounds(c.executor_cores, c.min_executors, c.max_executors, c.shrink_wait_seconds)
         control = self.control
         assert control is not None
-        names = [v.name for v in self.spec.vertices]
+        # An HTTP source's replicas are receiver processes on this host, not tasks: no executors.
+        names = [v.name for v in self.spec.vertices if not (v.source is not None and v.source.http)]
         initial = {v.name: v.replicas for v in self.spec.vertices}
 
         def replicas() -> dict[str, int]:
