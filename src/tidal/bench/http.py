@@ -107,6 +107,7 @@ def overhead(root: Path, seconds: float = SECONDS, repeats: int = REPEATS) -> di
     from tidal.request.receiver import ReceiverConfig
     from tidal.scaling.limits import BufferLimits
 
+    root.mkdir(parents=True, exist_ok=True)
     db = str(root / "bench.db")
     store = open_store("sqlite", db=db, pipeline="bench")
     store.create("out", BufferLimits(max_length=50_000_000))
@@ -171,6 +172,7 @@ def burst_from_zero(
             "edges": [{"from": "in", "to": "out"}],
         }
     )
+    root.mkdir(parents=True, exist_ok=True)
     body = root / "body.json"
     body.write_bytes(BODY)
     run = PipelineRun(spec, root / "run").start()
