@@ -62,6 +62,16 @@ def delivered(run_dir: Path, want: set[str], timeout: float = 60) -> list[str]:
         time.sleep(0.3)
 
 
+def wait_until(condition: Any, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.2)
+
+
+def wait_ready(path: Any, receivers: int, timeout: float = 30) -> None:
+    wait_until(lambda: path.ready() >= receivers, timeout)
+
+
 def series(run_dir: Path) -> list[dict[str, Any]]:
     path = run_dir / "requests.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
@@ -87,9 +97,7 @@ def test_a_request_at_zero_is_held_the_receivers_wake_and_it_is_answered(spark, 
         woke = next(e for e in events if e["vertex"] == "in" and e["desired"] >= 1)
         assert woke["rule"].startswith("kpa-"), woke
         # Then idle: the KPA takes it back to zero after the grace period.
-        deadline = time.monotonic() + 60
-        while path.ready() > 0 and time.monotonic() < deadline:
-            time.sleep(0.5)
+        wait_until(lambda: path.ready() == 0, 60)
         assert path.ready() == 0
     finally:
         run.stop()
@@ -102,9 +110,7 @@ def test_container_concurrency_one_never_lets_two_requests_into_a_receiver(spark
     ).start()
     try:
         path = run.requests["in"]
-        deadline = time.monotonic() + 30
-        while path.ready() < 2 and time.monotonic() < deadline:
-            time.sleep(0.2)
+        wait_ready(path, 2)
         bodies = [json.dumps([{"n": i, "k": j} for j in range(50)]).encode() for i in range(200)]
         with ThreadPoolExecutor(16) as pool:
             answers = list(
@@ -128,9 +134,7 @@ def test_overload_gets_503s_and_every_accepted_message_arrives_once_retries_incl
     ).start()
     try:
         path = run.requests["in"]
-        deadline = time.monotonic() + 30
-        while path.ready() < 1 and time.monotonic() < deadline:
-            time.sleep(0.2)
+        wait_ready(path, 1)
         bodies = [json.dumps([{"n": i, "pad": "x" * 2000} for _ in range(100)]).encode() for i in range(300)]
         with ThreadPoolExecutor(48) as pool:
             answers = list(
@@ -166,9 +170,7 @@ def test_a_receiver_killed_mid_request_loses_no_acknowledged_message(spark, tmp_
     ).start()
     try:
         path = run.requests["in"]
-        deadline = time.monotonic() + 30
-        while path.ready() < 2 and time.monotonic() < deadline:
-            time.sleep(0.2)
+        wait_ready(path, 2)
         victim = path.receiver_pids()[0]
         bodies = [json.dumps([{"n": i} for _ in range(20)]).encode() for i in range(400)]
 
@@ -185,9 +187,7 @@ def test_a_receiver_killed_mid_request_loses_no_acknowledged_message(spark, tmp_
         assert statuses.count(200) > 0
         assert set(statuses) <= {200, 502, 503, -1}, sorted(set(statuses))
         ok = {f"k-{i}/{j}" for i, s in enumerate(statuses) if s == 200 for j in range(20)}
-        deadline = time.monotonic() + 30
-        while path.ready() < 2 and time.monotonic() < deadline:  # the dead receiver is replaced
-            time.sleep(0.2)
+        wait_until(lambda: victim not in path.receiver_pids() and path.ready() >= 2, 30)  # replaced
         # replaced (the KPA may also have added receivers for the load: min-scale is 2)
         assert victim not in path.receiver_pids() and path.ready() >= 2
         got = delivered(tmp_path, ok)
@@ -202,9 +202,7 @@ def test_bad_requests_get_a_4xx_that_names_the_problem_and_store_nothing(spark, 
     ).start()
     try:
         path = run.requests["in"]
-        deadline = time.monotonic() + 30
-        while path.ready() < 1 and time.monotonic() < deadline:
-            time.sleep(0.2)
+        wait_ready(path, 1)
         cases = [
             (b'{"n": 1', {}, 400, "not valid JSON"),
             (b'{"n": 1}\nnot json\n', {"Content_Type": "application/x-ndjson"}, 400, "line 2"),
@@ -253,11 +251,7 @@ def test_with_burst_capacity_zero_the_activator_leaves_the_path_and_comes_back_a
         path = run.requests["in"]
         activator = path._activator.proc.pid
         assert listeners(path.port) == {activator}  # at the start: only the activator
-        deadline = time.monotonic() + 30
-        while (path.ready() < 1 or listeners(path.port) != set(path.receiver_pids())) and (
-            time.monotonic() < deadline
-        ):
-            time.sleep(0.2)
+        wait_until(lambda: path.ready() >= 1 and listeners(path.port) == set(path.receiver_pids()), 30)
         # Out of the path: the receiver holds the public port, the activator does not.
         assert listeners(path.port) == set(path.receiver_pids()) and activator not in listeners(path.port)
         answers = [post(path.url, json.dumps({"n": i}).encode(), X_Message_Id=f"m{i}") for i in range(50)]
@@ -266,9 +260,7 @@ def test_with_burst_capacity_zero_the_activator_leaves_the_path_and_comes_back_a
         assert any(not s["in_path"] and s["rps"] > 0 for s in series(tmp_path))
         assert sorted(delivered(tmp_path, {f"m{i}" for i in range(50)})) == sorted(f"m{i}" for i in range(50))
         # Idle: the KPA takes the source to zero, and the activator holds the port again first.
-        deadline = time.monotonic() + 60
-        while path.ready() > 0 and time.monotonic() < deadline:
-            time.sleep(0.5)
+        wait_until(lambda: path.ready() == 0, 60)
         assert path.ready() == 0
         time.sleep(1)
         assert listeners(path.port) == {activator}

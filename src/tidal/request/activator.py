@@ -27,11 +27,9 @@ The run talks to it on a private loopback port (``/_tidal/``, refused on the pub
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import itertools
 import json
-import signal
 import socket
 import sys
 import time
@@ -43,6 +41,7 @@ from aiohttp import web
 
 from tidal.request.breaker import Overloaded
 from tidal.request.receiver import PROXY_HEADER
+from tidal.request.serving import run, until_stopped
 from tidal.request.throttler import Throttler, policy_name
 from tidal.scaling.request_stats import RequestStats
 
@@ -233,11 +232,7 @@ async def _serve(config: ActivatorConfig) -> None:
     await activator.listen(True)
     activator.public_port = next(a[1] for a in runner.addresses if a[1] != admin_port)
     print(f"{READY_LINE} {admin_port} {activator.public_port}", flush=True)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    loop.add_signal_handler(signal.SIGTERM, stop.set)
-    loop.add_signal_handler(signal.SIGINT, stop.set)
-    await stop.wait()
+    await until_stopped()
     await runner.cleanup()
 
 
@@ -245,12 +240,7 @@ def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     raw = json.loads(args[0])
     config = ActivatorConfig(**raw)
-    try:
-        import uvloop
-
-        uvloop.run(_serve(config))
-    except ImportError:  # pragma: no cover
-        asyncio.run(_serve(config))
+    run(_serve(config))
 
 
 if __name__ == "__main__":

@@ -386,4 +386,3 @@ class RequestPath:
         with self._lock:
             live = [int(r.extra.get("peak_inside", 0)) for r in [*self._receivers, *self._stopping]]
         return max([self._peak_gone, *live])
-

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import signal
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -41,6 +40,7 @@ from tidal.isb.open import open_store
 from tidal.request.breaker import Breaker, Overloaded
 from tidal.request.group_commit import Backpressure, GroupWriter
 from tidal.request.messages import BadRequest, parse
+from tidal.request.serving import run, until_stopped
 from tidal.scaling.request_stats import RequestStat, RequestStats
 
 __all__ = ["PROXY_HEADER", "ReceiverConfig", "main", "receiver_app"]
@@ -222,11 +222,7 @@ async def _serve(config: ReceiverConfig) -> None:
     await site.start()
     port = runner.addresses[0][1]
     print(f"{READY_LINE} {port}", flush=True)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    loop.add_signal_handler(signal.SIGTERM, stop.set)
-    loop.add_signal_handler(signal.SIGINT, stop.set)
-    await stop.wait()
+    await until_stopped()
     receiver.draining = True  # fail readiness and leave the public port first, then finish in flight
     await receiver.listen_public(False)
     await runner.cleanup()
@@ -237,12 +233,7 @@ async def _serve(config: ReceiverConfig) -> None:
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     config = ReceiverConfig.from_json(args[0])
-    try:
-        import uvloop
-
-        uvloop.run(_serve(config))
-    except ImportError:  # pragma: no cover - uvloop is a dependency; keep working without it
-        asyncio.run(_serve(config))
+    run(_serve(config))
 
 
 if __name__ == "__main__":
