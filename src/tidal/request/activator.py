@@ -41,7 +41,7 @@ from aiohttp import web
 
 from tidal.request.breaker import Overloaded
 from tidal.request.receiver import PROXY_HEADER
-from tidal.request.serving import run, until_stopped
+from tidal.request.serving import PublicListener, local_port, run, until_stopped
 from tidal.request.throttler import Throttler, policy_name
 from tidal.scaling.request_stats import RequestStats
 
@@ -82,9 +82,7 @@ class _Activator:
         self._round = itertools.count()
         self._last_poke = 0.0
         self._poker = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.runner: web.AppRunner | None = None
-        self.public: web.TCPSite | None = None  # the public listener; closed while out of the path
-        self.public_port = config.port
+        self.public = PublicListener(config.host, config.port)  # closed while out of the path
         self.admin_port = 0
         self.rejected = 0  # 503s: too many held, or held too long
         self.longest_wait = 0.0  # the longest a request waited for a receiver this period
@@ -149,21 +147,8 @@ class _Activator:
             return _error(502, f"activator: the receiver failed ({type(exc).__name__}: {exc}); retry with "
                           "the same Idempotency-Key: messages it stored are not stored twice")  # fmt: skip
 
-    async def listen(self, on: bool) -> None:
-        """Open or close the public listener (``SO_REUSEPORT``: the receivers that serve
-        directly hold the same port, and the kernel spreads new connections over the holders)."""
-        if on and self.public is None:
-            assert self.runner is not None
-            site = web.TCPSite(self.runner, self.config.host, self.public_port, backlog=2048, reuse_port=True)
-            await site.start()
-            self.public = site
-        elif not on and self.public is not None:
-            await self.public.stop()
-            self.public = None
-
     def _admin(self, request: web.Request) -> bool:
-        sock = request.transport.get_extra_info("sockname") if request.transport else None
-        return sock is not None and sock[1] == self.admin_port
+        return local_port(request) == self.admin_port
 
     async def receivers(self, request: web.Request) -> web.Response:
         if not self._admin(request):
@@ -173,10 +158,10 @@ class _Activator:
         # Never out of the path with no receiver: someone must hold the public port.
         in_path = bool(update.get("in_path", True)) or not self.throttler.trackers
         if in_path:
-            await self.listen(True)  # open before the receivers close theirs
+            await self.public.listen(True)  # open before the receivers close theirs
         self.in_path = in_path
         if not in_path:
-            await self.listen(False)  # the receivers opened theirs first
+            await self.public.listen(False)  # the receivers opened theirs first
         return web.json_response({"ok": True, "in_path": self.in_path})
 
     async def stats_handler(self, request: web.Request) -> web.Response:
@@ -224,14 +209,13 @@ def activator_app(config: ActivatorConfig) -> tuple[web.Application, _Activator]
 
 async def _serve(config: ActivatorConfig) -> None:
     app, activator = activator_app(config)
-    runner = activator.runner = web.AppRunner(app, access_log=None)
+    runner = activator.public.runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     admin = web.TCPSite(runner, "127.0.0.1", 0)  # the run's: receivers, statistics
     await admin.start()
     activator.admin_port = admin_port = runner.addresses[0][1]
-    await activator.listen(True)
-    activator.public_port = next(a[1] for a in runner.addresses if a[1] != admin_port)
-    print(f"{READY_LINE} {admin_port} {activator.public_port}", flush=True)
+    await activator.public.listen(True)
+    print(f"{READY_LINE} {admin_port} {activator.public.port}", flush=True)
     await until_stopped()
     await runner.cleanup()
 

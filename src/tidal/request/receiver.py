@@ -40,7 +40,7 @@ from tidal.isb.open import open_store
 from tidal.request.breaker import Breaker, Overloaded
 from tidal.request.group_commit import Backpressure, GroupWriter
 from tidal.request.messages import BadRequest, parse
-from tidal.request.serving import run, until_stopped
+from tidal.request.serving import PublicListener, local_port, run, until_stopped
 from tidal.scaling.request_stats import RequestStat, RequestStats
 
 __all__ = ["PROXY_HEADER", "ReceiverConfig", "main", "receiver_app"]
@@ -91,41 +91,25 @@ class _Receiver:
         self.inside = 0  # requests past the breaker now, and the most there ever were
         self.peak_inside = 0
         self.draining = False
-        self.runner: web.AppRunner | None = None
-        self.public: web.TCPSite | None = None
+        self.public = PublicListener(config.public_host, config.public_port)
 
     async def serve(self, request: web.Request) -> web.Response:
         """``{"serve": true}``: listen on the public port too (``SO_REUSEPORT``), the activator
         being out of the path; ``false``: stop (the activator listens again first)."""
-        await self.listen_public(bool((await request.json())["serve"]) and not self.draining)
-        return _json(200, {"serving": self.public is not None})
-
-    async def listen_public(self, on: bool) -> None:
-        if on and self.public is None and self.config.public_port:
-            assert self.runner is not None
-            site = web.TCPSite(
-                self.runner, self.config.public_host, self.config.public_port, backlog=2048, reuse_port=True
-            )
-            await site.start()
-            self.public = site
-        elif not on and self.public is not None:
-            await self.public.stop()
-            self.public = None
+        serve = bool((await request.json())["serve"]) and not self.draining
+        await self.public.listen(serve and self.config.public_port != 0)  # 0: no public port to share
+        return _json(200, {"serving": self.public.listening})
 
     async def handle(self, request: web.Request) -> web.Response:
         proxied = request.headers.get(PROXY_HEADER) == "activator"
         self.stats.enter(time.monotonic(), proxied)
         try:
             answer = await self._admitted(request)
-            if self.public is None and not proxied and self._on_public_port(request):
+            if not self.public.listening and not proxied and local_port(request) == self.config.public_port:
                 answer.force_close()  # back in the path: the client's next connection reaches the activator
             return answer
         finally:
             self.stats.leave(time.monotonic(), proxied)
-
-    def _on_public_port(self, request: web.Request) -> bool:
-        sock = request.transport.get_extra_info("sockname") if request.transport else None
-        return sock is not None and sock[1] == self.config.public_port
 
     async def _admitted(self, request: web.Request) -> web.Response:
         """The queue-proxy's breaker (CC > 0), then the handler."""
@@ -216,7 +200,7 @@ def receiver_app(config: ReceiverConfig) -> tuple[web.Application, _Receiver]:
 
 async def _serve(config: ReceiverConfig) -> None:
     app, receiver = receiver_app(config)
-    runner = receiver.runner = web.AppRunner(app, access_log=None)
+    runner = receiver.public.runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", config.port, backlog=1024)
     await site.start()
@@ -224,7 +208,7 @@ async def _serve(config: ReceiverConfig) -> None:
     print(f"{READY_LINE} {port}", flush=True)
     await until_stopped()
     receiver.draining = True  # fail readiness and leave the public port first, then finish in flight
-    await receiver.listen_public(False)
+    await receiver.public.listen(False)
     await runner.cleanup()
     receiver.writer.close()
     receiver.store.close()
