@@ -45,6 +45,7 @@ __all__ = ["RequestPath", "RequestSample"]
 log = logging.getLogger("tidal.request")
 
 START_TIMEOUT = 30.0  # seconds for a process to print its port
+STALE_AFTER = 5.0  # seconds after which the last report no longer says what is held
 DRAIN_TIMEOUT = 30.0  # seconds a stopping receiver gets to finish in flight (Knative drains 30 s)
 
 
@@ -192,9 +193,10 @@ class RequestPath:
         return {"url": self.url, **(last.to_dict() if last is not None else {})}
 
     def held(self) -> int | None:
-        """Requests the activator held at the last report (None before the first)."""
+        """Requests the activator held at the last report (None before the first, or when the
+        last is older than ``STALE_AFTER``: the activator stopped answering)."""
         last = self.last
-        return None if last is None else last.held
+        return None if last is None or time.time() - last.at > STALE_AFTER else last.held
 
     def take_samples(self) -> list[RequestSample]:
         with self._lock:

@@ -9,7 +9,6 @@ KPA's load), and reports it in the run's status.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -72,6 +71,6 @@ def start_request_path(
 def probe_sample(path: RequestPath, replicas: int) -> ProbeSample:
     """The source as the controller sees it: processed = messages stored, pending = requests the
     activator holds (what waits for a receiver), ready = receivers that answered the probe."""
-    last = path.last
-    held = float(last.held) if last is not None and time.time() - last.at < 5 else 0.0
-    return ProbeSample(float(path.accepted()), held, replicas, path.ready(), busy_seconds=None)
+    return ProbeSample(
+        float(path.accepted()), float(path.held() or 0), replicas, path.ready(), busy_seconds=None
+    )

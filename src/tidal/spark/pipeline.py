@@ -237,8 +237,11 @@ class PipelineRun:
         bounds = ExecutorBounds(c.executor_cores, c.min_executors, c.max_executors, c.shrink_wait_seconds)
         control = self.control
         assert control is not None
+        from tidal.spark.http_source import http_sources
+
         # An HTTP source's replicas are receiver processes on this host, not tasks: no executors.
-        names = [v.name for v in self.spec.vertices if not (v.source is not None and v.source.http)]
+        served = set(http_sources(self.spec))
+        names = [v.name for v in self.spec.vertices if v.name not in served]
         initial = {v.name: v.replicas for v in self.spec.vertices}
 
         def replicas() -> dict[str, int]:
