@@ -210,13 +210,20 @@ def test_read_batch_is_arrow_and_matches_read_range_across_batches(backend):
 
     _, _, store = backend
     buf = store.create("arrow")
-    buf.append(*payloads(5))  # seqs 1..5
-    buf.append_batch("k", pa.array([f"b-{i}" for i in range(5)]), pa.array([b"p%d" % i for i in range(5)]))
+    before = time.time()
+    buf.append(*payloads(5))  # seqs 1..5, entering the pipeline now
+    times = pa.array([1000.0 + i for i in range(5)])  # source times kept from upstream
+    buf.append_batch(
+        "k", pa.array([f"b-{i}" for i in range(5)]), pa.array([b"p%d" % i for i in range(5)]), times
+    )
     batch = buf.read_batch(3, 8)
-    assert batch.schema.names == ["seq", "id", "payload"]
+    assert batch.schema.names == ["seq", "id", "payload", "t"]
     assert batch.column("seq").to_pylist() == [3, 4, 5, 6, 7, 8]
     assert batch.column("id").to_pylist() == ["m-2", "m-3", "m-4", "b-0", "b-1", "b-2"]
-    assert list(zip(*(c.to_pylist() for c in batch.columns), strict=True)) == buf.read_range(3, 8)
+    stamps = batch.column("t").to_pylist()
+    assert all(before <= t <= time.time() for t in stamps[:3])
+    assert stamps[3:] == [1000.0, 1001.0, 1002.0]
+    assert list(zip(*(c.to_pylist() for c in batch.columns[:3]), strict=True)) == buf.read_range(3, 8)
     buf.commit(4)  # inside the first batch: what is committed is never read again
     assert buf.read_batch(1, 6).column("seq").to_pylist() == [5, 6]
     assert [seq for seq, _, _ in buf.read(0, 3)] == [5, 6, 7]

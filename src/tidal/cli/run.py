@@ -110,7 +110,9 @@ def _plain_line(statuses: list[Any], elapsed: float) -> str:
             if r and "at" in r
             else ""
         )
-        parts.append(f"{s.name} r={replicas} pending={pending} done={s.processed:,}{stuck}{http}")
+        d = getattr(s, "delay", None)
+        delay = f" delay p50={d['p50']:.2f}s p99={d['p99']:.2f}s" if d else ""
+        parts.append(f"{s.name} r={replicas} pending={pending} done={s.processed:,}{stuck}{http}{delay}")
     return f"[{elapsed:6.0f} s] " + " | ".join(parts)
 
 
@@ -290,6 +292,9 @@ def _run(
             executors = r.executors()
             if exporter is not None:
                 exporter.update(statuses)
+                exporter.update_delays(
+                    r.delivered_delays, [v.name for v in spec.vertices if v.sink is not None]
+                )
                 if executors is not None:
                     exporter.update_executors(*executors)
             elapsed = time.time() - r.started_at

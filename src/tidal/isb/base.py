@@ -121,14 +121,16 @@ class Buffer(Protocol):
     def limits(self) -> BufferLimits: ...
 
     def append(self, payloads: Sequence[bytes], ids: Sequence[str]) -> AppendResult:
-        """Append a batch atomically. Raises ``BufferFull`` (nothing stored) past ``max_length``."""
+        """Append a batch atomically, its source time now (messages entering the pipeline).
+        Raises ``BufferFull`` (nothing stored) past ``max_length``."""
         ...
 
     def append_batch(
-        self, key: str, ids: Sequence[str] | Any, payloads: Sequence[bytes] | Any
+        self, key: str, ids: Sequence[str] | Any, payloads: Sequence[bytes] | Any, times: Any = None
     ) -> AppendResult:
         """Append a batch atomically, skipped whole (``duplicates = n``) when ``key`` was seen.
-        ``ids`` and ``payloads`` are lists or Arrow arrays. Raises ``BufferFull`` like ``append``."""
+        ``ids``, ``payloads`` and the messages' source ``times`` (None: now) are lists or Arrow
+        arrays. Raises ``BufferFull`` like ``append``."""
         ...
 
     def read(self, after: int, limit: int) -> list[Message]:
@@ -136,7 +138,8 @@ class Buffer(Protocol):
         ...
 
     def read_batch(self, first: int, last: int) -> Any:
-        """Messages with ``first <= seq <= last`` as one ``pyarrow.RecordBatch`` (seq, id, payload)."""
+        """Messages with ``first <= seq <= last`` as one ``pyarrow.RecordBatch`` (seq, id, payload,
+        t: the source time)."""
         ...
 
     def read_range(self, first: int, last: int) -> list[Message]:

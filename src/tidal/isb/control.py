@@ -12,7 +12,8 @@ Python objects (``shared/design.md``). What goes through it:
   cannot tell). A replay of the same range reuses the split, so its tasks write the same
   de-duplication keys as before.
 - ``batches``: one row per committed micro-batch: its tasks (the replicas that really ran),
-  messages in and out, and the seconds its tasks spent working (``busy``).
+  messages in and out, the seconds its tasks spent working (``busy``) and, for a sink, the
+  delivery delays of its messages (``delays``: a :class:`~tidal.scaling.latency.DelaySample`).
 - ``reports``: what a source's reader saw of its source (its ``pending()``, or why it is not
   available), for the controller in the driver process.
 - ``meta``: small facts of the run that must survive a restart (the generator's start time, a
@@ -28,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tidal.isb.sqlite import SqliteStore
+from tidal.scaling.latency import DelaySample
 
 __all__ = ["BatchRange", "BatchRecord", "ControlStore", "SourceReport"]
 
@@ -91,6 +93,8 @@ class ControlStore:
                 db.execute("ALTER TABLE batches ADD COLUMN busy REAL NOT NULL DEFAULT 0")  # an older run
             if "dead" not in columns:
                 db.execute("ALTER TABLE batches ADD COLUMN dead INTEGER NOT NULL DEFAULT 0")
+            if "delays" not in columns:
+                db.execute("ALTER TABLE batches ADD COLUMN delays TEXT")
             db.execute(
                 "CREATE TABLE IF NOT EXISTS reports (vertex TEXT PRIMARY KEY, pending REAL, "
                 "error TEXT NOT NULL, at REAL NOT NULL)"
@@ -130,14 +134,35 @@ class ControlStore:
         *,
         busy: float = 0.0,
         dead: int = 0,
+        delays: DelaySample | None = None,
     ) -> None:
         """A committed micro-batch; recording the same batch again (a replay) replaces it."""
+        delay_text = None
+        if delays is not None and delays.count:
+            delay_text = json.dumps({"n": delays.count, "p": [round(p, 4) for p in delays.points]})
         with self._store.transaction() as db:
             db.execute(
-                "INSERT OR REPLACE INTO batches (vertex, batch_id, tasks, rows, at, written, busy, dead) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (vertex, batch_id, tasks, rows, time.time(), written, busy, dead),
+                "INSERT OR REPLACE INTO batches (vertex, batch_id, tasks, rows, at, written, busy, dead, "
+                "delays) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (vertex, batch_id, tasks, rows, time.time(), written, busy, dead, delay_text),
             )
+
+    def delivering(self) -> list[str]:
+        """The vertices that recorded delivery delays (the sinks that delivered something)."""
+        rows = self._store.db.execute("SELECT DISTINCT vertex FROM batches WHERE delays IS NOT NULL")
+        return sorted(row[0] for row in rows)
+
+    def delays(self, vertex: str, since: float = 0.0) -> list[DelaySample]:
+        """The delivery delays of the sink ``vertex``'s batches committed at or after ``since``."""
+        rows = self._store.db.execute(
+            "SELECT at, delays FROM batches WHERE vertex=? AND at >= ? AND delays IS NOT NULL ORDER BY at",
+            (vertex, since),
+        ).fetchall()
+        out = []
+        for at, text in rows:
+            data = json.loads(text)
+            out.append(DelaySample(float(at), int(data["n"]), tuple(float(p) for p in data["p"])))
+        return out
 
     def dead_letters(self, vertex: str) -> int:
         """Messages the vertex sent to its dead letter, over its committed batches."""

@@ -29,6 +29,7 @@ import contextlib
 import json
 import os
 import threading
+import time
 import uuid
 from collections.abc import Coroutine, Sequence
 from typing import Any, TypeVar
@@ -241,24 +242,32 @@ class JetStreamBuffer:
         check_batch(payloads, ids)
         if not payloads:
             return AppendResult(0, 0, 0, 0)
-        return self._store.run(self._append([bytes(p) for p in payloads], list(ids)))
+        stamps = [repr(time.time())] * len(payloads)  # they enter the pipeline here
+        return self._store.run(self._append([bytes(p) for p in payloads], list(ids), None, stamps))
 
-    def append_batch(self, key: str, ids: Any, payloads: Any) -> AppendResult:
+    def append_batch(self, key: str, ids: Any, payloads: Any, times: Any = None) -> AppendResult:
         """Per-batch de-duplication on JetStream: message ``i`` of the batch is published with
         ``Nats-Msg-Id: <key>#<i>`` (its own id travels in ``Tidal-Id``), so a replayed batch is
         skipped message by message by the server, within the same duplicate window."""
         if not isinstance(key, str) or not key:
             raise TypeError(f"append_batch: the key must be a non-empty str, got {key!r}")
-        batch = segments.as_segment(ids, payloads)
+        batch = segments.as_segment(ids, payloads, times)
         if batch.num_rows == 0:
             return AppendResult(0, 0, 0, 0)
         id_list = batch.column(0).to_pylist()
         dedup = [f"{key}#{i}" for i in range(len(id_list))]
-        return self._store.run(self._append(batch.column(1).to_pylist(), id_list, dedup))
+        stamps = [repr(t) for t in batch.column(2).to_pylist()]
+        return self._store.run(self._append(batch.column(1).to_pylist(), id_list, dedup, stamps))
 
     async def _append(
-        self, payloads: list[bytes], ids: list[str], dedup: list[str] | None = None
+        self,
+        payloads: list[bytes],
+        ids: list[str],
+        dedup: list[str] | None = None,
+        stamps: list[str] | None = None,
     ) -> AppendResult:
+        """Publish the messages; ``stamps``: their source times (``Tidal-Time``), else the
+        server's own time of the publish stands for it."""
         state = await self._state()
         if state.messages + len(payloads) > self._limits.max_length:
             raise errors.BufferFull(self._name, state.messages, len(payloads), self._limits.max_length)
@@ -267,9 +276,10 @@ class JetStreamBuffer:
         for i in range(0, len(payloads), _ATOMIC_MAX):
             chunk_p, chunk_i = payloads[i : i + _ATOMIC_MAX], ids[i : i + _ATOMIC_MAX]
             chunk_d = dedup[i : i + _ATOMIC_MAX] if dedup is not None else None
-            result = await self._atomic(chunk_p, chunk_i, chunk_d)
+            chunk_s = stamps[i : i + _ATOMIC_MAX] if stamps is not None else None
+            result = await self._atomic(chunk_p, chunk_i, chunk_d, chunk_s)
             if result is None:  # the chunk holds a known id: publish one by one, skipping duplicates
-                result = await self._singles(chunk_p, chunk_i, chunk_d)
+                result = await self._singles(chunk_p, chunk_i, chunk_d, chunk_s)
             if result.appended:
                 first = first or result.first_seq
                 last = result.last_seq
@@ -290,14 +300,16 @@ class JetStreamBuffer:
         )
 
     @staticmethod
-    def _headers(ids: list[str], dedup: list[str] | None, j: int) -> dict[str, str]:
-        """Message ``j``'s de-duplication id (its own id, or its batch key) and, for a batch, its id."""
-        if dedup is None:
-            return {"Nats-Msg-Id": ids[j]}
-        return {"Nats-Msg-Id": dedup[j], "Tidal-Id": ids[j]}
+    def _headers(ids: list[str], dedup: list[str] | None, stamps: list[str] | None, j: int) -> dict[str, str]:
+        """Message ``j``'s de-duplication id (its own id, or its batch key), for a batch its id,
+        and its source time."""
+        headers = {"Nats-Msg-Id": ids[j]} if dedup is None else {"Nats-Msg-Id": dedup[j], "Tidal-Id": ids[j]}
+        if stamps is not None:
+            headers["Tidal-Time"] = stamps[j]
+        return headers
 
     async def _atomic(
-        self, payloads: list[bytes], ids: list[str], dedup: list[str] | None
+        self, payloads: list[bytes], ids: list[str], dedup: list[str] | None, stamps: list[str] | None
     ) -> AppendResult | None:
         nc = self._store.nc
         batch_id = uuid.uuid4().hex
@@ -307,7 +319,7 @@ class JetStreamBuffer:
             headers = {
                 "Nats-Batch-Id": batch_id,
                 "Nats-Batch-Sequence": str(j),
-                **self._headers(ids, dedup, j - 1),
+                **self._headers(ids, dedup, stamps, j - 1),
             }
             if j == n:
                 headers["Nats-Batch-Commit"] = "1"
@@ -327,13 +339,15 @@ class JetStreamBuffer:
                 await nc.publish(self._subject, payload, headers=headers)
         raise AssertionError("unreachable")
 
-    async def _singles(self, payloads: list[bytes], ids: list[str], dedup: list[str] | None) -> AppendResult:
+    async def _singles(
+        self, payloads: list[bytes], ids: list[str], dedup: list[str] | None, stamps: list[str] | None
+    ) -> AppendResult:
         js = self._store.nc.jetstream()
         first = last = appended = duplicates = 0
         for j, payload in enumerate(payloads):
             try:
                 ack = await js.publish(
-                    self._subject, payload, headers=self._headers(ids, dedup, j), timeout=_TIMEOUT
+                    self._subject, payload, headers=self._headers(ids, dedup, stamps, j), timeout=_TIMEOUT
                 )
             except Exception as exc:
                 if "maximum messages" in str(exc):
@@ -355,9 +369,10 @@ class JetStreamBuffer:
 
     # -- read / commit -------------------------------------------------------------------------
 
-    async def _direct_get(self, seq: int, batch: int) -> list[Message]:
+    async def _direct_get(self, seq: int, batch: int) -> list[tuple[int, str, bytes, float]]:
+        """Up to ``batch`` messages from ``seq``: ``(seq, id, payload, source time)``."""
         nc = self._store.nc
-        out: list[Message] = []
+        out: list[tuple[int, str, bytes, float]] = []
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
         async def on_message(msg: Any) -> None:
@@ -367,7 +382,8 @@ class JetStreamBuffer:
                     done.set_result(None)
                 return
             message_id = headers.get("Tidal-Id") or headers.get("Nats-Msg-Id", "")
-            out.append((int(headers["Nats-Sequence"]), message_id, msg.data))
+            stamp = float(headers.get("Tidal-Time", "nan"))
+            out.append((int(headers["Nats-Sequence"]), message_id, msg.data, stamp))
             if len(out) >= batch and not done.done():
                 done.set_result(None)
 
@@ -384,21 +400,29 @@ class JetStreamBuffer:
     def read(self, after: int, limit: int) -> list[Message]:
         if limit <= 0:
             return []
-        return self._store.run(self._direct_get(after + 1, limit))
+        return [m[:3] for m in self._store.run(self._direct_get(after + 1, limit))]
 
-    def read_range(self, first: int, last: int) -> list[Message]:
+    def _range(self, first: int, last: int) -> list[tuple[int, str, bytes, float]]:
         if last < first:
             return []
         messages = self._store.run(self._direct_get(first, last - first + 1))
         return [m for m in messages if m[0] <= last]
 
+    def read_range(self, first: int, last: int) -> list[Message]:
+        return [m[:3] for m in self._range(first, last)]
+
     def read_batch(self, first: int, last: int) -> Any:
-        rows = self.read_range(first, last)
+        rows = self._range(first, last)
         if not rows:
             return segments.empty()
-        seqs, ids, payloads = zip(*rows, strict=True)
+        seqs, ids, payloads, times = zip(*rows, strict=True)
         return pa.RecordBatch.from_arrays(
-            [pa.array(seqs, pa.int64()), pa.array(ids, pa.string()), pa.array(payloads, pa.binary())],
+            [
+                pa.array(seqs, pa.int64()),
+                pa.array(ids, pa.string()),
+                pa.array(payloads, pa.binary()),
+                pa.array(times, pa.float64()),
+            ],
             schema=segments.READ_SCHEMA,
         )
 

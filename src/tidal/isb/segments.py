@@ -1,7 +1,10 @@
 """Batches of messages as Arrow: the unit a buffer stores and the runtime moves.
 
-A *segment* is one appended batch: consecutive sequences ``first..last`` whose ids and payloads
-travel as one Arrow record batch (``id string, payload binary``), stored as an Arrow IPC stream.
+A *segment* is one appended batch: consecutive sequences ``first..last`` whose ids, payloads and
+source times travel as one Arrow record batch (``id string, payload binary, t double``), stored
+as an Arrow IPC stream. ``t`` is the message's **source time** (seconds since the epoch: when its
+source produced it, :mod:`tidal.scaling.latency`); a vertex's outputs keep their input's, so
+the sink can tell how long a message took end to end.
 The SQLite backend stores one file (and an index row) per segment instead of a row per
 message, which removes the per-message B-tree write from the hot path (``docs/benchmarks.md``).
 Reads hand back one record batch in :data:`READ_SCHEMA` (``seq`` added), so the runtime can keep
@@ -26,15 +29,30 @@ __all__ = [
     "encode",
     "join",
     "messages",
+    "times_now",
     "with_seqs",
 ]
 
-SEGMENT_SCHEMA = pa.schema([("id", pa.string()), ("payload", pa.binary())])
-READ_SCHEMA = pa.schema([("seq", pa.int64()), ("id", pa.string()), ("payload", pa.binary())])
+SEGMENT_SCHEMA = pa.schema([("id", pa.string()), ("payload", pa.binary()), ("t", pa.float64())])
+READ_SCHEMA = pa.schema(
+    [("seq", pa.int64()), ("id", pa.string()), ("payload", pa.binary()), ("t", pa.float64())]
+)
 
 
-def as_segment(ids: Sequence[str] | pa.Array, payloads: Sequence[bytes] | pa.Array) -> pa.RecordBatch:
-    """``ids`` and ``payloads`` (lists or Arrow arrays) as one record batch in SEGMENT_SCHEMA."""
+def times_now(n: int) -> pa.Array:
+    """``n`` source times of now: for messages that enter the pipeline here."""
+    import time
+
+    return pa.repeat(pa.scalar(time.time(), pa.float64()), n)
+
+
+def as_segment(
+    ids: Sequence[str] | pa.Array,
+    payloads: Sequence[bytes] | pa.Array,
+    times: Sequence[float] | pa.Array | None = None,
+) -> pa.RecordBatch:
+    """``ids``, ``payloads`` and source ``times`` (lists or Arrow arrays; times None: now) as one
+    record batch in SEGMENT_SCHEMA."""
     id_array = ids if isinstance(ids, pa.Array) else pa.array(ids, pa.string())
     payload_array = payloads if isinstance(payloads, pa.Array) else pa.array(payloads, pa.binary())
     if id_array.type != pa.string():
@@ -45,7 +63,15 @@ def as_segment(ids: Sequence[str] | pa.Array, payloads: Sequence[bytes] | pa.Arr
         raise TypeError(f"append: {len(payload_array)} payloads but {len(id_array)} ids (one id per message)")
     if id_array.null_count or payload_array.null_count:
         raise TypeError("append: ids and payloads must not be null")
-    return pa.RecordBatch.from_arrays([id_array, payload_array], schema=SEGMENT_SCHEMA)
+    if times is None:
+        time_array = times_now(len(id_array))
+    else:
+        time_array = times if isinstance(times, pa.Array) else pa.array(times, pa.float64())
+        if time_array.type != pa.float64():
+            time_array = time_array.cast(pa.float64())
+        if len(time_array) != len(id_array):
+            raise TypeError(f"append: {len(time_array)} times but {len(id_array)} ids (one time per message)")
+    return pa.RecordBatch.from_arrays([id_array, payload_array, time_array], schema=SEGMENT_SCHEMA)
 
 
 def encode(batch: pa.RecordBatch) -> pa.Buffer:
@@ -59,7 +85,11 @@ def encode(batch: pa.RecordBatch) -> pa.Buffer:
 def decode(blob: bytes | pa.Buffer) -> pa.RecordBatch:
     """The segment ``encode`` wrote (zero-copy over ``blob``)."""
     source = blob if isinstance(blob, pa.Buffer) else pa.py_buffer(blob)
-    return pa.ipc.open_stream(source).read_next_batch()
+    batch = pa.ipc.open_stream(source).read_next_batch()
+    if batch.num_columns == 2:  # written before source times existed: unknown (NaN)
+        unknown = pa.repeat(pa.scalar(float("nan"), pa.float64()), batch.num_rows)
+        batch = pa.RecordBatch.from_arrays([batch.column(0), batch.column(1), unknown], schema=SEGMENT_SCHEMA)
+    return batch
 
 
 def with_seqs(batch: pa.RecordBatch, first: int) -> pa.RecordBatch:
@@ -67,7 +97,9 @@ def with_seqs(batch: pa.RecordBatch, first: int) -> pa.RecordBatch:
     import numpy as np
 
     seqs = pa.array(np.arange(first, first + batch.num_rows, dtype=np.int64))
-    return pa.RecordBatch.from_arrays([seqs, batch.column(0), batch.column(1)], schema=READ_SCHEMA)
+    return pa.RecordBatch.from_arrays(
+        [seqs, batch.column(0), batch.column(1), batch.column(2)], schema=READ_SCHEMA
+    )
 
 
 def empty() -> pa.RecordBatch:

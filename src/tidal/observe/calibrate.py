@@ -26,7 +26,7 @@ from tidal.observe.series import read_series
 from tidal.sim.model import VertexModel
 from tidal.sim.run import simulate
 from tidal.sim.traces import Trace
-from tidal.spec import LoadShape, PipelineSpec, load_pipeline
+from tidal.spec import PipelineSpec, load_pipeline
 
 __all__ = ["Side", "capacities", "compare", "generator_trace"]
 
@@ -43,7 +43,7 @@ def generator_trace(spec: PipelineSpec, seconds: int) -> Trace:
     source = next(v for v in spec.vertices if v.source is not None and v.source.generator is not None)
     assert source.source is not None and source.source.generator is not None
     g = source.source.generator
-    shape = LoadShape(g.shape, g.rate, g.peak, g.at, g.duration, g.period)
+    shape = g.load_shape()
     rates = tuple(float(shape.total(i + 1) - shape.total(i)) for i in range(seconds))
     return Trace(f"{spec.name}-generator", rates, description=f"{spec.name}'s generator ({g.shape})")
 

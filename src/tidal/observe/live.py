@@ -15,7 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-__all__ = ["WIDE", "request_line", "status_table"]
+__all__ = ["WIDE", "delay_cell", "request_line", "status_table"]
 
 WIDE = 120  # columns from which the decision gets a column of its own
 
@@ -38,6 +38,9 @@ def status_table(statuses: Iterable[Any], title: str = "", width: int | None = N
         ("buffer", "right"),
         ("processed", "right"),
     ]
+    delays = any(getattr(s, "delay", None) is not None for s in rows)
+    if delays:
+        columns.append(("delay p50 / p99", "right"))
     if wide:
         columns.append(("last decision", "left"))
     for column, justify in columns:
@@ -63,6 +66,8 @@ def status_table(statuses: Iterable[Any], title: str = "", width: int | None = N
             _num(s.usage, "{:.0%}"),
             processed,
         ]
+        if delays:
+            cells.append(delay_cell(getattr(s, "delay", None)))
         if wide:
             cells.append(f"[bold]{escape(str(s.rule))}[/] {escape(s.reason)}" if s.rule else "")
         elif s.rule:
@@ -71,6 +76,19 @@ def status_table(statuses: Iterable[Any], title: str = "", width: int | None = N
     if not paths and (wide or not decisions):
         return table
     return Group(table, *paths, *(decisions if not wide else []))
+
+
+def delay_cell(delay: dict[str, float] | None) -> str:
+    """A sink's delivery delay, source to sink, over the last seconds: ``p50 / p99``."""
+    if delay is None:
+        return ""
+    if not delay:
+        return "—"
+    return f"{_seconds(delay['p50'])} / {_seconds(delay['p99'])}"
+
+
+def _seconds(value: float) -> str:
+    return f"{value * 1000:,.0f} ms" if value < 1 else f"{value:,.1f} s"
 
 
 def request_line(name: str, r: dict[str, Any]) -> str:

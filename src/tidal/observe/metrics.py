@@ -11,6 +11,7 @@
 | ``tidal_scaling_decisions_total`` | counter | pipeline, vertex, rule (decisions in the event log) |
 | ``tidal_executors`` | gauge | pipeline (executors registered; on a cluster manager only) |
 | ``tidal_executor_cores`` | gauge | pipeline (their cores) |
+| ``tidal_delivery_delay_seconds`` | histogram | pipeline, vertex (a sink's messages, source to sink) |
 
 A private registry: the exporter shows the pipeline's metrics, not the Python process's.
 """
@@ -18,11 +19,14 @@ A private registry: the exporter shows the pipeline's metrics, not the Python pr
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
+from prometheus_client.core import HistogramMetricFamily
+
+from tidal.scaling.latency import BUCKETS, DelaySample, bucket_counts
 
 __all__ = ["MetricsExporter"]
 
@@ -91,6 +95,8 @@ class MetricsExporter:
             registry=self.registry,
         )  # fmt: skip
         self._refused: dict[str, float] = {}
+        self.delays = _DelayHistogram(pipeline)
+        self.registry.register(self.delays)
         self._events = Path(events_path)
         self._events_at = 0
         self._processed: dict[str, float] = {}
@@ -141,6 +147,14 @@ class MetricsExporter:
             self.http_refused.labels(*labels).inc(refused)
             self._refused[labels[1]] = r["refused"]
 
+    def update_delays(
+        self, delivered: Callable[[str, float], list[DelaySample]], sinks: Iterable[str]
+    ) -> None:
+        """Add the batches each sink delivered since the last call: ``delivered(vertex, since)``
+        gives its delay samples committed at or after ``since``."""
+        for vertex in sinks:
+            self.delays.observe(vertex, delivered(vertex, self.delays.since(vertex)))
+
     def update_executors(self, executors: int, cores: int) -> None:
         self.executors.labels(self.pipeline).set(executors)
         self.executor_cores.labels(self.pipeline).set(cores)
@@ -162,3 +176,41 @@ class MetricsExporter:
             self.server.shutdown()
             self.server.server_close()
             self.server = None
+
+
+class _DelayHistogram:
+    """``tidal_delivery_delay_seconds``: every delivered message's delay, source to sink, per
+    sink vertex. Fed with the batches' delay samples (each point stands for its share of the
+    batch's messages), so counts may be fractional between bucket bounds."""
+
+    def __init__(self, pipeline: str) -> None:
+        self.pipeline = pipeline
+        self._since: dict[str, float] = {}  # per sink: its batches committed before this are counted
+        self._state: dict[str, tuple[list[float], float, float]] = {}
+
+    def since(self, vertex: str) -> float:
+        return self._since.get(vertex, 0.0)
+
+    def observe(self, vertex: str, samples: list[DelaySample]) -> None:
+        if not samples:
+            return
+        cumulative, total, count = bucket_counts(samples)
+        before = self._state.get(vertex, ([0.0] * len(cumulative), 0.0, 0.0))
+        self._state[vertex] = (
+            [a + b for a, b in zip(before[0], cumulative, strict=True)],
+            before[1] + total,
+            before[2] + count,
+        )
+        # A vertex records its batches one after the other, so none can come in before this.
+        self._since[vertex] = max(s.at for s in samples) + 1e-6
+
+    def collect(self) -> Iterator[HistogramMetricFamily]:
+        family = HistogramMetricFamily(
+            "tidal_delivery_delay_seconds",
+            "Delay of delivered messages from their source to the sink",
+            labels=["pipeline", "vertex"],
+        )
+        for vertex, (cumulative, total, _count) in sorted(self._state.items()):
+            bounds = [repr(b) for b in BUCKETS] + ["+Inf"]
+            family.add_metric([self.pipeline, vertex], list(zip(bounds, cumulative, strict=True)), total)
+        yield family

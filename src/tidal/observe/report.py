@@ -13,6 +13,9 @@ On a cluster manager (``executors.jsonl`` exists) the report adds what the run c
 machines: executor-seconds and core-seconds (the areas under the registered executors' and
 their cores' curves), the executors' start-ups (request → registered → first task done) and
 ``report/executors.png``, the executor count over time with Σ replicas beside it.
+
+Every sink's delivery delay (source to sink: p50 and p99 over time, ``report/latency.png``, and
+a line in the summary over all its messages: :mod:`tidal.observe.latency`).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from tidal.controller.events import EventLog
+from tidal.observe.latency import latency_line, plot_latency, read_delays
 from tidal.observe.requests import plot_requests, read_requests, summary_line
 from tidal.observe.series import read_series
 from tidal.scaling import Decision, Rule
@@ -288,6 +292,11 @@ def write_report(run_dir: str | Path) -> Path:
             f"after the request (registered after {_or_dash(cluster.registered_median)} s)\n\n"
         )
         plots += "\n![executors](executors.png)"
+    delays = read_delays(run_dir)
+    if delays:
+        plot_latency(delays, start or min(v[0].at for v in delays.values()), out / "latency.png")
+        head += latency_line(delays)
+        plots += "\n![delivery delay](latency.png)"
     requests = read_requests(run_dir)
     if requests:
         plot_requests(requests, start or requests[0]["at"], out / "requests.png")

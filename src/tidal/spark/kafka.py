@@ -322,6 +322,7 @@ def read_range(config: QueryConfig, partition: int, first: int, last: int) -> An
     consumer.assign([TopicPartition(spec.topic, partition, first)])
     offsets: list[int] = []
     payloads: list[bytes] = []
+    times: list[float] = []
     deadline = time.monotonic() + spec.read_timeout_seconds
     position = first
     while position <= last:
@@ -344,6 +345,7 @@ def read_range(config: QueryConfig, partition: int, first: int, last: int) -> An
                 break
             offsets.append(offset)
             payloads.append(message.value() or b"")
+            times.append(_source_time(message))
             position = offset + 1
         if position <= last and not got:
             # Compaction or transaction markers leave gaps: the consumer's position says where it is.
@@ -358,9 +360,21 @@ def read_range(config: QueryConfig, partition: int, first: int, last: int) -> An
                 )
     ids = [f"{spec.topic}/{partition}/{o}" for o in offsets]
     return pa.RecordBatch.from_arrays(
-        [pa.array(offsets, pa.int64()), pa.array(ids, pa.string()), pa.array(payloads, pa.binary())],
-        names=["seq", "id", "payload"],
+        [
+            pa.array(offsets, pa.int64()),
+            pa.array(ids, pa.string()),
+            pa.array(payloads, pa.binary()),
+            pa.array(times, pa.float64()),
+        ],
+        names=["seq", "id", "payload", "t"],
     )
+
+
+def _source_time(message: Any) -> float:
+    """A record's source time: its timestamp (the producer's CreateTime or the broker's
+    LogAppendTime, whichever the topic keeps), else now, when Tidal read it."""
+    kind, millis = message.timestamp()
+    return millis / 1000.0 if kind != 0 and millis > 0 else time.time()  # 0: TIMESTAMP_NOT_AVAILABLE
 
 
 def commit_group(config: QueryConfig) -> None:

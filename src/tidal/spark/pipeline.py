@@ -32,6 +32,7 @@ from tidal.controller import Controller, EventLog, StoreProbe
 from tidal.controller.choose import spec_policies
 from tidal.isb.base import BufferStore
 from tidal.isb.control import ControlStore
+from tidal.scaling.latency import DelaySample
 from tidal.spark import rundir
 from tidal.spark.config import QueryConfig, input_buffer
 from tidal.spark.run_status import VertexStatus, vertex_statuses
@@ -316,6 +317,10 @@ class PipelineRun:
 
     def status(self) -> list[VertexStatus]:
         return vertex_statuses(self)
+
+    def delivered_delays(self, vertex: str, since: float) -> list[DelaySample]:
+        """The delivery delays of the sink ``vertex``'s batches committed at or after ``since``."""
+        return [] if self.control is None else self.control.delays(vertex, since)
 
     def write_status(self, state: str = "running", statuses: list[VertexStatus] | None = None) -> None:
         """``status.json`` in the run directory, for ``tidal status`` from another terminal."""

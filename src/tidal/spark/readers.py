@@ -45,7 +45,6 @@ from tidal.spark import stores
 from tidal.spark.admission import Range, admit, partition_batch, task_row
 from tidal.spark.config import QueryConfig
 from tidal.spark.generator import generator_start
-from tidal.spec.shapes import LoadShape
 from tidal.spec.validate import resolve
 
 __all__ = ["BufferReader", "GeneratorReader", "RangeReader", "UserSourceReader"]
@@ -139,7 +138,7 @@ class GeneratorReader(RangeReader):
         assert config.source is not None and config.source.generator is not None
         g = config.source.generator
         self.spec = g
-        self.shape = LoadShape(g.shape, g.rate, g.peak, g.at, g.duration, g.period)
+        self.shape = g.load_shape()
         self.started: float | None = None
 
     def due(self, now: float) -> int:

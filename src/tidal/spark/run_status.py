@@ -10,9 +10,12 @@ from typing import Any, Protocol
 from tidal.controller import Controller
 from tidal.isb.base import BufferStore
 from tidal.isb.control import ControlStore
+from tidal.scaling.latency import pooled
 from tidal.spec import PipelineSpec
 
-__all__ = ["VertexStatus", "vertex_statuses"]
+__all__ = ["DELAY_WINDOW", "VertexStatus", "delay_of", "vertex_statuses"]
+
+DELAY_WINDOW = 10.0  # seconds of delivered batches the live delay is taken over
 
 
 @dataclass(frozen=True)
@@ -33,6 +36,9 @@ class VertexStatus:
     dead: int = 0  # messages sent to the dead letter (after their retries)
     stuck_for: float | None = None  # seconds with pending and no progress, past the threshold
     requests: dict[str, Any] | None = None  # an HTTP source's request path at its last report
+    # A sink's delivery delay (source to sink, seconds) over the last DELAY_WINDOW seconds:
+    # {"p50", "p99", "max", "count"}; None for other vertices, {} for a sink with nothing delivered.
+    delay: dict[str, float] | None = None
 
 
 class _Run(Protocol):
@@ -49,8 +55,10 @@ class _Run(Protocol):
 
 def vertex_statuses(run: _Run) -> list[VertexStatus]:
     """Every vertex of ``run`` now: replicas and the last decision, pending, rate, buffer
-    usage, processed; an HTTP source's pending is what its activator holds."""
+    usage, processed, a sink's delivery delay; an HTTP source's pending is what its activator
+    holds."""
     assert run.control is not None and run.buffers is not None and run.controller is not None
+    now = time.time()
     decisions = run.controller.decisions()
     metrics = run.controller.metrics()
     stuck = run.controller.stuck(time.time())
@@ -87,6 +95,15 @@ def vertex_statuses(run: _Run) -> list[VertexStatus]:
                 rule=str(d.rule) if d is not None else "",
                 reason=d.reason if d is not None else "",
                 requests=requests,
+                delay=delay_of(run.control, v.name, now) if v.sink is not None else None,
             )
         )
     return out
+
+
+def delay_of(control: ControlStore, vertex: str, now: float) -> dict[str, float]:
+    """The sink ``vertex``'s delivery delay over the last :data:`DELAY_WINDOW` seconds."""
+    window = pooled(control.delays(vertex, since=now - DELAY_WINDOW), now)
+    if not window.count:
+        return {}
+    return {"p50": window.p50, "p99": window.p99, "max": window.max, "count": float(window.count)}

@@ -59,6 +59,12 @@ class Outcome:
     ids: pa.Array = field(default_factory=_empty_ids)
     payloads: pa.Array = field(default_factory=_empty_payloads)
     dead: list[tuple[str, bytes, str]] = field(default_factory=list)
+    # The input message each output came from (its index in the batch); None: output i is input i.
+    origin: pa.Array | None = None
+
+    def times(self, inputs: pa.Array) -> pa.Array:
+        """The outputs' source times: each output keeps its input's (``inputs``, one per input)."""
+        return inputs if self.origin is None else inputs.take(self.origin)
 
 
 def _as_bytes(value: object) -> bytes:
@@ -132,9 +138,15 @@ class _Collected:
         self.ids: list[str] = []
         self.payloads: list[bytes] = []
         self.dead: list[tuple[str, bytes, str]] = []
+        self.origin: list[int] = []
 
     def outcome(self) -> Outcome:
-        return Outcome(pa.array(self.ids, pa.string()), pa.array(self.payloads, pa.binary()), self.dead)
+        return Outcome(
+            pa.array(self.ids, pa.string()),
+            pa.array(self.payloads, pa.binary()),
+            self.dead,
+            pa.array(self.origin, pa.int64()),
+        )
 
 
 class Transform:
@@ -190,7 +202,7 @@ class Transform:
             done = [[v] if k else None for k, v in zip(keep, values, strict=False)]
             return self._resume(ids, values, done, exc)
         mask = pa.array(keep, pa.bool_())
-        return Outcome(ids.filter(mask), payloads.filter(mask))
+        return _filtered(ids, payloads, mask)
 
     def _resume(
         self, ids: pa.Array, values: list[bytes], done: list[list[bytes] | None], exc: Exception
@@ -199,10 +211,10 @@ class Transform:
         what was done, then go message by message from there."""
         id_list = ids.to_pylist()
         collected = _Collected()
-        for message_id, results in zip(id_list, done, strict=False):
-            self._emit(message_id, results, collected)
+        for at, (message_id, results) in enumerate(zip(id_list, done, strict=False)):
+            self._emit(at, message_id, results, collected)
         at = len(done)
-        self._one(id_list[at], values[at], collected, self._row, tried=1, last=exc)
+        self._one(at, id_list[at], values[at], collected, self._row, tried=1, last=exc)
         return self._careful(id_list, values, at + 1, collected).outcome()
 
     # -- per message -----------------------------------------------------------------------------
@@ -238,11 +250,12 @@ class Transform:
         call: Callable[[bytes], list[bytes] | None] | None = None,
     ) -> _Collected:
         for at in range(start, len(values)):
-            self._one(ids[at], values[at], out, call or self._row)
+            self._one(at, ids[at], values[at], out, call or self._row)
         return out
 
     def _one(
         self,
+        at: int,
         message_id: str,
         payload: bytes,
         out: _Collected,
@@ -250,17 +263,18 @@ class Transform:
         tried: int = 0,
         last: BaseException | None = None,
     ) -> None:
-        """One message through ``call``, with its own retries (``tried`` attempts already made)."""
+        """Message ``at`` through ``call``, with its own retries (``tried`` attempts already made)."""
         try:
             results = self._attempts(lambda: call(payload), tried, last)
         except _Failed as failed:
             self._fail(message_id, payload, failed, out)
             return
-        self._emit(message_id, results, out)
+        self._emit(at, message_id, results, out)
 
-    def _emit(self, message_id: str, results: list[bytes] | None, out: _Collected) -> None:
+    def _emit(self, at: int, message_id: str, results: list[bytes] | None, out: _Collected) -> None:
         if not results:
             return
+        out.origin.extend([at] * len(results))
         if self.kind is UdfKind.FLATMAP:
             out.ids.extend(f"{message_id}.{k}" for k in range(len(results)))
         else:
@@ -297,10 +311,10 @@ class Transform:
         if self.kind is UdfKind.FILTER:
             mask = result if isinstance(result, pa.Array) else pa.array([bool(v) for v in result], pa.bool_())
             mask = mask.cast(pa.bool_()).fill_null(False)
-            return Outcome(ids.filter(mask), payloads.filter(mask))
+            return _filtered(ids, payloads, mask)
         out = _Collected()
-        for message_id, items in zip(ids.to_pylist(), _values(result), strict=True):
-            self._emit(message_id, [_as_bytes(item) for item in items], out)
+        for at, (message_id, items) in enumerate(zip(ids.to_pylist(), _values(result), strict=True)):
+            self._emit(at, message_id, [_as_bytes(item) for item in items], out)
         return out.outcome()
 
     def _arrow_rows(self, payload: bytes) -> list[bytes] | None:
@@ -317,6 +331,13 @@ class Transform:
             # Find the messages that fail: each one alone, with its own retries.
             out = self._careful(ids.to_pylist(), payloads.to_pylist(), 0, _Collected(), self._arrow_rows)
             return out.outcome()
+
+
+def _filtered(ids: pa.Array, payloads: pa.Array, mask: pa.Array) -> Outcome:
+    """What a filter's ``mask`` keeps, with where each kept message was."""
+    import pyarrow.compute as pc
+
+    return Outcome(ids.filter(mask), payloads.filter(mask), origin=pc.indices_nonzero(mask))
 
 
 def _values(result: Any) -> list[Any]:

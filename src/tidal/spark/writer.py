@@ -27,6 +27,7 @@ from typing import Any
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 
 from tidal import errors
+from tidal.scaling.latency import TimeSample, delays_at, time_sample
 from tidal.spark import stores
 from tidal.spark.config import QueryConfig
 from tidal.spark.heap import freeze_imports
@@ -64,6 +65,7 @@ class Written(WriterCommitMessage):
     dead_part: Any = None
     dead: int = 0
     busy: float = 0.0  # seconds the task spent reading, transforming and writing
+    sample: TimeSample | None = None  # a sink's: the source times of what it wrote
 
 
 class VertexWriter(DataSourceStreamArrowWriter):
@@ -120,6 +122,7 @@ class VertexWriter(DataSourceStreamArrowWriter):
         started = time.perf_counter()
         out_ids: list[Any] = []
         out_payloads: list[Any] = []
+        out_times: list[Any] = []
         dead: list[tuple[str, bytes, str]] = []
         transform = self.transform()
         sink = self.sink("sink")
@@ -129,23 +132,25 @@ class VertexWriter(DataSourceStreamArrowWriter):
         prefix = f"{self.config.vertex}:"
         for kpart, a, b in pieces(iterator, step):
             batch = self.messages(a, b, kpart)
-            ids, payloads = batch.column("id"), batch.column("payload")
+            ids, payloads, times = batch.column("id"), batch.column("payload"), batch.column("t")
             if transform is not None:
                 outcome = transform.apply(ids, payloads)
-                ids, payloads = outcome.ids, outcome.payloads
+                ids, payloads, times = outcome.ids, outcome.payloads, outcome.times(times)
                 dead.extend(outcome.dead)
             if len(ids) and self.config.outputs:
                 key = f"{prefix}{a}-{b}" if kpart < 0 else f"{prefix}p{kpart}/{a}-{b}"
-                self._append(key, pc.binary_join_element_wise(prefix, ids, ""), payloads, step)
+                self._append(key, pc.binary_join_element_wise(prefix, ids, ""), payloads, step, times)
             written += len(ids)
             if sink is not None:  # kept for the sink's one write per task
                 out_ids.append(ids)
                 out_payloads.append(payloads)
-        sink_part = None
+                out_times.append(times)
+        sink_part = sample = None
         if sink is not None:
             ids = pa.concat_arrays(out_ids) if out_ids else pa.array([], pa.string())
             payloads = pa.concat_arrays(out_payloads) if out_payloads else pa.array([], pa.binary())
             sink_part = sink.write(ids, payloads)
+            sample = time_sample(pa.concat_arrays(out_times).to_numpy() if out_times else [])
         dead_part = None
         if dead:
             dead_part = self.sink("dead-letter").write(
@@ -156,21 +161,23 @@ class VertexWriter(DataSourceStreamArrowWriter):
         context = TaskContext.get()
         partition = context.partitionId() if context else -1
         busy = time.perf_counter() - started
-        return Written(written, partition, sink_part, dead_part, len(dead), busy)
+        return Written(written, partition, sink_part, dead_part, len(dead), busy, sample)
 
-    def _append(self, key: str, ids: Any, payloads: Any, most: int) -> None:
+    def _append(self, key: str, ids: Any, payloads: Any, most: int, times: Any = None) -> None:
         """A piece's output to every output buffer (fan-out) under its key, in appends of at most
-        ``most`` messages (a flatmap may return many more than it read); waits while full."""
+        ``most`` messages (a flatmap may return many more than it read), with their source
+        ``times`` (None: now); waits while full."""
         n = len(ids)
         for j, at in enumerate(range(0, n, most)):
             part = key if n <= most else f"{key}/{j}"
             part_ids, part_payloads = ids.slice(at, most), payloads.slice(at, most)
+            part_times = None if times is None else times.slice(at, most)
             for name in self.config.outputs:
                 out = stores.buffer(self.config, name)
                 deadline = time.monotonic() + _FULL_WAIT_SECONDS
                 while True:
                     try:
-                        out.append_batch(part, part_ids, part_payloads)
+                        out.append_batch(part, part_ids, part_payloads, part_times)
                         break
                     except errors.BufferFull:
                         if time.monotonic() > deadline:
@@ -181,8 +188,11 @@ class VertexWriter(DataSourceStreamArrowWriter):
         freeze_imports()
         written = [m for m in messages if isinstance(m, Written)]
         sink = self.sink("sink")
+        delays = None
         if sink is not None:
             sink.commit(batchId, [m.sink_part for m in written])
+            # Delivered now: the delay of every message is now minus its source time.
+            delays = delays_at([m.sample for m in written if m.sample is not None], time.time())
         if any(m.dead for m in written):
             self.sink("dead-letter").commit(batchId, [m.dead_part for m in written])
         control = stores.control(self.config)
@@ -203,6 +213,7 @@ class VertexWriter(DataSourceStreamArrowWriter):
             sum(m.written for m in written),
             busy=sum(m.busy for m in written),
             dead=sum(m.dead for m in written),
+            delays=delays,
         )
 
     def tasks(self, messages: list[WriterCommitMessage | None], parts: int | None) -> int:

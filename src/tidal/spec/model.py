@@ -29,7 +29,7 @@ from tidal.scaling.limits import (
 from tidal.spec.base import Model as _Model
 from tidal.spec.http import HttpSourceSpec
 from tidal.spec.records import IDENTIFIER, RecordsSpec, ReferenceSpec
-from tidal.spec.shapes import Shape
+from tidal.spec.shapes import LoadShape, Shape
 
 __all__ = [
     "BuffersSpec",
@@ -133,6 +133,10 @@ class GeneratorSpec(_Model):
     period: float = Field(60.0, gt=0)
     msg_size: int = Field(100, ge=1, le=1_000_000)
     max_messages: int | None = Field(None, ge=0, le=2**63 - 1)  # stop after this many (tests, demos)
+
+    def load_shape(self) -> LoadShape:
+        """The rate over time these fields describe."""
+        return LoadShape(self.shape, self.rate, self.peak, self.at, self.duration, self.period)
 
 
 class UserClassSpec(_Model):

@@ -107,3 +107,22 @@ class LoadShape:
     def total(self, t: float) -> int:
         """Whole messages due by ``t``: ``floor`` of the integral (never decreasing)."""
         return math.floor(self.integral(t) + 1e-9)
+
+    def due_at(self, n: float) -> float:
+        """When message ``n`` falls due: the first ``t`` with ``integral(t) >= n`` (to a
+        microsecond), the generator's source time for it; ``inf`` if the shape never gets there."""
+        if n <= 0:
+            return 0.0
+        hi = 1.0
+        while self.integral(hi) < n:
+            hi *= 2
+            if hi > 1e12:
+                return math.inf
+        lo = 0.0
+        while hi - lo > 1e-6:
+            mid = (lo + hi) / 2
+            if self.integral(mid) >= n - 1e-9:
+                hi = mid
+            else:
+                lo = mid
+        return hi

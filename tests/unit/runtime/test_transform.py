@@ -119,3 +119,35 @@ def test_an_empty_batch_calls_nothing():
 
     out = make("map", never).apply([], [])
     assert len(out.ids) == len(out.payloads) == 0 and out.dead == []
+
+
+TIMES = pa.array([10.0, 11.0, 12.0, 13.0], pa.float64())
+
+
+def _flat(payload: bytes) -> list[bytes]:
+    return [payload] * (len(payload) % 3)
+
+
+@pytest.mark.parametrize(
+    ("kind", "fn", "batch"),
+    [
+        ("map", bytes.upper, "row"),
+        ("filter", lambda p: b"o" in p, "row"),
+        ("filter", lambda a: pa.array([b"o" in v for v in a.to_pylist()]), "arrow"),
+        ("flatmap", _flat, "row"),
+        ("flatmap", lambda a: [_flat(v) for v in a.to_pylist()], "arrow"),
+    ],
+)
+def test_every_output_keeps_the_source_time_of_the_input_it_came_from(kind, fn, batch):
+    outcome = make(kind, fn, batch=batch).apply(IDS, PAYLOADS)
+    by_id = dict(zip(IDS, TIMES.to_pylist(), strict=True))
+    times = outcome.times(TIMES).to_pylist()
+    assert len(times) == len(outcome.ids)
+    for out_id, t in zip(outcome.ids.to_pylist(), times, strict=True):
+        assert t == by_id[out_id.split(".")[0]]
+
+
+def test_after_a_failure_the_careful_path_still_knows_where_each_output_came_from():
+    outcome = make("map", Calls(), dead_letter=True).apply(IDS, PAYLOADS)
+    assert outcome.ids.to_pylist() == ["a", "c", "d"]
+    assert outcome.times(TIMES).to_pylist() == [10.0, 12.0, 13.0]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -73,3 +75,20 @@ def test_total_is_the_integral_of_the_rate(shape, t):
     edges = 2 + 2 * t / shape.period
     tolerance = max(shape.rate, shape.peak) * dt * edges + 1e-6 * numeric + 1e-6
     assert shape.integral(t) == pytest.approx(numeric, abs=tolerance)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.sampled_from(list(Shape)),
+    st.floats(0, 500),
+    st.floats(1, 500),
+    st.integers(1, 20_000),
+)
+def test_a_message_falls_due_exactly_when_the_total_first_reaches_its_number(shape, rate, peak, n):
+    s = LoadShape(shape, rate=rate, peak=peak, at=5, duration=7, period=30)
+    t = s.due_at(n)
+    if t == math.inf:  # a shape that stays below n (rate 0 where it counts) never gets there
+        assert s.total(1e6) < n
+        return
+    assert s.total(t + 1e-5) >= n
+    assert s.total(max(0.0, t - 1e-5)) < n or t < 1e-5

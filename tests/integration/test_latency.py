@@ -1,0 +1,58 @@
+"""End-to-end latency on real Spark: every delivered message's delay, source to sink, recorded
+at the sink's commit, shown in the status, the report and the metrics."""
+
+from __future__ import annotations
+
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tidal.observe.metrics import MetricsExporter
+from tidal.observe.report import write_report
+from tidal.spark.pipeline import PipelineRun
+from tidal.spec import Pipeline
+
+pytestmark = pytest.mark.spark
+
+
+def lines(path: Path) -> int:
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+def test_every_delivered_message_has_a_delay_from_its_source_time_to_the_sinks_commit(spark, tmp_path):
+    spec = (
+        Pipeline("lat", controller={"intervalSeconds": 0.5})
+        .source(
+            "gen", generator={"rate": 400, "msgSize": 40, "maxMessages": 4000}, scale={"min": 1, "max": 1}
+        )
+        .map("work", "tidal.examples.udfs:upper", scale={"min": 1, "max": 1})
+        .sink("out", "file", path="out.jsonl", scale={"min": 1, "max": 1})
+        .build()
+    )
+    run = PipelineRun(spec, tmp_path, spark=spark, trigger_seconds=0.25)
+    out = tmp_path / "out.jsonl"
+    exporter = MetricsExporter("lat", tmp_path / "events.jsonl")
+    port = exporter.serve(0)
+    with run:
+        run.wait(120, until=lambda: lines(out) >= 4000)
+        status = {s.name: s for s in run.status()}
+        exporter.update_delays(run.delivered_delays, ["out"])
+        samples = run.delivered_delays("out", 0.0)
+        due_from = float(run.control.meta("generator.gen.start") or "nan")  # message n due n/400 s later
+        run.write_status("stopped")  # what `tidal run` leaves for the report
+    assert status["out"].delay and status["gen"].delay is None  # sinks only
+    assert sum(s.count for s in samples) == 4000  # every delivered message, once
+    for s in samples:
+        assert 0.0 < s.points[0] <= s.points[-1] <= s.at - due_from  # none older than the generator
+    # The oldest message of the first batch is message 1, due 1/400 s after the generator started:
+    # its delay is the time from then to the commit, which says the source time is the due time.
+    first = samples[0]
+    assert first.max == pytest.approx(first.at - due_from - 1 / 400, abs=0.05)
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    count = [line for line in text.splitlines() if line.startswith("tidal_delivery_delay_seconds_count")]
+    assert count and float(count[0].split()[-1]) == pytest.approx(4000)
+    exporter.server.shutdown()
+    summary = write_report(tmp_path).read_text()
+    assert "delivery delay, source to sink: out: p50" in summary
+    assert (tmp_path / "report" / "latency.png").stat().st_size > 10_000
