@@ -79,7 +79,12 @@ class DecisionRecorder(Protocol):
     def record(self, decision: Decision) -> bool: ...
 
 
-_KINDS = {"source": VertexKind.SOURCE, "udf": VertexKind.UDF, "sink": VertexKind.SINK}
+_KINDS = {
+    "source": VertexKind.SOURCE,
+    "udf": VertexKind.UDF,
+    "sink": VertexKind.SINK,
+    "monovertex": VertexKind.MONOVERTEX,
+}
 
 
 ADAPT_LOOKBACK_EVERY = 30.0  # Numaflow's daemon re-computes the dynamic lookback every 30 s
@@ -198,7 +203,7 @@ class Controller:
         loads = {
             name: BufferLoad(pending, self._usable)
             for name, v in self._vertices.items()
-            if v.kind != VertexKind.SOURCE and (pending := metrics[name][1]) is not None
+            if not v.kind.reads_source and (pending := metrics[name][1]) is not None
         }
         views = {
             name: self._view(v, sample, metrics[name], now, loads, self._upstream_of(name, samples))
@@ -337,7 +342,7 @@ class Controller:
         arrived = 0.0
         for u in ups:
             s = samples.get(u)
-            if self._vertices[u].kind == VertexKind.SOURCE:
+            if self._vertices[u].kind.reads_source:
                 if s is None or s.pending is None:
                     return pending, None
                 arrived += s.processed + s.pending

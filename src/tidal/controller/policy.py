@@ -119,7 +119,7 @@ class NumaflowPolicy(VertexPolicy):
     @staticmethod
     def _observation(view: PolicyInput) -> VertexObservation:
         buffers: tuple[BufferInfo, ...] = ()
-        if view.kind != VertexKind.SOURCE:
+        if not view.kind.reads_source:
             now_pending = int(view.pending_now) if view.pending_now is not None else 0
             buffers = (BufferInfo(view.name, view.buffer_max_length, view.buffer_usage_limit, now_pending),)
         return VertexObservation(

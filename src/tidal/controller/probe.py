@@ -67,7 +67,7 @@ class StoreProbe:
         self._running = running
         self._stale_after = stale_after
         self._initial = {v.name: v.replicas for v in spec.vertices}
-        self._kinds = {v.name: v.kind for v in spec.vertices}
+        self._sources = {v.name for v in spec.vertices if v.source is not None}
         self._repeated = Repeated(log)
 
     def sample(self, vertex: str) -> ProbeSample:
@@ -75,7 +75,7 @@ class StoreProbe:
         if vertex in self._measured:
             return self._measured[vertex](replicas)
         processed, busy = self._control.progress(vertex)
-        if self._kinds[vertex] == "source":
+        if vertex in self._sources:
             pending = self._pending_of_source(vertex)
         else:
             pending = float(self._buffers.open(vertex).stats().pending)

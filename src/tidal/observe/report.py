@@ -273,8 +273,8 @@ def write_report(run_dir: str | Path) -> Path:
             f"| {s.vertex} | {s.kind} | {s.processed} | {s.dead} | {s.peak_replicas} | "
             f"{s.replica_seconds:g} | {s.scale_ups} | {s.scale_downs} | {drains} | {s.stuck or '—'} |"
         )
-    sources = [s for s in summary if s.kind == "source"]
-    sinks = [s for s in summary if s.kind == "sink"]
+    sources = [s for s in summary if s.kind in ("source", "monovertex")]
+    sinks = [s for s in summary if s.kind in ("sink", "monovertex")]
     head = (
         f"# Run report\n\nmessages in (sources): {sum(s.processed for s in sources)}; "
         f"messages out (sinks): {sum(s.processed for s in sinks)}\n\n"

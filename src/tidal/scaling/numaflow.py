@@ -91,7 +91,7 @@ __all__ = [
 
 # Enum members bound once: an attribute lookup on an Enum class costs ~0.1 µs, and the hot path
 # of decide() made a dozen of them per vertex per tick (tidal bench scaling).
-_SOURCE = VertexKind.SOURCE
+_MONO = VertexKind.MONOVERTEX
 _SCALE_UP = Rule.SCALE_UP
 _SCALE_DOWN = Rule.SCALE_DOWN
 _SCALE_TO_ZERO = Rule.SCALE_TO_ZERO
@@ -167,9 +167,10 @@ def decide(
     current = obs.replicas
     since = now - obs.last_scaled_at
 
+    mono = obs.kind == _MONO
     if scale.disabled:
         return _hold(obs, now, Rule.DISABLED, "autoscaling is disabled for this vertex")
-    if not obs.running:
+    if not obs.running and not mono:
         return _hold(obs, now, Rule.NOT_RUNNING, "vertex is not running")
     shortest = scale.shortest_cooldown
     if since < shortest:
@@ -181,6 +182,8 @@ def decide(
             None,
             {"sinceLastScaled": since},
         )
+    if not obs.running:  # a MonoVertex checks its phase after the cooldown (§1.10)
+        return _hold(obs, now, Rule.NOT_RUNNING, "vertex is not running")
     requested = obs.desired_replicas
     if requested is not None and requested != current:
         return _hold(
@@ -192,7 +195,7 @@ def decide(
             {"requested": requested},
         )
 
-    source = obs.kind == _SOURCE
+    source = obs.kind.reads_source
     low, high = scale.min, scale.max
     if source and scale.cron is not None:
         active = scale.cron.active_bounds(now)
@@ -279,7 +282,8 @@ def decide(
         return _step_toward(scale, obs, now, clamped, since, reason, inputs=inputs)
 
     if clamped > current:
-        level = pressure.level if pressure is not None else _PRESSURE_NONE
+        # A MonoVertex has no buffer downstream: no back pressure (§1.10).
+        level = pressure.level if pressure is not None and not mono else _PRESSURE_NONE
         if level != _PRESSURE_NONE:
             assert pressure is not None
             return _back_pressure(obs, now, pressure, clamped, low, raw, scale, total_pending, total_rate)

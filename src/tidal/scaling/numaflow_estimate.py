@@ -49,9 +49,13 @@ class VertexKind(StrEnum):
     SOURCE = "source"
     UDF = "udf"
     SINK = "sink"
+    MONOVERTEX = "monovertex"  # source, transformer and sink in one: Numaflow's MonoVertex rules
 
-
-_SOURCE = VertexKind.SOURCE
+    @property
+    def reads_source(self) -> bool:
+        """A source or a MonoVertex: scaled on its source's pending (the time model), peeks
+        from zero, has no input buffer."""
+        return self in (VertexKind.SOURCE, VertexKind.MONOVERTEX)
 
 
 class PartitionMetrics(NamedTuple):
@@ -157,7 +161,7 @@ def estimate(scale: NumaflowScale, obs: VertexObservation) -> Raw:
     ready = obs.ready_replicas
     t = scale.target_processing_seconds
     buffer_length = limit = target_available = 0
-    source = obs.kind == _SOURCE
+    source = obs.kind.reads_source
     if not source and obs.buffers:
         last = obs.buffers[-1]
         buffer_length = last.max_length

@@ -13,12 +13,10 @@ from __future__ import annotations
 from tidal.scaling.decision import Decision, Rule
 from tidal.scaling.decision import hold as _hold
 from tidal.scaling.decision import move as _move
-from tidal.scaling.numaflow_estimate import VertexKind, VertexObservation
+from tidal.scaling.numaflow_estimate import VertexObservation
 from tidal.scaling.numaflow_scale import NumaflowScale
 
 __all__ = ["decide_at_zero", "wake_from_zero", "wake_on_path"]
-
-_SOURCE = VertexKind.SOURCE
 
 
 def decide_at_zero(
@@ -27,7 +25,7 @@ def decide_at_zero(
     """Step 8: a UDF/sink wakes on pending; a source peeks after ``zeroReplicaSleepSeconds``."""
     if low > 0:
         return _move(obs, now, low, Rule.INTO_BOUNDS, f"at 0, below min {low}: set to {low}", low)
-    if obs.kind != _SOURCE:
+    if not obs.kind.reads_source:
         waiting = sum(b.pending for b in obs.buffers)
         if waiting > 0:
             return _move(
@@ -98,7 +96,7 @@ def wake_from_zero(scale: NumaflowScale, obs: VertexObservation, now: float) -> 
     """
     if scale.disabled or obs.replicas != 0:
         return None
-    if obs.kind == _SOURCE:
+    if obs.kind.reads_source:
         reported = [p.pending for p in obs.partitions if p.pending is not None and p.pending > 0]
         waiting = int(sum(reported))
         where = "reported by the source"

@@ -57,7 +57,8 @@ class VertexModel:
             raise ValueError(f"startup_seconds must be >= 0, got {self.startup_seconds}")
 
 
-DEFAULT_CAPACITY = {"source": 4000.0, "udf": 250.0, "sink": 4000.0}
+# A MonoVertex's replica reads, transforms and writes: the transformer (a UDF's 250/s) bounds it.
+DEFAULT_CAPACITY = {"source": 4000.0, "udf": 250.0, "sink": 4000.0, "monovertex": 250.0}
 
 
 def default_models(
@@ -153,9 +154,11 @@ class SimPipeline:
             self.vertices[v.name] = _Vertex(v.name, v.kind, models[v.name], ready_at=[0.0] * replicas)
         for e in spec.edges:
             self.vertices[e.from_].outputs.append(e.to)
-        self.sources = [v for v in self.vertices.values() if v.kind == "source"]
+        self.sources = [v for v in self.vertices.values() if v.kind in ("source", "monovertex")]
         self.arrived = 0  # messages offered to the pipeline (per source, summed)
-        self.delivered: dict[str, int] = {v.name: 0 for v in self.vertices.values() if v.kind == "sink"}
+        self.delivered: dict[str, int] = {
+            v.name: 0 for v in self.vertices.values() if v.kind in ("sink", "monovertex")
+        }
         self.delays: dict[float, int] = {}  # end-to-end delay (s) → messages, at every sink
         self.first_delivery: dict[float, float] = {}  # arrival second → when its first message left
 

@@ -99,7 +99,7 @@ def paths(spec: PipelineSpec) -> list[list[str]]:
             walk([*path, name])
 
     for v in spec.vertices:
-        if v.kind == "source":
+        if v.source is not None:
             walk([v.name])
     return found
 

@@ -41,7 +41,7 @@ def staged_buffer(vertex: str) -> str:
 def input_buffer(vertex: VertexSpec) -> str | None:
     """The buffer a vertex's query reads: its own (named after it) for a UDF or sink, the
     staging buffer for a user source, none for the generator."""
-    if vertex.kind != "source":
+    if vertex.source is None:
         return vertex.name
     if vertex.source is not None and vertex.source.user is not None:
         return staged_buffer(vertex.name)

@@ -162,7 +162,7 @@ class PipelineRun:
                 self.buffers.create(name, limits)
             if not self.control.known(v.name):  # a restart keeps the replicas it had
                 self.control.set_replicas(v.name, v.replicas)
-            if v.kind == "source":
+            if v.source is not None:
                 self.control.set_closing(v.name, False)  # the last stop closed it
         configs = {v.name: self.query_config(v.name) for v in self.spec.vertices}
         if self._spark is None:
@@ -362,7 +362,7 @@ class PipelineRun:
             return
         for path in self.requests.values():  # HTTP sources: the activator and receivers close first
             path.stop()
-        sources = [v.name for v in self.spec.vertices if v.kind == "source"]
+        sources = [v.name for v in self.spec.vertices if v.source is not None]
         for name in sources:
             if self.control is not None:
                 self.control.set_closing(name, True)

@@ -67,7 +67,7 @@ def vertex_statuses(run: _Run) -> list[VertexStatus]:
         d = decisions.get(v.name)
         usage = pending = None
         requests = None
-        if v.kind != "source":
+        if v.source is None:
             stats = run.buffers.open(v.name).stats()
             usage, pending = stats.usage, float(stats.pending)
         elif v.name in run.requests:

@@ -142,7 +142,8 @@ class VertexWriter(DataSourceStreamArrowWriter):
                 self._append(key, pc.binary_join_element_wise(prefix, ids, ""), payloads, step, times)
             written += len(ids)
             if sink is not None:  # kept for the sink's one write per task
-                out_ids.append(ids)
+                # A MonoVertex's sink gets its source's ids as a source vertex would pass them on.
+                out_ids.append(pc.binary_join_element_wise(prefix, ids, "") if self.config.source else ids)
                 out_payloads.append(payloads)
                 out_times.append(times)
         sink_part = sample = None

@@ -334,12 +334,24 @@ class VertexSpec(_Model):
     @model_validator(mode="after")
     def _exactly_one(self) -> VertexSpec:
         chosen = [k for k in ("source", "udf", "sink") if getattr(self, k) is not None]
+        if self.mono:
+            return self  # a MonoVertex: source, optional transformer, sink (tidal.spec.mono)
         if len(chosen) != 1:
-            raise ValueError(f"a vertex needs exactly one of source, udf, sink (got {chosen or 'none'})")
+            raise ValueError(
+                f"a vertex needs exactly one of source, udf, sink (got {chosen or 'none'}); a source, "
+                "a transformer and a sink in one query is a MonoVertex (kind: MonoVertex)"
+            )
         return self
 
     @property
+    def mono(self) -> bool:
+        """A MonoVertex: it reads a source and writes a sink in one query."""
+        return self.source is not None and self.sink is not None
+
+    @property
     def kind(self) -> str:
+        if self.mono:
+            return "monovertex"
         return "source" if self.source else "udf" if self.udf else "sink"
 
 

@@ -37,6 +37,7 @@ from tidal import errors
 from tidal.spec import graph
 from tidal.spec.kpa import kpa_spec
 from tidal.spec.model import PipelineSpec, UserClassSpec, VertexSpec
+from tidal.spec.mono import as_pipeline, is_mono, mono_error
 from tidal.spec.scale import numaflow_scale
 
 log = logging.getLogger("tidal.spec")
@@ -82,6 +83,17 @@ def load_pipeline(source: str | Path) -> PipelineSpec:
 
 def parse_pipeline(data: Mapping[str, Any] | PipelineSpec) -> PipelineSpec:
     """Validate a mapping (or re-check a model built in Python) and return the pipeline."""
+    if isinstance(data, PipelineSpec):
+        return _checked(data)
+    if not is_mono(data):
+        return _checked({k: v for k, v in data.items() if k != "kind"})
+    try:
+        return _checked(as_pipeline(data))
+    except errors.SpecError as exc:
+        raise mono_error(exc, data) from None
+
+
+def _checked(data: Mapping[str, Any] | PipelineSpec) -> PipelineSpec:
     if isinstance(data, PipelineSpec):
         spec = data
     else:
@@ -227,6 +239,16 @@ def _check_graph(spec: PipelineSpec) -> list[errors.SpecError]:
                 "edges", f"cycle {' → '.join(cycle)}", "pipelines are acyclic: remove one edge of the cycle"
             )
         )
+    for i, v in enumerate(spec.vertices):
+        if v.mono and len(spec.vertices) > 1:
+            problems.append(
+                errors.SpecError(
+                    f"vertices[{i}]",
+                    f"{v.name!r} has both a source and a sink: that is a MonoVertex, which runs alone",
+                    "give each vertex one of source, udf, sink, or write the MonoVertex as its own "
+                    "file (kind: MonoVertex)",
+                )
+            )
     if not any(v.source is not None for v in spec.vertices):
         problems.append(
             errors.SpecError("vertices", "no source vertex", "add a vertex with source: (generator or user)")
@@ -256,6 +278,29 @@ def _check_graph(spec: PipelineSpec) -> list[errors.SpecError]:
 # -- per vertex: scale and code references -----------------------------------------------------
 
 
+def _check_mono(v: VertexSpec, at: str) -> list[errors.SpecError]:
+    """What a MonoVertex cannot run (:mod:`tidal.spec.mono`)."""
+    problems = []
+    if v.source is not None and v.source.http is not None:
+        problems.append(
+            errors.SpecError(
+                f"{at}.source.http",
+                "an HTTP source cannot be part of a MonoVertex: its receivers append into a buffer, and "
+                "a MonoVertex has none",
+                "use kind: Pipeline with the HTTP source as its first vertex",
+            )
+        )
+    if v.udf is not None and v.udf.engine != "python":
+        problems.append(
+            errors.SpecError(
+                f"{at}.udf",
+                f"a {v.udf.engine} step cannot be a MonoVertex's transformer: it is a query of its own",
+                "use a Python map, filter or flatmap, or kind: Pipeline with the step as a vertex",
+            )
+        )
+    return problems
+
+
 def _check_vertices(spec: PipelineSpec) -> list[errors.SpecError]:
     problems: list[errors.SpecError] = []
     for i, v in enumerate(spec.vertices):
@@ -273,6 +318,8 @@ def _check_vertices(spec: PipelineSpec) -> list[errors.SpecError]:
                     problems.append(exc)
         elif v.udf is not None:
             problems.extend(_check_frame_step(spec, v, at))
+        if v.mono:
+            problems.extend(_check_mono(v, at))
         if v.source is not None and v.source.http is not None and spec.policy_of(v.name) != "kpa":
             problems.append(
                 errors.SpecError(

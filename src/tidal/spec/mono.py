@@ -1,0 +1,101 @@
+"""``kind: MonoVertex``: a source, an optional transformer and a sink run as **one** query.
+
+Numaflow's MonoVertex fuses the three for pipelines whose steps need not scale apart: no
+buffer between them, one replica count, one set of scaling rules (its MonoVertex autoscaler,
+``spec/numaflow.md`` §1.10). Tidal's form is the pipeline's top-level keys with one vertex's
+body in place of ``vertices`` and ``edges``::
+
+    kind: MonoVertex
+    name: orders
+    source: {kafka: {bootstrapServers: 127.0.0.1:9092, topic: orders, groupId: tidal}}
+    transformer: {map: mymodule:enrich}     # optional; ``udf:`` is the same key under Tidal's name
+    sink: {parquet: {path: orders}}
+    scale: {min: 0, max: 8}
+
+It becomes a :class:`~tidal.spec.model.PipelineSpec` with a single vertex that has a source and
+a sink (and the transformer as its UDF): one home for every check a pipeline runs, and the
+runtime runs that vertex's query the way it runs every vertex's (read a range of the source, run
+the function, write the sink, commit). Errors name the keys as written here (``transformer.map``,
+not ``vertices[0].udf.map``).
+
+What a MonoVertex cannot have, and why (each refused with the reason):
+
+* an HTTP source: its receivers append into the vertex's input buffer, and a MonoVertex has none;
+* a SQL or DataFrame transformer: those steps are queries of their own over buffered rows;
+* ``deadLetter`` on the transformer works as in a pipeline.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from typing import Any
+
+from tidal import errors
+
+__all__ = ["MONO_KIND", "PIPELINE_KIND", "as_pipeline", "is_mono", "mono_error", "mono_path"]
+
+MONO_KIND = "MonoVertex"
+PIPELINE_KIND = "Pipeline"
+# The keys of a MonoVertex that belong to its one vertex; the others are the pipeline's.
+_VERTEX_KEYS = ("source", "udf", "sink", "scale", "replicas", "policy", "kpa")
+_KEYS = (*_VERTEX_KEYS, "transformer", "name", "limits", "buffers", "controller", "cluster")
+
+
+def is_mono(data: Mapping[str, Any]) -> bool:
+    """Whether ``data`` (a pipeline or MonoVertex mapping) says ``kind: MonoVertex``; refuses
+    any other kind than the two."""
+    kind = data.get("kind", PIPELINE_KIND)
+    if kind not in (PIPELINE_KIND, MONO_KIND):
+        raise errors.SpecError(
+            "kind", f"unknown kind {kind!r}", f"use {PIPELINE_KIND} (the default) or {MONO_KIND}"
+        )
+    return bool(kind == MONO_KIND)
+
+
+def as_pipeline(data: Mapping[str, Any]) -> dict[str, Any]:
+    """A MonoVertex mapping as the pipeline mapping of its one vertex (named after it)."""
+    body = {k: v for k, v in data.items() if k != "kind"}
+    if "transformer" in body and "udf" in body:
+        raise errors.SpecError(
+            "transformer", "is given twice (as transformer and as udf)", "keep one: they are the same key"
+        )
+    if "transformer" in body:
+        body["udf"] = body.pop("transformer")
+    for key in ("vertices", "edges", "records"):
+        if key in body:
+            raise errors.SpecError(
+                key,
+                f"a MonoVertex has no {key}",
+                "write source, transformer and sink at the top level, or use kind: Pipeline",
+            )
+    for key in body:
+        if key not in _KEYS:
+            close = difflib.get_close_matches(key, _KEYS, n=1)
+            fix = f"did you mean {close[0]!r}?" if close else f"valid keys here: {', '.join(sorted(_KEYS))}"
+            raise errors.SpecError(key, "unknown key", fix)
+    for key in ("source", "sink"):
+        if key not in body:
+            raise errors.SpecError(
+                key, "is required", f"a MonoVertex reads a source and writes a sink: add {key}:"
+            )
+    vertex = {k: body.pop(k) for k in _VERTEX_KEYS if k in body}
+    vertex["name"] = body.get("name")
+    return {**body, "vertices": [vertex], "edges": []}
+
+
+def mono_path(path: str, udf_key: str = "transformer") -> str:
+    """A pipeline error's path as the MonoVertex's keys name it (``udf_key``: the key the
+    function was written under, ``transformer`` or ``udf``)."""
+    if path.startswith("vertices[0].udf"):
+        return udf_key + path[len("vertices[0].udf") :]
+    if path.startswith("vertices[0]."):
+        return path[len("vertices[0].") :]
+    return "" if path == "vertices[0]" else path
+
+
+def mono_error(error: errors.SpecError, data: Mapping[str, Any]) -> errors.SpecError:
+    """``error`` (and the problems it carries) with MonoVertex paths."""
+    udf_key = "udf" if "udf" in data else "transformer"
+    more = [errors.SpecError(mono_path(e.path, udf_key), e.problem, e.fix) for e in error.others]
+    return errors.SpecError(mono_path(error.path, udf_key), error.problem, error.fix, more)

@@ -1,0 +1,78 @@
+"""``kind: MonoVertex`` on real Spark: one query reads the source, runs the transformer and
+writes the sink; scaled as one by Numaflow's MonoVertex rules; exactly once into the tables."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+
+from tidal.spark.pipeline import PipelineRun
+from tidal.spec import parse_pipeline
+
+from .test_cli import tidal, wait_for
+from .test_kafka import delta_ids, parquet_ids
+
+pytestmark = pytest.mark.spark
+
+MONO = """
+kind: MonoVertex
+name: mono
+source:
+  generator: {{rate: {rate}, msgSize: 40, maxMessages: {count}}}
+transformer: {{map: tidal.examples.udfs:upper}}
+sink: {{{sink}: {{path: {path}, format: bytes}}}}
+scale: {{min: {low}, max: 4}}
+controller: {{intervalSeconds: 0.5}}
+"""
+
+
+def test_one_query_runs_source_transformer_and_sink_with_the_replicas_as_its_tasks(spark, tmp_path):
+    spec = parse_pipeline(
+        __import__("yaml").safe_load(MONO.format(rate=4000, count=20_000, sink="delta", path="t", low=3))
+    )
+    run = PipelineRun(spec, tmp_path, spark=spark, trigger_seconds=0.25)
+    with run:
+        run.wait(120, until=lambda: len(delta_ids(tmp_path / "t")) >= 20_000)
+        queries = [q.name for q in spark.streams.active]
+        batches = run.control.batches("mono")
+        delays = run.delivered_delays("mono", 0.0)
+    assert queries == ["mono"]  # one query, no buffer between the steps
+    ids = delta_ids(tmp_path / "t")
+    assert len(ids) == len(set(ids)) == 20_000
+    assert set(ids) == {f"mono:{n}" for n in range(1, 20_001)}
+    assert max(b.tasks for b in batches) == 3  # min 3: three replicas, three tasks a batch
+    assert sum(d.count for d in delays) == 20_000  # its sink records the delivery delay
+    import deltalake
+
+    table = deltalake.DeltaTable(str(tmp_path / "t")).to_pyarrow_table()
+    assert table.column("payload").to_pylist()[0].startswith(b"MONO ")  # the transformer ran
+
+
+def test_exactly_once_into_parquet_through_a_driver_sigkill(tmp_path):
+    count = 40_000
+    spec = tmp_path / "mono.yaml"
+    spec.write_text(MONO.format(rate=2000, count=count, sink="parquet", path="pq", low=1))
+    run_dir = tmp_path / "run"
+    args = ("run", str(spec), "--run-dir", str(run_dir), "--no-metrics", "--no-live")
+    first = tidal(*args, start_new_session=True)
+    try:
+        wait_for(lambda: len(parquet_ids(run_dir / "pq")) >= 2000, 180, "the first rows", first)
+    finally:
+        os.killpg(first.pid, signal.SIGKILL)
+        first.communicate(timeout=30)
+    killed_at = len(parquet_ids(run_dir / "pq"))
+    assert killed_at < count, "finished before the kill; the test proves nothing"
+    second = tidal(*args, start_new_session=True)
+    try:
+        wait_for(lambda: len(parquet_ids(run_dir / "pq")) >= count, 240, "every row", second)
+        time.sleep(2)
+    finally:
+        second.send_signal(signal.SIGTERM)
+        out, _ = second.communicate(timeout=120)
+    ids = parquet_ids(run_dir / "pq")
+    assert len(ids) == len(set(ids)) == count, (len(ids), len(set(ids)))
+    assert set(ids) == {f"mono:{n}" for n in range(1, count + 1)}
+    assert "resumed from its checkpoints" in out
