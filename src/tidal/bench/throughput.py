@@ -5,6 +5,8 @@ Both run on the same local SparkSession (``local[2]``), alternating, ``REPEATS``
 - **plain**: Spark's ``rate-micro-batch`` source → ``mapInArrow`` with the same per-message Python
   work (build the generator's payload, ``tidal.examples.udfs.upper``) → the ``noop`` sink. One
   query, no buffers, no delivery guarantee beyond Spark's own.
+- **monovertex**: the same steps as one ``kind: MonoVertex`` query (source, transformer and sink
+  in one writer task, no buffers), 2 replicas.
 - **tidal**: a Tidal pipeline of three vertices (generator, ``upper`` map, blackhole sink), each its
   own query with 2 replicas (autoscaling off, so the figure is throughput, not a policy), SQLite
   buffers between them, batches de-duplicated, inputs trimmed on commit: what a user gets.
@@ -129,17 +131,38 @@ def _tidal_spec(rate: float, read_batch: int) -> Any:
     )
 
 
-def tidal_rate(spark: Any, root: Path) -> float:
+def _mono_spec(rate: float, read_batch: int) -> Any:
+    """The same steps as one ``kind: MonoVertex`` query (no buffers), 2 fixed replicas."""
+    from tidal.spec import parse_pipeline
+
+    return parse_pipeline(
+        {
+            "kind": "MonoVertex",
+            "name": "bench",
+            "limits": {"readBatchSize": read_batch},
+            "source": {"generator": {"rate": rate, "msgSize": SIZE}},
+            "transformer": {"map": "tidal.examples.udfs:upper"},
+            "sink": {"blackhole": {}},
+            "scale": {"disabled": True},
+            "replicas": REPLICAS,
+        }
+    )
+
+
+def tidal_rate(spark: Any, root: Path, mono: bool = False) -> float:
+    """Messages/s out of the last step: the three-vertex pipeline, or the MonoVertex."""
     from tidal.spark.pipeline import PipelineRun
 
-    run = PipelineRun(_tidal_spec(OFFERED, READ_BATCH), root / f"tidal-{time.time_ns()}", spark=spark)
+    spec = _mono_spec(OFFERED, READ_BATCH) if mono else _tidal_spec(OFFERED, READ_BATCH)
+    last = spec.vertices[-1].name
+    run = PipelineRun(spec, root / f"tidal-{time.time_ns()}", spark=spark)
     with run:
         assert run.control is not None
         time.sleep(WARMUP_S)
         run.check()
-        before, start = run.control.processed("out"), time.time()
+        before, start = run.control.processed(last), time.time()
         time.sleep(WINDOW_S)
-        after, end = run.control.processed("out"), time.time()
+        after, end = run.control.processed(last), time.time()
         run.check()
     return (after - before) / (end - start)
 
@@ -169,29 +192,40 @@ def main(out: Path = RESULTS, repeats: int = REPEATS) -> int:
 
     root = Path(tempfile.mkdtemp(prefix="tidal-bench-"))
     spark = build_session("tidal-bench-throughput", "local[2]")
-    rows: dict[str, list[float]] = {"plain": [], "tidal": []}
+    rows: dict[str, list[float]] = {"plain": [], "tidal": [], "monovertex": []}
     try:
-        for i in range(repeats):  # alternate, so drift on a shared machine hits both
+        for i in range(repeats):  # alternate, so drift on a shared machine hits every job
             rows["plain"].append(plain_rate(spark, root))
             rows["tidal"].append(tidal_rate(spark, root))
+            rows["monovertex"].append(tidal_rate(spark, root, mono=True))
             print(
-                f"round {i + 1}: plain {rows['plain'][-1]:,.0f} msg/s, tidal {rows['tidal'][-1]:,.0f} msg/s"
+                f"round {i + 1}: plain {rows['plain'][-1]:,.0f} msg/s, tidal {rows['tidal'][-1]:,.0f} msg/s, "
+                f"monovertex {rows['monovertex'][-1]:,.0f} msg/s",
+                flush=True,
             )
         fixed = fixed_costs(spark, root)
     finally:
         spark.stop()
         shutil.rmtree(root, ignore_errors=True)
     plain, tidal = statistics.median(rows["plain"]), statistics.median(rows["tidal"])
+    mono = statistics.median(rows["monovertex"])
     print()
     print(f"| job | msg/s (median of {repeats}) | fixed cost per micro-batch |")
     print("|---|---|---|")
     plain_job = "plain PySpark (rate-micro-batch → mapInArrow → noop)"
     print(f"| {plain_job} | {plain:,.0f} | {fixed['plain_ms'] or 0:,.0f} ms |")
     print(f"| Tidal (3 vertices, SQLite buffers) | {tidal:,.0f} | {fixed['tidal_ms'] or 0:,.0f} ms |")
-    print(f"\nTidal / plain = {tidal / plain:.2f}×")
+    print(f"| Tidal MonoVertex (one query) | {mono:,.0f} | |")
+    print(f"\nTidal / plain = {tidal / plain:.2f}×; MonoVertex / plain = {mono / plain:.2f}×")
     path = write_result(
         "throughput",
-        {"rows": rows, "median": {"plain": plain, "tidal": tidal}, "ratio": tidal / plain, "fixed": fixed},
+        {
+            "rows": rows,
+            "median": {"plain": plain, "tidal": tidal, "monovertex": mono},
+            "ratio": tidal / plain,
+            "monovertex_ratio": mono / plain,
+            "fixed": fixed,
+        },
         out,
     )
     print(f"wrote {path}")

@@ -18,6 +18,7 @@ BENCHMARKS = {
     "sql": "sql",
     "policies": "policies",
     "http": "http",
+    "latency": "latency",
 }
 
 

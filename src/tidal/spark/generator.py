@@ -15,7 +15,14 @@ from tidal.spark import stores
 from tidal.spark.config import QueryConfig
 from tidal.spec.shapes import LoadShape
 
-__all__ = ["due_times", "generate", "generator_payload", "generator_payloads", "generator_start"]
+__all__ = [
+    "due_times",
+    "generate",
+    "generator_payload",
+    "generator_payloads",
+    "generator_start",
+    "numbered_payloads",
+]
 
 
 def generator_start(config: QueryConfig) -> float:
@@ -38,10 +45,10 @@ def generator_payloads(vertex: str, first: int, last: int, size: int) -> Any:
     import pyarrow as pa
 
     numbers = pa.array(np.arange(first, last + 1, dtype=np.int64)).cast(pa.string())
-    return _payloads(vertex, numbers, size)
+    return numbered_payloads(vertex, numbers, size)
 
 
-def _payloads(vertex: str, numbers: Any, size: int) -> Any:
+def numbered_payloads(vertex: str, numbers: Any, size: int) -> Any:
     """The payloads of the messages whose numbers, as decimal strings, are ``numbers``."""
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -75,6 +82,6 @@ def generate(config: QueryConfig, first: int, last: int) -> Any:
     shape = g.load_shape()
     times = pa.array(due_times(shape, generator_start(config), first, last), pa.float64())
     return pa.RecordBatch.from_arrays(
-        [numbers, ids, _payloads(config.vertex, ids, g.msg_size), times],
+        [numbers, ids, numbered_payloads(config.vertex, ids, g.msg_size), times],
         names=["seq", "id", "payload", "t"],
     )
