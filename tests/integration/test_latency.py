@@ -53,6 +53,10 @@ def test_every_delivered_message_has_a_delay_from_its_source_time_to_the_sinks_c
     count = [line for line in text.splitlines() if line.startswith("tidal_delivery_delay_seconds_count")]
     assert count and float(count[0].split()[-1]) == pytest.approx(4000)
     exporter.server.shutdown()
+    # The offset and commit logs are written without Hadoop's .crc checksum files (session.py).
+    logs = [f for f in (tmp_path / "checkpoints").rglob("*") if f.is_file()]
+    assert any(f.parent.name == "offsets" for f in logs)
+    assert not [f for f in logs if f.name.endswith(".crc")]
     summary = write_report(tmp_path).read_text()
     assert "delivery delay, source to sink: out: p50" in summary
     assert (tmp_path / "report" / "latency.png").stat().st_size > 10_000

@@ -43,3 +43,14 @@ def test_the_http_source_example_is_a_valid_pipeline():
 
     spec = parse_pipeline(yaml.safe_load(block))
     assert spec.policy_of("in") == "kpa"
+
+
+def test_the_monovertex_example_is_a_valid_monovertex():
+    from tidal.spec import parse_pipeline
+
+    text = (DOCS / "monovertex.md").read_text()
+    block = text.split("```yaml\n", 1)[1].split("```", 1)[0]
+    import yaml
+
+    spec = parse_pipeline(yaml.safe_load(block))
+    assert [v.kind for v in spec.vertices] == ["monovertex"]

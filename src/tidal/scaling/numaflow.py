@@ -20,6 +20,11 @@ the checks in upstream order:
 16. up: direct back pressure → −1 (no down cooldown), downstream back pressure → hold, else
     ``min(desired − current, replicasPerScaleUp)`` after the up cooldown.
 
+**MonoVertex** (``VertexKind.MONOVERTEX``: source, transformer and sink in one query) follows
+``pkg/reconciler/monovertex/scaling`` (§1.10): the time model on its source's pending (no
+buffer model), no back pressure, the cooldown (3) checked before the phase (2), a stall keeps the
+current replicas, ``rateLimit.max × readBatchSize``, and a source's zero peek and cron windows.
+
 The models' formulas are in :mod:`tidal.scaling.numaflow_estimate`; the ``scale:`` block and its
 normalisation in :mod:`tidal.scaling.numaflow_scale`. Steps 5, 15 and 16 move toward a target with
 one rule (:func:`_step_toward`): at most ``replicasPerScaleUp``/``Down`` per decision, after that

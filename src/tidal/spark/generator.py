@@ -32,6 +32,19 @@ def generator_start(config: QueryConfig) -> float:
     )
 
 
+_STARTS: dict[tuple[str, str], float] = {}
+
+
+def _known_start(config: QueryConfig) -> float:
+    """:func:`generator_start` for a task, remembered in its worker: it never changes within a
+    run, and asking the control record for it is a write transaction (one per piece cost the
+    writers the database's lock hundreds of times a second)."""
+    key = (config.db, config.vertex)
+    if key not in _STARTS:
+        _STARTS[key] = generator_start(config)
+    return _STARTS[key]
+
+
 def generator_payload(vertex: str, n: int, size: int) -> bytes:
     """Message ``n``'s payload: its vertex and number, padded to ``size`` bytes."""
     head = f"{vertex} {n:012d} ".encode()
@@ -80,7 +93,7 @@ def generate(config: QueryConfig, first: int, last: int) -> Any:
     numbers = pa.array(np.arange(first, last + 1, dtype=np.int64))
     ids = numbers.cast(pa.string())
     shape = g.load_shape()
-    times = pa.array(due_times(shape, generator_start(config), first, last), pa.float64())
+    times = pa.array(due_times(shape, _known_start(config), first, last), pa.float64())
     return pa.RecordBatch.from_arrays(
         [numbers, ids, numbered_payloads(config.vertex, ids, g.msg_size), times],
         names=["seq", "id", "payload", "t"],

@@ -91,7 +91,7 @@ class PipelineRun:
         spark: Any = None,
         master: str = "local[2]",
         dry_run: bool = False,
-        trigger_seconds: float = 0.5,
+        trigger_seconds: float | None = None,
         buffers_url: str | None = None,
     ) -> None:
         self.spec = spec
@@ -100,7 +100,8 @@ class PipelineRun:
         self.run_dir = Path(run_dir).absolute()
         self.db = self.run_dir / "pipeline.db"
         self.dry_run = dry_run
-        self.trigger_seconds = trigger_seconds
+        # The spec's limits.triggerSeconds unless the caller (a test, a benchmark) says otherwise.
+        self.trigger_seconds = spec.limits.trigger_seconds if trigger_seconds is None else trigger_seconds
         self._spark = spark
         self._own_spark = spark is None
         self._master = master

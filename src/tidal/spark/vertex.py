@@ -21,7 +21,7 @@ def start_vertex(
     config: QueryConfig,
     checkpoint: str | Path,
     *,
-    trigger_seconds: float = 0.5,
+    trigger_seconds: float = 0.25,
     frame: Any = None,
 ) -> Any:
     """Start the query of ``config.vertex`` and return its ``StreamingQuery``. ``frame``: what

@@ -13,6 +13,14 @@ and appended under the key ``<vertex>:<first>-<last>`` (per-batch de-duplication
 :mod:`tidal.isb.base`): a replayed task rewrites keys the output buffer already holds, whatever
 the UDF returns the second time. The input is trimmed only in the commit.
 
+**Source time and delivery delay.** Every message read carries its source time (``t``,
+:mod:`tidal.isb.segments`); the outputs keep their input's, and a sink's task hands the commit a
+sample of the source times it wrote, which the commit turns into the batch's delivery delays
+(:mod:`tidal.scaling.latency`) and records with the batch.
+
+**A MonoVertex** is a vertex with a source and a sink: its tasks read the source, run the
+transformer and write the sink, and nothing goes to a buffer (:mod:`tidal.spec.mono`).
+
 **The UDF runs inside the writer task**, on Arrow batches. A separate ``mapInArrow`` stage would
 add a third Python process per task and an Arrow round trip through the JVM for the same work.
 """

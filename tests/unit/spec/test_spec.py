@@ -293,3 +293,16 @@ def test_resolve_passes_callables_through():
 def test_every_example_pipeline_is_valid(path):
     spec = load_pipeline(path)
     assert spec.name == path.stem and spec.edges
+
+
+def test_trigger_seconds_is_a_limit_with_a_quarter_second_default_and_bounds():
+    base = {
+        "name": "p",
+        "vertices": [{"name": "in", "source": {"generator": {}}}, {"name": "out", "sink": {"log": {}}}],
+        "edges": [{"from": "in", "to": "out"}],
+    }
+    assert parse_pipeline(base).limits.trigger_seconds == 0.25
+    assert parse_pipeline({**base, "limits": {"triggerSeconds": 1}}).limits.trigger_seconds == 1.0
+    with pytest.raises(errors.SpecError) as caught:
+        parse_pipeline({**base, "limits": {"triggerSeconds": 0.01}})
+    assert caught.value.path == "limits.triggerSeconds"
