@@ -44,11 +44,12 @@ from pyspark.sql.datasource import (
 
 from tidal.bench import RESULTS, write_result
 from tidal.scaling.latency import DelaySample, TimeSample, delays_at, pooled, time_sample
+from tidal.spec import Limits
 
 LOADS = (1_000, 10_000)  # msg/s offered
 WARMUP_S = 20.0
 WINDOW_S = 30.0
-TRIGGER_S = 0.5  # PipelineRun's default trigger, used by all three
+TRIGGER_S = Limits().trigger_seconds  # Tidal's default trigger (limits.triggerSeconds), for all three
 SIZE = 100
 READ_BATCH = 50_000  # per replica: admission never caps a batch at these loads
 REPLICAS = 2
