@@ -32,8 +32,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from tidal import errors
+from tidal.spec.model import VertexSpec
 
-__all__ = ["MONO_KIND", "PIPELINE_KIND", "as_pipeline", "is_mono", "mono_error", "mono_path"]
+__all__ = ["MONO_KIND", "PIPELINE_KIND", "as_pipeline", "check_mono", "is_mono", "mono_error", "mono_path"]
 
 MONO_KIND = "MonoVertex"
 PIPELINE_KIND = "Pipeline"
@@ -99,3 +100,26 @@ def mono_error(error: errors.SpecError, data: Mapping[str, Any]) -> errors.SpecE
     udf_key = "udf" if "udf" in data else "transformer"
     more = [errors.SpecError(mono_path(e.path, udf_key), e.problem, e.fix) for e in error.others]
     return errors.SpecError(mono_path(error.path, udf_key), error.problem, error.fix, more)
+
+
+def check_mono(v: VertexSpec, at: str) -> list[errors.SpecError]:
+    """What a MonoVertex cannot run (:mod:`tidal.spec.mono`)."""
+    problems = []
+    if v.source is not None and v.source.http is not None:
+        problems.append(
+            errors.SpecError(
+                f"{at}.source.http",
+                "an HTTP source cannot be part of a MonoVertex: its receivers append into a buffer, and "
+                "a MonoVertex has none",
+                "use kind: Pipeline with the HTTP source as its first vertex",
+            )
+        )
+    if v.udf is not None and v.udf.engine != "python":
+        problems.append(
+            errors.SpecError(
+                f"{at}.udf",
+                f"a {v.udf.engine} step cannot be a MonoVertex's transformer: it is a query of its own",
+                "use a Python map, filter or flatmap, or kind: Pipeline with the step as a vertex",
+            )
+        )
+    return problems

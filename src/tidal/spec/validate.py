@@ -37,7 +37,7 @@ from tidal import errors
 from tidal.spec import graph
 from tidal.spec.kpa import kpa_spec
 from tidal.spec.model import PipelineSpec, UserClassSpec, VertexSpec
-from tidal.spec.mono import as_pipeline, is_mono, mono_error
+from tidal.spec.mono import as_pipeline, check_mono, is_mono, mono_error
 from tidal.spec.scale import numaflow_scale
 
 log = logging.getLogger("tidal.spec")
@@ -278,29 +278,6 @@ def _check_graph(spec: PipelineSpec) -> list[errors.SpecError]:
 # -- per vertex: scale and code references -----------------------------------------------------
 
 
-def _check_mono(v: VertexSpec, at: str) -> list[errors.SpecError]:
-    """What a MonoVertex cannot run (:mod:`tidal.spec.mono`)."""
-    problems = []
-    if v.source is not None and v.source.http is not None:
-        problems.append(
-            errors.SpecError(
-                f"{at}.source.http",
-                "an HTTP source cannot be part of a MonoVertex: its receivers append into a buffer, and "
-                "a MonoVertex has none",
-                "use kind: Pipeline with the HTTP source as its first vertex",
-            )
-        )
-    if v.udf is not None and v.udf.engine != "python":
-        problems.append(
-            errors.SpecError(
-                f"{at}.udf",
-                f"a {v.udf.engine} step cannot be a MonoVertex's transformer: it is a query of its own",
-                "use a Python map, filter or flatmap, or kind: Pipeline with the step as a vertex",
-            )
-        )
-    return problems
-
-
 def _check_vertices(spec: PipelineSpec) -> list[errors.SpecError]:
     problems: list[errors.SpecError] = []
     for i, v in enumerate(spec.vertices):
@@ -319,7 +296,7 @@ def _check_vertices(spec: PipelineSpec) -> list[errors.SpecError]:
         elif v.udf is not None:
             problems.extend(_check_frame_step(spec, v, at))
         if v.mono:
-            problems.extend(_check_mono(v, at))
+            problems.extend(check_mono(v, at))
         if v.source is not None and v.source.http is not None and spec.policy_of(v.name) != "kpa":
             problems.append(
                 errors.SpecError(
