@@ -51,6 +51,21 @@ def test_one_query_runs_source_transformer_and_sink_with_the_replicas_as_its_tas
     assert table.column("payload").to_pylist()[0].startswith(b"MONO ")  # the transformer ran
 
 
+def test_into_the_file_sink_every_message_once_with_the_monovertexs_ids(spark, tmp_path):
+    text = MONO.format(rate=4000, count=8000, sink="file", path="out.jsonl", low=2).replace(
+        ", format: bytes", ""
+    )
+    spec = parse_pipeline(__import__("yaml").safe_load(text))
+    from tidal.testing import delivered, ids_of
+
+    run = PipelineRun(spec, tmp_path, spark=spark, trigger_seconds=0.25)
+    with run:
+        run.wait(120, until=lambda: len(delivered(tmp_path / "out.jsonl")) >= 8000)
+    ids = ids_of(delivered(tmp_path / "out.jsonl"))
+    assert len(ids) == len(set(ids)) == 8000
+    assert set(ids) == {f"mono:{n}" for n in range(1, 8001)}
+
+
 def test_exactly_once_into_parquet_through_a_driver_sigkill(tmp_path):
     count = 40_000
     spec = tmp_path / "mono.yaml"
