@@ -16,6 +16,7 @@ writes the same de-duplication keys.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -33,6 +34,7 @@ class Range(InputPartition):
     first: int
     last: int
     index: int
+    t0: float = math.nan  # the generator's: when its load shape started (its messages' source times)
 
 
 class Admission(NamedTuple):
@@ -116,6 +118,7 @@ def task_row(partition: Range) -> Any:
             pa.array([partition.last], pa.int64()),
             pa.array([partition.index], pa.int32()),
             pa.array([-1], pa.int32()),
+            pa.array([partition.t0], pa.float64()),
         ],
-        names=["first", "last", "part", "kpart"],
+        names=["first", "last", "part", "kpart", "t0"],
     )

@@ -33,7 +33,9 @@ from tidal.spark.heap import freeze_imports
 
 __all__ = ["ROWS_SCHEMA", "SCHEMA", "VertexDataSource", "register"]
 
-SCHEMA = "first long, last long, part int, kpart int"  # kpart: a Kafka partition, else -1
+# kpart: a Kafka partition, else -1; t0: the generator's clock start (else NaN), which a task on
+# another host cannot read from the control record on the driver's disk.
+SCHEMA = "first long, last long, part int, kpart int, t0 double"
 # A SQL or DataFrame step reads the messages themselves (Spark transforms them) and writes what
 # its query made of them: good rows with ``error`` null, records that did not parse with the reason.
 ROWS_SCHEMA = "id string, payload binary"

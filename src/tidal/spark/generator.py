@@ -32,19 +32,6 @@ def generator_start(config: QueryConfig) -> float:
     )
 
 
-_STARTS: dict[tuple[str, str], float] = {}
-
-
-def _known_start(config: QueryConfig) -> float:
-    """:func:`generator_start` for a task, remembered in its worker: it never changes within a
-    run, and asking the control record for it is a write transaction (one per piece cost the
-    writers the database's lock hundreds of times a second)."""
-    key = (config.db, config.vertex)
-    if key not in _STARTS:
-        _STARTS[key] = generator_start(config)
-    return _STARTS[key]
-
-
 def generator_payload(vertex: str, n: int, size: int) -> bytes:
     """Message ``n``'s payload: its vertex and number, padded to ``size`` bytes."""
     head = f"{vertex} {n:012d} ".encode()
@@ -81,10 +68,14 @@ def due_times(shape: LoadShape, start: float, first: int, last: int) -> Any:
     return start + np.interp(np.arange(first, last + 1, dtype=np.float64), grid, at)
 
 
-def generate(config: QueryConfig, first: int, last: int) -> Any:
+def generate(config: QueryConfig, first: int, last: int, start: float) -> Any:
     """The generator's messages ``first..last`` as one Arrow batch (``seq, id, payload, t``): the
     id is the message's number, the payload is built from that same string, and ``t`` is when
-    the load shape made it due (its source time)."""
+    the load shape made it due (its source time), the shape's clock having started at ``start``.
+
+    ``start`` comes with the task (the reader's partitions carry it): a task on another host
+    cannot read the control record on the driver's disk, and asking it for every piece was a
+    write transaction each."""
     import numpy as np
     import pyarrow as pa
 
@@ -93,7 +84,7 @@ def generate(config: QueryConfig, first: int, last: int) -> Any:
     numbers = pa.array(np.arange(first, last + 1, dtype=np.int64))
     ids = numbers.cast(pa.string())
     shape = g.load_shape()
-    times = pa.array(due_times(shape, _known_start(config), first, last), pa.float64())
+    times = pa.array(due_times(shape, start, first, last), pa.float64())
     return pa.RecordBatch.from_arrays(
         [numbers, ids, numbered_payloads(config.vertex, ids, g.msg_size), times],
         names=["seq", "id", "payload", "t"],

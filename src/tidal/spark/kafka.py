@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import re
 import time
@@ -304,8 +305,9 @@ class KafkaReader(DataSourceStreamReader):
                 pa.array([b for _, _, b in ranges], pa.int64()),
                 pa.array([partition.index] * len(ranges), pa.int32()),
                 pa.array([p for p, _, _ in ranges], pa.int32()),
+                pa.array([math.nan] * len(ranges), pa.float64()),
             ],
-            names=["first", "last", "part", "kpart"],
+            names=["first", "last", "part", "kpart", "t0"],
         )
 
     def commit(self, end: dict[str, int]) -> None:

@@ -32,6 +32,7 @@ import inspect
 import logging
 import time
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -141,16 +142,24 @@ class GeneratorReader(RangeReader):
         self.shape = g.load_shape()
         self.started: float | None = None
 
-    def due(self, now: float) -> int:
+    def start(self) -> float:
+        """When the load shape's clock started: at the first trigger (then kept over restarts),
+        not when the pipeline was built: Spark's warm-up is no catch-up burst."""
         if self.started is None:
-            # The load shape's clock starts at the first trigger (then kept over restarts), not
-            # when the pipeline was built: Spark's warm-up is no catch-up burst.
             self.started = generator_start(self.config)
-        due = self.shape.total(now - self.started)
+        return self.started
+
+    def due(self, now: float) -> int:
+        due = self.shape.total(now - self.start())
         return due if self.spec.max_messages is None else min(due, self.spec.max_messages)
 
     def initialOffset(self) -> dict[str, int]:  # noqa: N802
         return {self.KEY: 0}
+
+    def partitions(self, start: dict[str, int], end: dict[str, int]) -> Sequence[InputPartition]:
+        """The ranges, each with the clock's start: the tasks make the source times from it."""
+        t0 = self.start()
+        return [replace(r, t0=t0) for r in super().partitions(start, end) if isinstance(r, Range)]
 
     def latestOffset(self, start: dict[str, int], limit: Any = None) -> dict[str, int]:  # noqa: N802
         due = self.due(time.time())

@@ -27,6 +27,7 @@ add a third Python process per task and an Arrow round trip through the JVM for 
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -52,17 +53,20 @@ def piece_size(config: QueryConfig) -> int:
     return max(1, min(_MAX_PIECE, config.limits.usable_length // 4))
 
 
-def pieces(tasks: Iterator[Any], step: int) -> Iterator[tuple[int, int, int]]:
+def pieces(tasks: Iterator[Any], step: int) -> Iterator[tuple[int, int, int, float]]:
     """The task rows' input ranges cut into pieces of at most ``step`` sequences, each starting
     a whole number of steps into its range (so a replay of the same range cuts the same pieces);
-    with the Kafka partition each range is of (-1 for every other input)."""
+    with the Kafka partition each range is of (-1 for every other input) and the generator's
+    clock start (NaN for every other input)."""
     for rows in tasks:
-        kparts = rows.column("kpart").to_pylist() if "kpart" in rows.schema.names else [-1] * rows.num_rows
-        for first, last, kpart in zip(
-            rows.column("first").to_pylist(), rows.column("last").to_pylist(), kparts, strict=True
+        names = rows.schema.names
+        kparts = rows.column("kpart").to_pylist() if "kpart" in names else [-1] * rows.num_rows
+        starts = rows.column("t0").to_pylist() if "t0" in names else [math.nan] * rows.num_rows
+        for first, last, kpart, t0 in zip(
+            rows.column("first").to_pylist(), rows.column("last").to_pylist(), kparts, starts, strict=True
         ):
             for a in range(first, last + 1, step):
-                yield kpart, a, min(last, a + step - 1)
+                yield kpart, a, min(last, a + step - 1), t0
 
 
 @dataclass
@@ -109,9 +113,9 @@ class VertexWriter(DataSourceStreamArrowWriter):
             )
         return self._sinks[role]
 
-    def messages(self, first: int, last: int, kpart: int = -1) -> Any:
-        """The input messages ``first..last`` (of Kafka partition ``kpart``) as one Arrow batch
-        (``seq, id, payload``)."""
+    def messages(self, first: int, last: int, kpart: int = -1, t0: float = math.nan) -> Any:
+        """The input messages ``first..last`` (of Kafka partition ``kpart``; the generator's from
+        its clock start ``t0``) as one Arrow batch (``seq, id, payload, t``)."""
         if self.config.input is not None:
             return stores.buffer(self.config, self.config.input).read_batch(first, last)
         if kpart >= 0:
@@ -120,7 +124,7 @@ class VertexWriter(DataSourceStreamArrowWriter):
             return read_range(self.config, kpart, first, last)
         from tidal.spark.generator import generate
 
-        return generate(self.config, first, last)
+        return generate(self.config, first, last, t0)
 
     def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
         import pyarrow as pa
@@ -138,8 +142,8 @@ class VertexWriter(DataSourceStreamArrowWriter):
         written = 0
         step = piece_size(self.config)
         prefix = f"{self.config.vertex}:"
-        for kpart, a, b in pieces(iterator, step):
-            batch = self.messages(a, b, kpart)
+        for kpart, a, b, t0 in pieces(iterator, step):
+            batch = self.messages(a, b, kpart, t0)
             ids, payloads, times = batch.column("id"), batch.column("payload"), batch.column("t")
             if transform is not None:
                 outcome = transform.apply(ids, payloads)
