@@ -47,8 +47,11 @@ def test_every_delivered_message_has_a_delay_from_its_source_time_to_the_sinks_c
         assert 0.0 < s.points[0] <= s.points[-1] <= s.at - due_from  # none older than the generator
     # The oldest message of the first batch is message 1, due 1/400 s after the generator started:
     # its delay is the time from then to the commit, which says the source time is the due time.
+    # (A batch's record is written after its commit and may wait for the database: up to a
+    # second is allowed; a source time taken when read would be short by Spark's whole start.)
     first = samples[0]
-    assert first.max == pytest.approx(first.at - due_from - 1 / 400, abs=0.05)
+    since_due = first.at - due_from - 1 / 400
+    assert since_due - 1.0 <= first.max <= since_due + 0.001
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
     count = [line for line in text.splitlines() if line.startswith("tidal_delivery_delay_seconds_count")]
     assert count and float(count[0].split()[-1]) == pytest.approx(4000)
