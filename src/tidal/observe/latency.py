@@ -7,6 +7,7 @@ view's last seconds.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from tidal.isb.control import ControlStore
@@ -60,6 +61,23 @@ def latency_line(delays: dict[str, list[DelaySample]]) -> str:
     return "delivery delay, source to sink: " + "; ".join(parts) + "\n\n" if parts else ""
 
 
+def _with_gaps(points: list[DelaySample], start: float) -> tuple[list[float], list[float], list[float]]:
+    """Times, p50 and p99 of ``points``, with a break (NaN) where nothing was delivered for more
+    than two windows: a line across an idle spell would show delays nobody had."""
+    t: list[float] = []
+    p50: list[float] = []
+    p99: list[float] = []
+    for w in points:
+        if t and w.at - start - t[-1] > 2 * WINDOW:
+            t.append(t[-1] + WINDOW)
+            p50.append(math.nan)
+            p99.append(math.nan)
+        t.append(w.at - start)
+        p50.append(w.p50)
+        p99.append(w.p99)
+    return t, p50, p99
+
+
 def plot_latency(delays: dict[str, list[DelaySample]], start: float, path: Path) -> None:
     """p50 (solid) and p99 (dashed) per sink over time, in seconds (on a log scale when they
     span more than a decade)."""
@@ -73,11 +91,11 @@ def plot_latency(delays: dict[str, list[DelaySample]], start: float, path: Path)
     low, high = float("inf"), 0.0
     for i, (name, samples) in enumerate(delays.items()):
         points = windows(samples)
-        t = [w.at - start for w in points]
+        t, p50, p99 = _with_gaps(points, start)
         color = colors[i % len(colors)]
         marker = "o" if len(points) < 20 else None  # a short run still shows its points
-        ax.plot(t, [w.p50 for w in points], color=color, marker=marker, label=f"{name} p50")
-        ax.plot(t, [w.p99 for w in points], color=color, marker=marker, ls="--", label=f"{name} p99")
+        ax.plot(t, p50, color=color, marker=marker, label=f"{name} p50")
+        ax.plot(t, p99, color=color, marker=marker, ls="--", label=f"{name} p99")
         low, high = min(low, *(w.p50 for w in points)), max(high, *(w.p99 for w in points))
     if low > 0 and high / low > 20:  # a log scale only when delays span more than a decade or so
         ax.set_yscale("log")

@@ -76,3 +76,12 @@ def test_the_histogram_counts_every_message_once_in_cumulative_buckets():
     assert cumulative[BUCKETS.index(1.0)] == pytest.approx(200)
     assert total == pytest.approx(sum(p * 200 / 101 for p in sample.points))
     assert cumulative == sorted(cumulative)
+
+
+def test_the_report_breaks_its_lines_over_spells_with_nothing_delivered():
+    from tidal.observe.latency import WINDOW, _with_gaps
+
+    points = [DelaySample(at, 10, (1.0,) * 101) for at in (105.0, 110.0, 200.0)]
+    t, p50, _ = _with_gaps(points, 100.0)
+    assert t == [5.0, 10.0, 10.0 + WINDOW, 100.0]
+    assert math.isnan(p50[2]) and p50[3] == 1.0
