@@ -92,7 +92,7 @@ def delays_at(samples: Iterable[TimeSample], now: float) -> DelaySample:
     delays = [DelaySample(now, s.count, tuple(max(0.0, now - t) for t in reversed(s.points))) for s in parts]
     if len(delays) == 1:
         return delays[0]
-    return DelaySample(now, count, tuple(quantile(delays, k / (POINTS - 1)) for k in range(POINTS)))
+    return pooled(delays, now)
 
 
 def _weighted(samples: Iterable[DelaySample]) -> list[tuple[float, float]]:
@@ -106,19 +106,28 @@ def _weighted(samples: Iterable[DelaySample]) -> list[tuple[float, float]]:
     return out
 
 
+def _quantiles(points: list[tuple[float, float]], qs: list[float]) -> list[float]:
+    """The ``qs`` quantiles (ascending) of weighted ``points`` (sorted by value), in one pass:
+    for each, the first value whose cumulative weight reaches ``q`` of the total."""
+    total = sum(w for _, w in points)
+    out: list[float] = []
+    i, seen = 0, 0.0
+    for q in qs:
+        target = q * total - 1e-9
+        while i < len(points) - 1 and seen + points[i][1] < target:
+            seen += points[i][1]
+            i += 1
+        out.append(points[i][0])
+    return out
+
+
+_RANKS = [k / (POINTS - 1) for k in range(POINTS)]
+
+
 def quantile(samples: Iterable[DelaySample], q: float) -> float:
     """The ``q`` quantile (0..1) of the delays of all messages in ``samples``; NaN for none."""
     points = _weighted(samples)
-    if not points:
-        return math.nan
-    total = sum(w for _, w in points)
-    target = q * total
-    seen = 0.0
-    for value, weight in points:
-        seen += weight
-        if seen >= target - 1e-9:
-            return value
-    return points[-1][0]
+    return _quantiles(points, [q])[0] if points else math.nan
 
 
 def pooled(samples: Iterable[DelaySample], at: float) -> DelaySample:
@@ -127,7 +136,7 @@ def pooled(samples: Iterable[DelaySample], at: float) -> DelaySample:
     count = sum(s.count for s in items)
     if not count:
         return DelaySample(at, 0, ())
-    return DelaySample(at, count, tuple(quantile(items, k / (POINTS - 1)) for k in range(POINTS)))
+    return DelaySample(at, count, tuple(_quantiles(_weighted(items), _RANKS)))
 
 
 def bucket_counts(samples: Iterable[DelaySample]) -> tuple[list[float], float, float]:
