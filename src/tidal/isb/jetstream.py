@@ -263,11 +263,10 @@ class JetStreamBuffer:
         self,
         payloads: list[bytes],
         ids: list[str],
-        dedup: list[str] | None = None,
-        stamps: list[str] | None = None,
+        dedup: list[str] | None,
+        stamps: list[str],
     ) -> AppendResult:
-        """Publish the messages; ``stamps``: their source times (``Tidal-Time``), else the
-        server's own time of the publish stands for it."""
+        """Publish the messages with their source times (``stamps``, the ``Tidal-Time`` header)."""
         state = await self._state()
         if state.messages + len(payloads) > self._limits.max_length:
             raise errors.BufferFull(self._name, state.messages, len(payloads), self._limits.max_length)
@@ -276,7 +275,7 @@ class JetStreamBuffer:
         for i in range(0, len(payloads), _ATOMIC_MAX):
             chunk_p, chunk_i = payloads[i : i + _ATOMIC_MAX], ids[i : i + _ATOMIC_MAX]
             chunk_d = dedup[i : i + _ATOMIC_MAX] if dedup is not None else None
-            chunk_s = stamps[i : i + _ATOMIC_MAX] if stamps is not None else None
+            chunk_s = stamps[i : i + _ATOMIC_MAX]
             result = await self._atomic(chunk_p, chunk_i, chunk_d, chunk_s)
             if result is None:  # the chunk holds a known id: publish one by one, skipping duplicates
                 result = await self._singles(chunk_p, chunk_i, chunk_d, chunk_s)
@@ -300,16 +299,15 @@ class JetStreamBuffer:
         )
 
     @staticmethod
-    def _headers(ids: list[str], dedup: list[str] | None, stamps: list[str] | None, j: int) -> dict[str, str]:
+    def _headers(ids: list[str], dedup: list[str] | None, stamps: list[str], j: int) -> dict[str, str]:
         """Message ``j``'s de-duplication id (its own id, or its batch key), for a batch its id,
         and its source time."""
         headers = {"Nats-Msg-Id": ids[j]} if dedup is None else {"Nats-Msg-Id": dedup[j], "Tidal-Id": ids[j]}
-        if stamps is not None:
-            headers["Tidal-Time"] = stamps[j]
+        headers["Tidal-Time"] = stamps[j]
         return headers
 
     async def _atomic(
-        self, payloads: list[bytes], ids: list[str], dedup: list[str] | None, stamps: list[str] | None
+        self, payloads: list[bytes], ids: list[str], dedup: list[str] | None, stamps: list[str]
     ) -> AppendResult | None:
         nc = self._store.nc
         batch_id = uuid.uuid4().hex
@@ -340,7 +338,7 @@ class JetStreamBuffer:
         raise AssertionError("unreachable")
 
     async def _singles(
-        self, payloads: list[bytes], ids: list[str], dedup: list[str] | None, stamps: list[str] | None
+        self, payloads: list[bytes], ids: list[str], dedup: list[str] | None, stamps: list[str]
     ) -> AppendResult:
         js = self._store.nc.jetstream()
         first = last = appended = duplicates = 0

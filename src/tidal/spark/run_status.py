@@ -61,7 +61,7 @@ def vertex_statuses(run: _Run) -> list[VertexStatus]:
     now = time.time()
     decisions = run.controller.decisions()
     metrics = run.controller.metrics()
-    stuck = run.controller.stuck(time.time())
+    stuck = run.controller.stuck(now)
     out = []
     for v in run.spec.vertices:
         d = decisions.get(v.name)
