@@ -44,6 +44,7 @@ from pyspark.sql.datasource import (
 
 from tidal.bench import RESULTS, write_result
 from tidal.scaling.latency import DelaySample, TimeSample, delays_at, pooled, time_sample
+from tidal.spark.admission import Range, split
 from tidal.spec import Limits
 
 LOADS = (1_000, 10_000)  # msg/s offered
@@ -118,12 +119,6 @@ def _plain_work(batches: Iterator[Any]) -> Iterator[Any]:
         yield pa.RecordBatch.from_arrays([payloads, batch.column("t")], names=["payload", "t"])
 
 
-@dataclass
-class _Range(InputPartition):
-    first: int
-    last: int
-
-
 class _DueReader(DataSourceStreamReader):
     """Messages fall due at ``rate`` a second from the query's start, numbered from 1; a
     micro-batch takes every message due by its trigger (Tidal's generator, without Tidal)."""
@@ -139,17 +134,13 @@ class _DueReader(DataSourceStreamReader):
         return {"n": int((time.time() - self.start) * self.rate)}
 
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[InputPartition]:
-        first, last = start["n"] + 1, end["n"]
-        if last < first:
-            return []
-        step = -(-(last - first + 1) // REPLICAS)
-        return [_Range(a, min(last, a + step - 1)) for a in range(first, last + 1, step)]
+        return list(split(start["n"] + 1, end["n"], REPLICAS))
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         import numpy as np
         import pyarrow as pa
 
-        assert isinstance(partition, _Range)
+        assert isinstance(partition, Range)
         numbers = np.arange(partition.first, partition.last + 1, dtype=np.int64)
         due = self.start + numbers / self.rate
         yield pa.RecordBatch.from_arrays([pa.array(numbers), pa.array(due)], names=["value", "t"])

@@ -79,14 +79,6 @@ class DecisionRecorder(Protocol):
     def record(self, decision: Decision) -> bool: ...
 
 
-_KINDS = {
-    "source": VertexKind.SOURCE,
-    "udf": VertexKind.UDF,
-    "sink": VertexKind.SINK,
-    "monovertex": VertexKind.MONOVERTEX,
-}
-
-
 ADAPT_LOOKBACK_EVERY = 30.0  # Numaflow's daemon re-computes the dynamic lookback every 30 s
 
 
@@ -156,7 +148,7 @@ class Controller:
             policy = policies.get(v.name) or NumaflowPolicy(scale)
             self._vertices[v.name] = _Vertex(
                 v.name,
-                _KINDS[v.kind],
+                VertexKind(v.kind),  # the spec's kind names are the enum's values
                 scale.lookback_seconds,
                 policy,
                 Rater(),
