@@ -85,7 +85,7 @@ def test_latency_benchmark_measures_every_delivered_message_of_the_three_jobs(sp
     delay from the second it fell due; the probe sink measures the plain job the same way."""
     from tidal.bench import latency
 
-    monkeypatch.setattr(latency, "WARMUP_S", 8.0)
+    monkeypatch.setattr(latency, "WARMUP_S", 15.0)  # a cold session needs it: the first query compiles
     monkeypatch.setattr(latency, "WINDOW_S", 6.0)
     spark.dataSource.register(latency.LatencyProbe)
     spark.dataSource.register(latency.DueSource)
