@@ -26,12 +26,13 @@ from tidal.sim.plot import plot_comparison
 
 # What each policy is given beyond what the runtime measures (the simulator's "information parity").
 TOLD = {
-    "tidal": "nothing: capacity from busy time (measured with ±10 % noise), start-up from readiness",
+    "tidal": "nothing: work rate from busy time (±10 % noise), a micro-batch's fixed cost guessed at "
+    "0.25 s and learnt where saturated, start-up from readiness",
     "numaflow": "nothing: its processing rate and pending",
-    "kpa": "the true capacity of a replica, as its target (a user must know it)",
+    "kpa": "what a replica sustains, as its target (a user must know it)",
     "static-peak": "the trace's peak, in advance",
     "ds2": "noisy busy time, and the true start-up as its restart time",
-    "spark-da": "the true capacity of a replica (to turn backlog into tasks)",
+    "spark-da": "what a replica sustains (to turn backlog into tasks)",
 }
 # issue #18: time behind, p99 delay (s), cost × oracle, actions (None: no more than KPA's)
 GOALS: dict[str, tuple[float, float, float, int | None]] = {

@@ -15,6 +15,7 @@ from rich.table import Table
 
 from tidal import errors
 from tidal.sim import (
+    DEFAULT_BATCH_SECONDS,
     POLICIES,
     VertexModel,
     default_models,
@@ -97,6 +98,13 @@ def run_simulation(
             )
     (out_dir / "scores.json").write_text(json.dumps(scores, indent=2) + "\n")
     console.print(table)
-    console.print("models: " + ", ".join(f"{v} {m.capacity:g}/s per replica" for v, m in models.items()))
+    size = spec.limits.read_batch_size
+    console.print(
+        "models: "
+        + ", ".join(
+            f"{v} {m.capacity:g}/s working, {m.sustained(size):.0f}/s sustained" for v, m in models.items()
+        )
+        + f" per replica (micro-batches of {size}, {DEFAULT_BATCH_SECONDS:g} s fixed cost)"
+    )
     console.print(f"wrote {out_dir}/: scores.json, changes.jsonl, " + ", ".join(f"{p}.png" for p in policies))
     return 0

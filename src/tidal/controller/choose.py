@@ -9,10 +9,10 @@ from collections.abc import Callable, Mapping
 from tidal.controller.adaptive import AdaptivePolicy
 from tidal.controller.policy import KpaPolicy, VertexPolicy
 from tidal.controller.request_policy import RequestKpaPolicy, RequestLoad
-from tidal.spec import PipelineSpec, numaflow_scale
+from tidal.spec import PipelineSpec, VertexSpec, numaflow_scale
 from tidal.spec.kpa import kpa_spec
 
-__all__ = ["spec_policies"]
+__all__ = ["adaptive_policy", "spec_policies"]
 
 
 def spec_policies(
@@ -33,5 +33,15 @@ def spec_policies(
         elif chosen == "kpa":
             policies[v.name] = KpaPolicy(kpa_spec(v), v.name, now=now, ready=replicas(v.name))
         elif chosen == "tidal":
-            policies[v.name] = AdaptivePolicy(numaflow_scale(v.scale, v.name))
+            policies[v.name] = adaptive_policy(v)
     return policies
+
+
+def adaptive_policy(v: VertexSpec) -> AdaptivePolicy:
+    """``policy: tidal`` for ``v``: its ``scale:`` bounds, and, where the vertex sets
+    ``scaleDownCooldownSeconds``, that as the window whose largest recommendation a scale-down
+    goes to (else 30 s): both say how soon what a load needed may be released. The wave demo
+    sets 10 s, and a 30 s window kept the source at its catch-up's 3 replicas for a whole wave."""
+    down = v.scale.scale_down_cooldown_seconds
+    scale = numaflow_scale(v.scale, v.name)
+    return AdaptivePolicy(scale) if down is None else AdaptivePolicy(scale, down_window_seconds=down)

@@ -7,12 +7,13 @@ measured in seconds against the peers users would otherwise pick (:mod:`tidal.si
 seeded traces (:mod:`tidal.sim.traces`), and scored (:mod:`tidal.sim.scores`).
 """
 
-from tidal.sim.model import SimPipeline, VertexModel, default_models
+from tidal.sim.model import DEFAULT_BATCH_SECONDS, SimPipeline, VertexModel, default_models
 from tidal.sim.run import POLICIES, SimResult, make_policies, oracle, reference_pipeline, simulate
 from tidal.sim.scores import Scores, score
 from tidal.sim.traces import TRACES, Trace, make_trace
 
 __all__ = [
+    "DEFAULT_BATCH_SECONDS",
     "POLICIES",
     "TRACES",
     "Scores",

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from tidal.controller import Controller, KpaPolicy, VertexPolicy
-from tidal.controller.adaptive import AdaptivePolicy
+from tidal.controller.choose import adaptive_policy
 from tidal.scaling import Decision, KpaMetric, KpaSpec
 from tidal.sim.model import SimPipeline, VertexModel, default_models
 from tidal.sim.peers import Ds2Policy, SparkDynamicAllocationPolicy, StaticPeakPolicy
@@ -101,14 +101,16 @@ def oracle(
     spec: PipelineSpec, models: Mapping[str, VertexModel], rates: list[float] | tuple[float, ...]
 ) -> dict[str, list[int]]:
     """The least replicas per vertex and second that keep up with the load offered that second
-    (``ceil(demand / capacity)``, within the vertex's ``scale.min``/``scale.max``), each asked for
-    one start-up ahead, so it is ready when the load comes and pays for its start-up like any
-    policy's replica: a backlog then never builds, and the target is always met."""
+    (``ceil(demand / sustained)``, what a replica keeps up with in micro-batches, within the
+    vertex's ``scale.min``/``scale.max``), each asked for one start-up ahead, so it is ready when
+    the load comes and pays for its start-up like any policy's replica: a backlog then never
+    builds, and the target is always met."""
     out = {}
     offered = demand(spec, rates)
     for v in spec.vertices:
         scale = numaflow_scale(v.scale, v.name)
-        cap, ahead = models[v.name].capacity, math.ceil(models[v.name].startup_seconds)
+        model = models[v.name]
+        cap, ahead = model.sustained(spec.limits.read_batch_size), math.ceil(model.startup_seconds)
         need = [min(scale.max, max(scale.min, math.ceil(rate / cap - 1e-9))) for rate in offered[v.name]]
         out[v.name] = [max(need[i : i + ahead + 1]) for i in range(len(need))]
     return out
@@ -126,7 +128,7 @@ def make_policies(
     if name == "numaflow":
         return policies, initial
     if name == "tidal":
-        return {v.name: AdaptivePolicy(scales[v.name]) for v in spec.vertices}, initial
+        return {v.name: adaptive_policy(v) for v in spec.vertices}, initial
     if name == "static-peak":
         peaks = {n: max(rates, default=0) for n, rates in oracle(spec, models, trace.rates).items()}
         for n, peak in peaks.items():
@@ -136,8 +138,9 @@ def make_policies(
     ds2: dict[str, Ds2Policy] = {}
     for v in spec.vertices:
         s, model = scales[v.name], models[v.name]
+        sustained = model.sustained(spec.limits.read_batch_size)  # what a replica really does
         if name == "kpa":
-            kpa = KpaSpec(metric=KpaMetric.RPS, target=model.capacity, min_scale=s.min, max_scale=s.max)
+            kpa = KpaSpec(metric=KpaMetric.RPS, target=sustained, min_scale=s.min, max_scale=s.max)
             policies[v.name] = KpaPolicy(kpa, v.name, now=0.0, ready=initial[v.name])
         elif name == "ds2":
             upstream = tuple(ds2[e.from_] for e in spec.edges if e.to == v.name and e.from_ in ds2)
@@ -150,7 +153,7 @@ def make_policies(
             policies[v.name] = ds2[v.name]
         else:
             policies[v.name] = SparkDynamicAllocationPolicy(
-                capacity=model.capacity, min_executors=s.min, max_executors=s.max
+                capacity=sustained, min_executors=s.min, max_executors=s.max
             )
     return policies, initial
 

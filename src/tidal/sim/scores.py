@@ -109,8 +109,9 @@ def behind_seconds(result: SimResult) -> int:
     targets = {
         v.name: numaflow_scale(v.scale, v.name).target_processing_seconds for v in result.spec.vertices
     }
+    batch = result.spec.limits.read_batch_size
     checks = [
-        (path, max(targets[v] for v in path), min(result.models[v].capacity for v in path))
+        (path, max(targets[v] for v in path), min(result.models[v].sustained(batch) for v in path))
         for path in paths(result.spec)
     ]
     behind = 0
@@ -155,7 +156,8 @@ def score(result: SimResult) -> Scores:
     for at in rises:
         until, i = next_step(at), int(at)
         for name in names:  # every vertex the rise needs more of
-            offered, cap = result.demand[name], result.models[name].capacity
+            offered = result.demand[name]
+            cap = result.models[name].sustained(result.spec.limits.read_batch_size)
             if math.ceil(offered[i] / cap - 1e-9) <= math.ceil(offered[i - 1] / cap - 1e-9):
                 continue
             ups = [d.at for d in result.changes if d.vertex == name and d.desired > d.current]

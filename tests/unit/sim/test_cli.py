@@ -24,7 +24,7 @@ def test_simulate_writes_scores_plots_and_reasons(tmp_path, capsys) -> None:
     assert "numaflow" in capsys.readouterr().out
 
 
-def test_simulate_a_pipeline_file_with_a_capacity(tmp_path) -> None:
+def test_simulate_a_pipeline_file_with_a_capacity(tmp_path, capsys) -> None:
     pipeline = tmp_path / "p.yaml"
     pipeline.write_text(
         "name: p\nvertices:\n"
@@ -39,7 +39,10 @@ def test_simulate_a_pipeline_file_with_a_capacity(tmp_path) -> None:
     scores = json.loads((out / "scores.json").read_text())
     assert [s["policy"] for s in scores] == list(POLICIES)
     static = next(s for s in scores if s["policy"] == "static-peak")
-    assert static["replica_seconds"] == 1200 * (20 + 1 + 1)  # 2000/s ÷ 100/s for "slow"
+    # 2000/s at the peak; a replica sustains 500 / (0.25 s + 500 / capacity) in micro-batches of 500:
+    # 95.2/s for "slow" (→ 21), 1333/s for the source and the sink (→ 2 each)
+    assert static["replica_seconds"] == 1200 * (21 + 2 + 2)
+    assert "slow 100/s working, 95/s sustained" in " ".join(capsys.readouterr().out.split())
 
 
 @pytest.mark.parametrize(

@@ -35,7 +35,11 @@ def fanout() -> object:
     )
 
 
-MODELS = {"in": VertexModel(1000, 0), "work": VertexModel(100, 5), "out": VertexModel(1000, 0)}
+MODELS = {
+    "in": VertexModel(1000, 0, batch_seconds=0),
+    "work": VertexModel(100, 5, batch_seconds=0),
+    "out": VertexModel(1000, 0, batch_seconds=0),
+}
 
 
 def test_a_replica_processes_its_capacity_per_second() -> None:
@@ -47,6 +51,19 @@ def test_a_replica_processes_its_capacity_per_second() -> None:
     assert sim.sample("out").processed == 100
     assert sim.delivered == {"out": 100}
     assert sim.delays == {1.0: 100}
+
+
+def test_a_replica_sustains_its_micro_batches_not_its_work_rate() -> None:
+    """Batches of readBatchSize (500 here), each 0.25 s of fixed cost besides the work: a 4000/s
+    source sustains 500 / (0.25 + 0.125) = 1333/s, and busy time sees only the work."""
+    model = VertexModel(4000, 0, busy_noise=0.0)
+    assert model.sustained(500) == 500 / 0.375
+    sim = SimPipeline(chain(), {**MODELS, "in": model})
+    for _ in range(3):
+        sim.step(2000)
+    assert sim.sample("in").processed == 4000  # 1333.3/s: whole messages, the fractions carried
+    assert sim.sample("in").pending == 2000
+    assert sim.sample("in").busy_seconds == 1.0  # 4000 messages of work at 4000/s
 
 
 def test_new_replicas_work_only_after_their_startup_delay() -> None:
@@ -83,7 +100,7 @@ def test_zero_replicas_process_nothing() -> None:
 
 def test_a_full_buffer_stops_its_writer() -> None:
     spec = chain(max_length=1000)  # usable: 800
-    sim = SimPipeline(spec, {**MODELS, "work": VertexModel(10, 0)})
+    sim = SimPipeline(spec, {**MODELS, "work": VertexModel(10, 0, batch_seconds=0)})
     for _ in range(5):
         sim.step(1000)
     assert sim.sample("work").pending <= sim.room == 800
@@ -96,7 +113,10 @@ def test_busy_time_is_work_over_capacity_within_its_measurement_noise() -> None:
     sim = SimPipeline(chain(), MODELS, initial={"work": 4})
     sim.step(250)
     assert 2.5 * 0.9 <= sim.sample("work").busy_seconds <= 2.5 * 1.1
-    exact = {name: VertexModel(m.capacity, m.startup_seconds, busy_noise=0.0) for name, m in MODELS.items()}
+    exact = {
+        name: VertexModel(m.capacity, m.startup_seconds, busy_noise=0.0, batch_seconds=0)
+        for name, m in MODELS.items()
+    }
     sim = SimPipeline(chain(), exact, initial={"work": 4})
     sim.step(250)
     assert sim.sample("work").busy_seconds == 2.5
@@ -112,7 +132,7 @@ def test_busy_time_is_work_over_capacity_within_its_measurement_noise() -> None:
     max_length=st.integers(10, 5000),
 )
 def test_conservation_in_equals_out_plus_buffered(arrivals, changes, capacity, max_length) -> None:
-    sim = SimPipeline(chain(max_length), {**MODELS, "work": VertexModel(capacity, 2.5)})
+    sim = SimPipeline(chain(max_length), {**MODELS, "work": VertexModel(capacity, 2.5, batch_seconds=0)})
     for i, n in enumerate(arrivals):
         for at, vertex, replicas in changes:
             if at == i:
@@ -130,7 +150,7 @@ def test_conservation_in_equals_out_plus_buffered(arrivals, changes, capacity, m
     arrivals=st.lists(st.integers(0, 2000), min_size=1, max_size=40), a=st.integers(0, 3), b=st.integers(0, 3)
 )
 def test_conservation_with_fan_out(arrivals, a, b) -> None:
-    models = {n: VertexModel(300, 1) for n in ("in", "a", "b", "sa", "sb")}
+    models = {n: VertexModel(300, 1, batch_seconds=0) for n in ("in", "a", "b", "sa", "sb")}
     sim = SimPipeline(fanout(), models, initial={"a": a, "b": b})
     for n in arrivals:
         sim.step(n)
@@ -139,7 +159,7 @@ def test_conservation_with_fan_out(arrivals, a, b) -> None:
 
 
 def test_local_mode_replicas_share_the_cores() -> None:
-    fast, slow = VertexModel(10_000, 0), VertexModel(100, 0, busy_noise=0.0)
+    fast, slow = VertexModel(10_000, 0, batch_seconds=0), VertexModel(100, 0, busy_noise=0.0, batch_seconds=0)
     models = {"in": fast, "work": slow, "out": fast}
     wide = SimPipeline(chain(), models, initial={"work": 6})
     wide.step(5000)

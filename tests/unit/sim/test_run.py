@@ -20,7 +20,7 @@ def two_vertices() -> object:
 def test_the_oracle_on_a_step_worked_by_hand() -> None:
     # 100/s for 3 s, then 200/s for 2 s; 50/s per replica → 2, 2, 2, 4, 4 replicas.
     trace = Trace("hand", (100.0, 100.0, 100.0, 200.0, 200.0))
-    models = {"in": VertexModel(50, 0), "out": VertexModel(300, 0)}
+    models = {"in": VertexModel(50, 0, batch_seconds=0), "out": VertexModel(300, 0, batch_seconds=0)}
     got = oracle(two_vertices(), models, trace.rates)
     assert got == {"in": [2, 2, 2, 4, 4], "out": [1, 1, 1, 1, 1]}
 
@@ -32,13 +32,13 @@ def test_the_oracle_is_zero_when_idle_and_capped_by_max() -> None:
         .sink("out", "blackhole", scale={"min": 1})
         .build()
     )
-    models = {"in": VertexModel(10, 0), "out": VertexModel(1000, 0)}
+    models = {"in": VertexModel(10, 0, batch_seconds=0), "out": VertexModel(1000, 0, batch_seconds=0)}
     assert oracle(spec, models, (0.0, 25.0, 1000.0)) == {"in": [0, 3, 3], "out": [1, 1, 1]}
 
 
 def test_static_peak_costs_what_the_hand_computation_says() -> None:
     trace = Trace("hand", (100.0,) * 10 + (200.0,) * 10)
-    models = {"in": VertexModel(50, 0), "out": VertexModel(300, 0)}
+    models = {"in": VertexModel(50, 0, batch_seconds=0), "out": VertexModel(300, 0, batch_seconds=0)}
     s = score(simulate(two_vertices(), trace, "static-peak", models))
     assert s.replica_seconds == 20 * 4 + 20 * 1  # peak 200/s: 4 of "in", 1 of "out", 20 s
     assert s.oracle_replica_seconds == 10 * 2 + 10 * 4 + 20 * 1
