@@ -57,6 +57,7 @@ from tidal.isb.base import (
     Message,
     check_batch,
 )
+from tidal.processes import alive
 
 __all__ = ["SqliteBuffer", "SqliteStore"]
 
@@ -426,7 +427,7 @@ class SqliteBuffer:
         for entry in entries:
             name = entry.name
             trimmed = name.isdigit() and int(name) <= committed
-            orphaned = name.startswith(_TMP) and not _alive(int(name[len(_TMP) :].split("-", 1)[0]))
+            orphaned = name.startswith(_TMP) and not alive(int(name[len(_TMP) :].split("-", 1)[0]))
             if trimmed or orphaned:
                 Path(entry.path).unlink(missing_ok=True)  # another process may have swept it first
 
@@ -446,13 +447,3 @@ class SqliteBuffer:
 
     def close(self) -> None:
         """Buffers share the store's connection; closing the store closes it."""
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass  # alive, owned by another user
-    return True

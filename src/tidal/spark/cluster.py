@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from tidal import errors
+from tidal.processes import alive
 
 __all__ = ["ClusterInfo", "StandaloneCluster", "free_port", "master_state", "parse_cluster"]
 
@@ -233,30 +234,15 @@ class StandaloneCluster:
         return info
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie child of this process is gone for our purposes.
-    with contextlib.suppress(ChildProcessError):
-        done, _ = os.waitpid(pid, os.WNOHANG)
-        if done == pid:
-            return False
-    return True
-
-
 def stop_pids(pids: list[int], grace: float = 10.0) -> None:
     """SIGTERM each PID, wait up to ``grace`` seconds for all, then SIGKILL what is left."""
     for pid in pids:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + grace
-    while time.monotonic() < deadline and any(_alive(p) for p in pids):
+    while time.monotonic() < deadline and any(alive(p, reap_child=True) for p in pids):
         time.sleep(0.1)
     for pid in pids:
-        if _alive(pid):
+        if alive(pid, reap_child=True):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
