@@ -36,7 +36,6 @@ DURATION = 240.0
 ROUNDS = 2
 POLICIES = ("numaflow", "tidal")
 MASTER = "local[12]"  # a slot per replica the wave spec allows (3 + 6 + 3)
-WAVE = 40.0  # seconds of arrivals per wave (the generator's duration in wave.yaml)
 
 
 def wave_spec(root: Path, policy: str) -> Path:
@@ -47,6 +46,12 @@ def wave_spec(root: Path, policy: str) -> Path:
     path = root / f"wave-{policy}.yaml"
     path.write_text(yaml.safe_dump(spec))
     return path
+
+
+def wave_seconds(spec_path: Path) -> float:
+    """Seconds of arrivals per wave: the generator's ``duration`` in the spec the run had."""
+    spec = yaml.safe_load(spec_path.read_text())
+    return float(next(v["source"]["generator"]["duration"] for v in spec["vertices"] if "source" in v))
 
 
 def run_wave(
@@ -67,9 +72,10 @@ def run_wave(
     vertices = {s.vertex: s for s in summarize(run_dir)}
     delays = read_delays(run_dir).get("archive", [])
     drains = vertices["enrich"].drains
+    wave = wave_seconds(run_dir / "pipeline.yaml")
     return {
         "drains": drains,
-        "tails": [round(max(0.0, d - WAVE), 1) for d in drains],
+        "tails": [round(max(0.0, d - wave), 1) for d in drains],
         "p99_delay": round(quantile(delays, 0.99), 2),
         "max_delay": round(quantile(delays, 1.0), 2),
         "replica_seconds": round(sum(s.replica_seconds for s in vertices.values()), 1),
@@ -93,9 +99,10 @@ def main(out: Path = RESULTS, rounds: int = ROUNDS) -> int:
     print("|---|---|---|---|---|---|---|---|---|")
     summary: dict[str, dict[str, float]] = {}
     for policy, rs in runs.items():
+        drains = [d for r in rs for d in r["drains"]]
         tails = [t for r in rs for t in r["tails"]]
         summary[policy] = {
-            "drain": statistics.median(d for r in rs for d in r["drains"]) if tails else float("nan"),
+            "drain": statistics.median(drains) if drains else float("nan"),
             "tail": statistics.median(tails) if tails else float("nan"),
             "p99_delay": statistics.median(r["p99_delay"] for r in rs),
             "replica_seconds": statistics.median(r["replica_seconds"] for r in rs),

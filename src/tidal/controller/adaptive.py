@@ -47,7 +47,7 @@ import math
 from collections import deque
 
 from tidal.controller.policy import PolicyInput, VertexPolicy
-from tidal.scaling import Decision, NumaflowScale, Pressure, Rule
+from tidal.scaling import DEFAULT_READ_BATCH_SIZE, Decision, NumaflowScale, Pressure, Rule
 
 __all__ = ["AdaptivePolicy"]
 
@@ -83,7 +83,7 @@ class AdaptivePolicy(VertexPolicy):
         self.work_rate: float | None = None  # messages/s of a replica's tasks (busy time)
         self.batch_cost = batch_guess_seconds  # fixed seconds per micro-batch, until learnt
         self.sustained: float | None = None  # messages/s per replica seen while saturated
-        self.read_batch_size = 1
+        self.read_batch_size = DEFAULT_READ_BATCH_SIZE  # the vertex's, from its first tick
         # (now, arrived here, arrived at the sources upstream, pending upstream)
         self._samples: deque[tuple[float, float, float | None, float]] = deque()
         self.selectivity = 1.0  # messages here per message arriving at the sources, learnt
@@ -101,11 +101,11 @@ class AdaptivePolicy(VertexPolicy):
             took = view.now - self._asked[0]
             self.startup += 0.5 * (took - self.startup)  # few observations: learn them fast
             self._asked = None
+        self.read_batch_size = view.read_batch_size
         last = self._last
         self._last = (view.now, view.processed, view.busy_seconds, view.ready)
         if last is None or view.now <= last[0]:
             return
-        self.read_batch_size = view.read_batch_size
         done = view.processed - last[1]
         if last[3] != view.ready or (self._working_since is None and done > 0):
             self._working_since = view.now  # new replicas, or the first work: not warm yet
