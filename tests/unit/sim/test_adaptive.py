@@ -111,6 +111,18 @@ def test_idle_goes_to_zero_after_three_start_ups_and_wakes_on_the_first_message(
     assert policy.wake_for_path(view(61, 0, 0, 0, 0), "in") is not None
 
 
+def test_a_replica_that_never_got_work_does_not_hold_an_idle_vertex_up() -> None:
+    """On Spark a replica is ready once a micro-batch ran on it: one asked for as the wave ended
+    sees no message and never becomes ready. Idle, the vertex still goes to zero after three
+    start-ups (it waited the whole quiet spell at 4 replicas before)."""
+    policy = AdaptivePolicy(NumaflowScale(max=50), startup_guess_seconds=5, batch_guess_seconds=0)
+    feed(policy, 20, rate=500, per_replica=250, replicas=3)
+    decisions = [policy.decide(view(t, 4, 10_000, 0, 40, ready=3)) for t in range(21, 60)]
+    first = next(d for d in decisions if d.changed)
+    assert (first.at, first.desired, first.rule) == (36, 0, Rule.SCALE_TO_ZERO)
+    assert decisions[0].rule == Rule.NOT_READY and "1 starting (to 0 after 15 s)" in decisions[0].reason
+
+
 def test_downstream_sizes_for_the_sources_and_what_is_pending_upstream() -> None:
     policy = AdaptivePolicy(NumaflowScale(max=50), batch_guess_seconds=0)
     for t in range(0, 41):  # 1000/s at the source, all of it arriving here
