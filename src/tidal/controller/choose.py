@@ -20,10 +20,12 @@ def spec_policies(
     now: float,
     replicas: Callable[[str], int],
     requests: Mapping[str, RequestLoad] | None = None,
+    *,
+    starts_per_tick: int | None = None,
 ) -> dict[str, VertexPolicy]:
     """The vertices whose policy is not Numaflow's: the KPA on their arrival rate (starting from
     the ``replicas`` each has now) or, for an HTTP source, on the load its request path measures
-    (``requests``); or Tidal's adaptive policy."""
+    (``requests``); or Tidal's adaptive policy (pacing its starts at ``starts_per_tick``)."""
     policies: dict[str, VertexPolicy] = {}
     for v in spec.vertices:
         chosen = spec.policy_of(v.name)
@@ -33,15 +35,18 @@ def spec_policies(
         elif chosen == "kpa":
             policies[v.name] = KpaPolicy(kpa_spec(v), v.name, now=now, ready=replicas(v.name))
         elif chosen == "tidal":
-            policies[v.name] = adaptive_policy(v)
+            policies[v.name] = adaptive_policy(v, starts_per_tick=starts_per_tick)
     return policies
 
 
-def adaptive_policy(v: VertexSpec) -> AdaptivePolicy:
+def adaptive_policy(v: VertexSpec, *, starts_per_tick: int | None = None) -> AdaptivePolicy:
     """``policy: tidal`` for ``v``: its ``scale:`` bounds, and, where the vertex sets
     ``scaleDownCooldownSeconds``, that as the window whose largest recommendation a scale-down
     goes to (else 30 s): both say how soon what a load needed may be released. The wave demo
-    sets 10 s, and a 30 s window kept the source at its catch-up's 3 replicas for a whole wave."""
+    sets 10 s, and a 30 s window kept the source at its catch-up's 3 replicas for a whole wave.
+    ``starts_per_tick``: see :class:`AdaptivePolicy` (the runtime's cores in local mode)."""
     down = v.scale.scale_down_cooldown_seconds
     scale = numaflow_scale(v.scale, v.name)
-    return AdaptivePolicy(scale) if down is None else AdaptivePolicy(scale, down_window_seconds=down)
+    return AdaptivePolicy(
+        scale, down_window_seconds=30.0 if down is None else down, starts_per_tick=starts_per_tick
+    )

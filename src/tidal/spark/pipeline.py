@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import os
 import re
 import time
 from collections.abc import Callable
@@ -121,6 +122,13 @@ class PipelineRun:
     def on_cluster(self) -> bool:
         return self._master.startswith("spark://")
 
+    @property
+    def starts_per_tick(self) -> int | None:
+        """How many new replicas of a vertex ``policy: tidal`` starts a tick: in local mode every
+        replica's Python worker starts on this machine, so as many as it has cores; elsewhere
+        executors bring their own cores, so all at once (``None``)."""
+        return (os.cpu_count() or 1) if self._master.startswith("local") else None
+
     # -- set-up --------------------------------------------------------------------------------
 
     def _open_buffers(self) -> BufferStore:
@@ -217,7 +225,13 @@ class PipelineRun:
             probe,
             actuator,
             EventLog(self.run_dir / "events.jsonl"),
-            policies=spec_policies(self.spec, time.time(), self.control.replicas, self.requests),
+            policies=spec_policies(
+                self.spec,
+                time.time(),
+                self.control.replicas,
+                self.requests,
+                starts_per_tick=self.starts_per_tick,
+            ),
         )
         self.controller.start(ready=self.warm)
         log.info(

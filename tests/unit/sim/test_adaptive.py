@@ -76,6 +76,19 @@ def test_the_batch_cost_guess_counts_before_anything_saturates() -> None:
     assert policy.capacity == pytest.approx(1600)
 
 
+def test_paced_starts_ask_for_the_rest_on_the_next_ticks() -> None:
+    """Local mode (``starts_per_tick``: the machine's cores): the same backlog that asks for 16
+    at once (the test above) starts two replicas a tick, and says so; unpaced, 16 at once."""
+    paced = AdaptivePolicy(NumaflowScale(max=50), batch_guess_seconds=0, starts_per_tick=2)
+    d = feed(paced, 40, rate=1000, per_replica=250, replicas=5, pending=20_000)
+    assert (d.current, d.desired, d.rule) == (5, 7, Rule.SCALE_UP)
+    assert "→ 16, 7 this tick (2 starts a tick)" in d.reason
+    nxt = paced.decide(view(41, 7, 41_000, 20_000, 41_000 / 250, ready=5))
+    assert (nxt.desired, nxt.rule) == (9, Rule.SCALE_UP)  # the rest keeps coming, 2 a tick
+    whole = AdaptivePolicy(NumaflowScale(max=50), batch_guess_seconds=0)
+    assert feed(whole, 40, rate=1000, per_replica=250, replicas=5, pending=20_000).desired == 16
+
+
 def test_no_scale_up_under_back_pressure() -> None:
     policy = AdaptivePolicy(NumaflowScale(max=50), batch_guess_seconds=0)
     feed(policy, 40, rate=1000, per_replica=250, replicas=5)
