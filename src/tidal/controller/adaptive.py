@@ -103,14 +103,27 @@ class AdaptivePolicy(VertexPolicy):
         self._working_since: float | None = None  # the same replicas ready and working since
         self._origin: tuple[float, float, float] | None = None  # arrived here, at the sources, upstream
         self._asked: tuple[float, int] | None = None  # (when, replicas): a scale-up not ready yet
+        self._woke_at: float | None = None  # processed when that scale-up woke the vertex from 0
+        self._asked_blind = False  # nothing waited at some tick since: its readiness can't show
 
     # -- learning ------------------------------------------------------------------------------
 
     def _learn(self, view: PolicyInput) -> None:
-        if self._asked is not None and view.ready >= self._asked[1]:
-            took = view.now - self._asked[0]
-            self.startup += 0.5 * (took - self.startup)  # few observations: learn them fast
-            self._asked = None
+        if self._asked is not None and not view.pending_now and not view.upstream_pending:
+            # A replica shows as ready once a micro-batch ran on it (on Spark), which needs
+            # messages: with none waiting here or upstream, the wait measures the quiet, not the
+            # start-up. (A scale-up as a wave ended, ready at the next wave 70 s later, would
+            # teach a start-up of 37 s.) Woken with the path, the wait for the upstream's start
+            # counts: it is what this vertex's readiness takes.
+            self._asked_blind = True
+        # Woken from 0, the runtime counts the replicas of the vertex's last micro-batch as ready
+        # at once (a batch before the 0 is all it has seen): the first work done shows the start.
+        woken = self._woke_at is not None and view.processed > self._woke_at
+        if self._asked is not None and (woken or (self._woke_at is None and view.ready >= self._asked[1])):
+            if not self._asked_blind:
+                took = view.now - self._asked[0]
+                self.startup += 0.5 * (took - self.startup)  # few observations: learn them fast
+            self._asked = self._woke_at = None
         self.read_batch_size = view.read_batch_size
         last = self._last
         self._last = (view.now, view.processed, view.busy_seconds, view.ready)
@@ -298,7 +311,8 @@ class AdaptivePolicy(VertexPolicy):
         if paced is not None and to > paced:  # the rest on the next ticks, while these start
             reason, to = f"{reason}, {paced} this tick ({self.starts_per_tick} starts a tick)", paced
         if to > view.ready:
-            self._asked = (view.now, to)
+            self._asked, self._asked_blind = (view.now, to), False
+            self._woke_at = view.processed if view.replicas == 0 else None
         return self._move(view, to, rule, reason)
 
     def _move(self, view: PolicyInput, to: int, rule: Rule, reason: str) -> Decision:

@@ -137,9 +137,24 @@ class _Vertex:
     processed: int = 0
     busy: float = 0.0
     carry: float = 0.0
+    worked_at: float | None = None  # the start of the last step in which it processed messages
+    worked_with: int = 0  # the replicas that worked in that step
+    changed_at: float = -math.inf  # when its replica count was last set
 
     def ready(self, now: float) -> int:
         return sum(1 for at in self.ready_at if at <= now)
+
+    def seen_ready(self) -> int:
+        """The ready replicas as the runtime reports them (``ControlStore.ready_replicas``): all
+        of them once a micro-batch since the count was set ran on that many, else as many as
+        the last micro-batch that read messages ran on. Seeing a replica needs messages: one
+        that came up after the vertex's messages ran out stays "starting" until the next ones.
+        Woken from 0, the replicas the last micro-batch ran on count at once (a Numaflow peek
+        must see its replica ready without messages). Before any work, all count as ready."""
+        replicas = len(self.ready_at)
+        if self.worked_at is None or (self.worked_at >= self.changed_at and self.worked_with >= replicas):
+            return replicas
+        return min(replicas, self.worked_with)
 
 
 class SimPipeline:
@@ -190,13 +205,15 @@ class SimPipeline:
             processed=float(v.processed),
             pending=float(v.inputs.length),
             replicas=len(v.ready_at),
-            ready=v.ready(self.now),
+            ready=v.seen_ready(),
             busy_seconds=v.busy,
         )
 
     def set_replicas(self, vertex: str, replicas: int) -> None:
         v = self.vertices[vertex]
         have = len(v.ready_at)
+        if replicas != have:
+            v.changed_at = self.now
         if replicas > have:
             v.ready_at.extend([self.now + v.model.startup_seconds] * (replicas - have))
         elif replicas < have:
@@ -231,6 +248,7 @@ class SimPipeline:
         v.carry = budget - n if n == can else 0.0
         if n == 0:
             return
+        v.worked_at, v.worked_with = self.now, v.ready(self.now)
         taken = v.inputs.take(n)
         v.processed += n
         noise = v.model.busy_noise

@@ -136,6 +136,32 @@ def test_a_replica_that_never_got_work_does_not_hold_an_idle_vertex_up() -> None
     assert decisions[0].rule == Rule.NOT_READY and "1 starting (to 0 after 15 s)" in decisions[0].reason
 
 
+def test_a_start_up_whose_readiness_could_not_show_is_not_learnt() -> None:
+    """Asked for as the wave ended, a replica shows as ready only when the next wave's
+    messages reach it, 70 s later: that wait is the quiet, not a start-up."""
+    policy = AdaptivePolicy(NumaflowScale(max=50), startup_guess_seconds=5, batch_guess_seconds=0)
+    feed(policy, 20, rate=500, per_replica=250, replicas=3, pending=5_000)
+    up = policy.decide(view(21, 3, 10_500, 5_000, 42))
+    assert up.rule == Rule.SCALE_UP and up.desired > 3
+    policy.decide(view(22, up.desired, 11_000, 0, 44, ready=3))  # drained: nothing to show it
+    policy.decide(view(92, up.desired, 11_000, 300, 44, ready=up.desired))  # ready at the next wave
+    assert policy.startup == 5
+
+
+def test_woken_from_zero_the_start_up_is_the_wait_for_the_first_work() -> None:
+    """From 0 the runtime counts the last micro-batch's replicas as ready at once: the start-up
+    is learnt from the first messages processed instead (here 9 s after the wake)."""
+    policy = AdaptivePolicy(NumaflowScale(max=50), startup_guess_seconds=5, batch_guess_seconds=0)
+    feed(policy, 20, rate=500, per_replica=250, replicas=1)
+    woke = policy.decide(view(30, 0, 10_000, 400, 40))
+    assert woke.rule == Rule.WAKE_ON_PENDING
+    for t in range(31, 39):  # "ready" at once, nothing processed yet
+        policy.decide(view(t, woke.desired, 10_000, 400 + 400 * (t - 30), 40))
+    assert policy.startup == 5
+    policy.decide(view(39, woke.desired, 10_500, 3_500, 42))
+    assert policy.startup == pytest.approx(7)  # half-way from 5 to the 9 s observed
+
+
 def test_downstream_sizes_for_the_sources_and_what_is_pending_upstream() -> None:
     policy = AdaptivePolicy(NumaflowScale(max=50), batch_guess_seconds=0)
     for t in range(0, 41):  # 1000/s at the source, all of it arriving here
@@ -149,11 +175,12 @@ def test_downstream_sizes_for_the_sources_and_what_is_pending_upstream() -> None
 # Two action counts are what the policy does, above the goal: since the simulator models micro-
 # batches (a replica sustains readBatchSize / (0.25 s + its work)), the source and the sink need
 # two replicas at 2000/s, so every step of square moves three vertices (the oracle itself makes
-# 15 changes against the goal's 12), and idle's wakes add theirs (the oracle: 18; tidal: 30,
+# 15 changes against the goal's 12; tidal: 26, 24 before the simulator showed readiness as the
+# runtime does, a micro-batch late), and idle's wakes add theirs (the oracle: 18; tidal: 30,
 # goal 25). docs/benchmarks.md reports both as missed.
 GOALS = {
     "step-x2": (0.01, 10, 1.2, 12), "step-x0.5": (0.01, 10, 1.2, 12), "step-x10": (0.01, 10, 1.2, 12),
-    "square": (0.01, 10, 1.2, 24), "diurnal": (0.01, 10, 1.2, 25), "spike": (0.01, 16, 1.5, 25),
+    "square": (0.01, 10, 1.2, 26), "diurnal": (0.01, 10, 1.2, 25), "spike": (0.01, 16, 1.5, 25),
     "idle": (0.01, 16, 1.5, 30), "bursty": (0.01, 16, 2.0, None),
 }  # fmt: skip
 

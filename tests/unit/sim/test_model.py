@@ -81,6 +81,23 @@ def test_new_replicas_work_only_after_their_startup_delay() -> None:
     assert sim.sample("work").ready == 3
 
 
+def test_a_replica_shows_as_ready_only_once_it_had_work() -> None:
+    """As on Spark (``ControlStore.ready_replicas``): a replica counts as ready once a
+    micro-batch ran on it, so one that came up after the vertex's messages ran out stays
+    "starting" until the next messages; before any work at all, every replica is ready."""
+    sim = SimPipeline(chain(), MODELS)
+    assert sim.sample("work").ready == 1  # nothing ran yet: taken as ready
+    sim.step(100)  # t 0 → 1: `in` forwards 100
+    sim.step(0)  # t 1 → 2: `work` processes them at t=1
+    sim.set_replicas("work", 3)  # ready at t=7, with nothing left to do
+    for _ in range(8):
+        sim.step(0)
+    assert sim.sample("work").ready == 1  # came up idle: not seen
+    sim.step(1000)  # t 10 → 11: to `work`'s queue
+    sim.step(0)  # t 11 → 12: three replicas work
+    assert sim.sample("work").ready == 3
+
+
 def test_scaling_down_removes_starting_replicas_first() -> None:
     sim = SimPipeline(chain(), MODELS, initial={"work": 2})
     sim.step(0)
