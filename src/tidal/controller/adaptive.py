@@ -248,11 +248,22 @@ class AdaptivePolicy(VertexPolicy):
         )
         short = max(0.0, arriving - view.ready * capacity)
         projected = backlog + short * until_ready
-        wanted = min(high, max(low, math.ceil((arriving + projected / self.catch_up) / per_replica - 1e-9)))
+        rate = arriving + projected / self.catch_up
+        bound = ""
+        if view.upstream_limit is not None:
+            # Downstream of a vertex at its max, the backlog upstream comes no faster than that
+            # vertex delivers: sized for all of it, the demo's sink went to 3 replicas behind an
+            # `enrich` at 6 that delivered ~1,700/s (Numaflow kept it at 1, and it kept up).
+            inflow = (
+                view.upstream_limit * self.selectivity + max(0.0, view.pending_now or 0.0) / self.catch_up
+            )
+            if inflow < rate:
+                rate, bound = inflow, f", at most {inflow:.0f}/s from upstream at its max"
+        wanted = min(high, max(low, math.ceil(rate / per_replica - 1e-9)))
         explain = (
             f"{arriving:.0f}/s {what}, {capacity:.0f}/s per replica ({self.source}), "
             f"backlog {backlog:.0f} here and upstream ({projected:.0f} when ready in {until_ready:.0f} s) "
-            f"drains in {self.catch_up:g} s → {wanted}"
+            f"drains in {self.catch_up:g} s{bound} → {wanted}"
         )
         if current == 0:
             return self._up(view, max(1, wanted), Rule.WAKE_ON_PENDING, f"at 0: {explain}")

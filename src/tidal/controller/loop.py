@@ -143,6 +143,9 @@ class Controller:
         if unknown:
             raise ValueError(f"policies for vertices not in the pipeline: {sorted(unknown)}")
         self._vertices = {}
+        self._max = {v.name: numaflow_scale(v.scale, v.name).max for v in spec.vertices}
+        # The vertices with an edge into each vertex: what they deliver bounds what arrives.
+        self._feeders = {v.name: {e.source for e in edges if e.to == v.name} for v in spec.vertices}
         for v in spec.vertices:
             scale = numaflow_scale(v.scale, v.name)
             policy = policies.get(v.name) or NumaflowPolicy(scale)
@@ -319,7 +322,19 @@ class Controller:
             read_batch_size=limits.read_batch_size,
             upstream_pending=upstream[0],
             upstream_arrived=upstream[1],
+            upstream_limit=self._upstream_limit(v.name),
         )
+
+    def _upstream_limit(self, name: str) -> float | None:
+        """What the vertices feeding ``name`` deliver at most a second: ``scale.max`` × the
+        capacity their policies learnt (a policy that learns one exposes ``capacity``)."""
+        total = 0.0
+        for feeder in self._feeders[name]:
+            capacity = getattr(self._vertices[feeder].policy, "capacity", None)
+            if not isinstance(capacity, int | float):
+                return None
+            total += self._max[feeder] * capacity
+        return total if self._feeders[name] else None
 
     def _upstream_of(
         self, name: str, samples: Mapping[str, ProbeSample | None]

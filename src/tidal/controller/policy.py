@@ -74,6 +74,10 @@ class PolicyInput:
     # arrived at the sources upstream (cumulative; None for a source or when unknown).
     upstream_pending: float = 0.0
     upstream_arrived: float | None = None
+    # The most the vertices feeding this one can deliver a second: each one's ``scale.max`` ×
+    # what its policy learnt a replica sustains (None: a source, or a feeder whose policy does
+    # not learn it). Downstream of a bottleneck, what is pending upstream comes no faster.
+    upstream_limit: float | None = None
 
     @property
     def arrived(self) -> float | None:

@@ -11,6 +11,7 @@ from tidal.controller import PolicyInput
 from tidal.controller.adaptive import AdaptivePolicy
 from tidal.scaling import NumaflowScale, Pressure, PressureCheck, Rule, VertexKind
 from tidal.sim import make_trace, reference_pipeline, score, simulate
+from tidal.spec import Pipeline
 
 
 def view(now: float, replicas: int, processed: float, pending: float, busy: float, **kw) -> PolicyInput:
@@ -192,3 +193,30 @@ def test_tidal_meets_the_goals_on_every_trace(trace: str) -> None:
     s = score(simulate(spec, make_trace(trace, 0), "tidal"))
     limit = actions if actions is not None else score(simulate(spec, make_trace(trace, 0), "kpa")).actions
     assert s.behind <= behind and s.p99_delay <= p99 and s.cost <= cost and s.actions <= limit, s
+
+
+def test_downstream_of_a_vertex_at_its_max_sizes_for_what_it_can_deliver() -> None:
+    """The controller passes each vertex what its feeders deliver at most (their ``max`` × the
+    capacity their policies learnt): with `work` capped at 4 replicas (~900/s), the sink does
+    not size for the 2000/s that arrive at the source, nor for the backlog piling up at `work`."""
+    spec = (
+        Pipeline("capped")
+        .source("in", generator={"rate": 1})
+        .map("work", "tidal.examples.udfs:upper", scale={"max": 4})
+        .sink("out", "blackhole")
+        .build()
+    )
+    result = simulate(spec, make_trace("step-x10", 0), "tidal")
+    out = [d for d in result.changes if d.vertex == "out"]
+    assert max(result.replicas["out"]) == 1, out
+    held = [d for d in result.changes if d.vertex == "work"]
+    assert held and max(d.desired for d in held) == 4
+    policy = AdaptivePolicy(NumaflowScale(max=50), batch_guess_seconds=0)
+    for t in range(0, 41):
+        policy.decide(view(t, 5, 1000 * t, 0, 4 * t, upstream_arrived=1000.0 * t, upstream_pending=0.0))
+    d = policy.decide(
+        view(
+            41, 5, 41_000, 0, 164, upstream_arrived=51_000.0, upstream_pending=10_000.0, upstream_limit=1000.0
+        )
+    )
+    assert d.desired == 5 and "at most 1000/s from upstream at its max" in d.reason
