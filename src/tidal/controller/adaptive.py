@@ -31,6 +31,8 @@ measures, each tick:
 * **Path-wide demand** — downstream of a source, a vertex sizes for the sources' arrivals (×
   the selectivity learnt between them) plus everything pending upstream: a drained upstream's
   catch-up burst is not new load, and the replicas for it are asked for before it arrives.
+  That comes no faster than the feeding vertices deliver at their ``max`` (``upstream_limit``),
+  so downstream of a capped vertex the demand is capped too.
 * **Start-up** — learnt from how long asked-for replicas took to become ready; the backlog is
   projected to that moment, so the count is asked for once, not again every tick it grows.
 * **Paced starts** (``starts_per_tick``, local mode) — at most that many new replicas a tick,
