@@ -22,6 +22,7 @@ import logging
 import os
 import signal
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -52,8 +53,27 @@ def _importable(pipeline_file: Path) -> None:
         os.environ["PYTHONPATH"] = os.pathsep.join([folder, *parts])
 
 
+_TERMINATED = threading.Event()  # a SIGTERM came; survives a handler's KeyboardInterrupt being swallowed
+
+
 def _raise_interrupt(signum: int, frame: Any) -> None:
+    """SIGTERM as Ctrl-C. The KeyboardInterrupt is raised wherever the main thread is, and py4j
+    catches and logs one that lands inside a call to the JVM: the run then went on (seen in CI, a
+    resumed run that never stopped). So the signal is also remembered, and :func:`_terminated`
+    raises it again from the wait loop."""
+    _TERMINATED.set()
     raise KeyboardInterrupt
+
+
+def _terminated(until: Any) -> Any:
+    """``until`` for :meth:`PipelineRun.wait` that also raises a SIGTERM a JVM call swallowed."""
+
+    def check() -> bool:
+        if _TERMINATED.is_set():
+            raise KeyboardInterrupt
+        return bool(until is not None and until())
+
+    return check
 
 
 @contextlib.contextmanager
@@ -249,6 +269,7 @@ def _run(
     series = SeriesLog(run_dir)
     exporter = None
     status = 0
+    _TERMINATED.clear()
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     console.rule(
         f"[bold]{escape(spec.name)}[/]: {len(spec.vertices)} vertices"
@@ -309,7 +330,7 @@ def _run(
 
         if view is not None:
             view.start()
-        run.wait(duration, every=every, until=until)
+        run.wait(duration, every=every, until=_terminated(until))
     except KeyboardInterrupt:
         console.print(
             "[yellow]stopping[/] (interrupted)" + ("; draining — Ctrl-C again to stop now" if drain else "")

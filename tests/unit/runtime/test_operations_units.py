@@ -207,3 +207,26 @@ def test_spark_output_and_py4j_root_logging_go_to_the_run_log_not_the_terminal(t
     assert "Traceback" not in done.stderr and "JVM trace" not in done.stderr, done.stderr
     spark_log = (tmp_path / "spark.log").read_text()
     assert "Exception while sending command." in spark_log and "JVM trace line" in spark_log
+
+
+def test_a_sigterm_that_a_jvm_call_swallowed_still_stops_the_wait() -> None:
+    """py4j catches and logs a KeyboardInterrupt raised inside a call to the JVM; the SIGTERM
+    handler also remembers the signal, and the wait loop's check raises it again."""
+    import contextlib
+    import signal
+
+    from tidal.cli import run as cli_run
+
+    cli_run._TERMINATED.clear()
+    check = cli_run._terminated(lambda: False)
+    assert check() is False
+    previous = signal.signal(signal.SIGTERM, cli_run._raise_interrupt)
+    try:
+        with contextlib.suppress(KeyboardInterrupt):  # as a JVM call that swallows it
+            signal.raise_signal(signal.SIGTERM)
+        with pytest.raises(KeyboardInterrupt):
+            check()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        cli_run._TERMINATED.clear()
+    assert cli_run._terminated(lambda: True)() is True
