@@ -24,7 +24,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -65,7 +65,7 @@ def _raise_interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
-def _terminated(until: Any) -> Any:
+def _terminated(until: Callable[[], bool] | None) -> Callable[[], bool]:
     """``until`` for :meth:`PipelineRun.wait` that also raises a SIGTERM a JVM call swallowed."""
 
     def check() -> bool:

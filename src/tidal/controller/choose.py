@@ -47,6 +47,7 @@ def adaptive_policy(v: VertexSpec, *, starts_per_tick: int | None = None) -> Ada
     ``starts_per_tick``: see :class:`AdaptivePolicy` (the runtime's cores in local mode)."""
     down = v.scale.scale_down_cooldown_seconds
     scale = numaflow_scale(v.scale, v.name)
-    return AdaptivePolicy(
-        scale, down_window_seconds=30.0 if down is None else down, starts_per_tick=starts_per_tick
-    )
+    policy = AdaptivePolicy(scale, starts_per_tick=starts_per_tick)
+    if down is not None:
+        policy.down_window = down
+    return policy

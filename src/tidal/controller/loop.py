@@ -143,11 +143,12 @@ class Controller:
         if unknown:
             raise ValueError(f"policies for vertices not in the pipeline: {sorted(unknown)}")
         self._vertices = {}
-        self._max = {v.name: numaflow_scale(v.scale, v.name).max for v in spec.vertices}
+        self._max: dict[str, int] = {}
         # The vertices with an edge into each vertex: what they deliver bounds what arrives.
         self._feeders = {v.name: {e.source for e in edges if e.to == v.name} for v in spec.vertices}
         for v in spec.vertices:
             scale = numaflow_scale(v.scale, v.name)
+            self._max[v.name] = scale.max
             policy = policies.get(v.name) or NumaflowPolicy(scale)
             self._vertices[v.name] = _Vertex(
                 v.name,

@@ -238,7 +238,8 @@ class SimPipeline:
         self.now = end
 
     def _work(self, v: _Vertex, end: float, share: float = 1.0) -> None:
-        budget = v.ready(self.now) * v.model.sustained(self.read_batch_size) * self.dt * share + v.carry
+        ready = v.ready(self.now)
+        budget = ready * v.model.sustained(self.read_batch_size) * self.dt * share + v.carry
         can = math.floor(budget + 1e-9)
         limit = min(can, v.inputs.length)
         for out in v.outputs:
@@ -248,7 +249,7 @@ class SimPipeline:
         v.carry = budget - n if n == can else 0.0
         if n == 0:
             return
-        v.worked_at, v.worked_with = self.now, v.ready(self.now)
+        v.worked_at, v.worked_with = self.now, ready
         taken = v.inputs.take(n)
         v.processed += n
         noise = v.model.busy_noise
