@@ -123,6 +123,13 @@ def test_raising_replicas_brings_executors_that_run_the_next_batches_lowering_ki
             )
         except AssertionError as exc:  # say what the allocator saw
             raise AssertionError(f"{exc}\n{(run_dir / 'executors.jsonl').read_text()[-3000:]}") from None
+        # Lowering `out` to 0 stops its query: let it deliver first. On a loaded box (CI, 2 cores, the
+        # suite's own JVM beside the cluster's) its first batch came after this point and nothing was
+        # written, which said nothing about executors.
+        try:
+            wait_for(lambda: len(lines(run_dir / "out.jsonl")) >= 500, 180, "the sink's first batches", proc)
+        except AssertionError as exc:  # say what the run saw
+            raise AssertionError(f"{exc}\n{(run_dir / 'tidal.log').read_text()[-3000:]}") from None
         control.set_replicas("work", 1)
         control.set_replicas("out", 0)  # Σ 2 → 2 executors
         wait_for(lambda: registered(run_dir) == 2, 120, "two executors killed", proc)
