@@ -43,6 +43,13 @@ measures, each tick:
   1,800/s wave). The runtime passes the machine's cores in local mode and nothing on a cluster,
   whose executors start on their own cores; the simulator, which charges no CPU for a start,
   asks for everything at once.
+* **Enough replicas** (``flat_gain``, :mod:`tidal.controller.returns`) — the throughput the
+  replicas did together while saturated is kept per replica count; where more replicas added
+  less than a tenth to it (and less than a quarter of what linear scaling promised), the count
+  stops at the fewer. Capacity per replica cannot see this: on shared cores the replicas wait
+  for a core, the backlog grows whatever count is asked for, and the catch-up asks for still
+  more, which take cores from the other vertices (in the simulator's local mode on 16 cores,
+  step ×10: never behind instead of 66 % of the time, at 0.37× the replica-seconds).
 * **Back pressure** — no scale-up while a buffer downstream is over its limit (more replicas
   would only fill it faster), as in Numaflow.
 
@@ -57,6 +64,7 @@ import math
 from collections import deque
 
 from tidal.controller.policy import PolicyInput, VertexPolicy
+from tidal.controller.returns import FLAT_GAIN, ReplicaReturns
 from tidal.scaling import DEFAULT_READ_BATCH_SIZE, Decision, NumaflowScale, Pressure, Rule
 
 __all__ = ["AdaptivePolicy"]
@@ -81,6 +89,7 @@ class AdaptivePolicy(VertexPolicy):
         startup_guess_seconds: float = 5.0,
         batch_guess_seconds: float = 0.25,
         starts_per_tick: int | None = None,
+        flat_gain: float | None = FLAT_GAIN,
         learning: float = 0.1,
     ) -> None:
         self.scale = scale
@@ -107,6 +116,8 @@ class AdaptivePolicy(VertexPolicy):
         self._asked: tuple[float, int] | None = None  # (when, replicas): a scale-up not ready yet
         self._woke_at: float | None = None  # processed when that scale-up woke the vertex from 0
         self._asked_blind = False  # nothing waited at some tick since: its readiness can't show
+        # what the replicas did together while saturated, per count (flat_gain None: not kept)
+        self.returns = ReplicaReturns(flat_gain, 3 * learning)
 
     # -- learning ------------------------------------------------------------------------------
 
@@ -149,7 +160,9 @@ class AdaptivePolicy(VertexPolicy):
             and view.pressure.level == Pressure.NONE
         )
         if saturated and done > 0:
-            observed = done / (view.now - last[0]) / view.ready
+            total = done / (view.now - last[0])
+            self.returns.observe(view.ready, total, view.now)
+            observed = total / view.ready
             self.sustained = self._average(self.sustained, observed, 3 * self.learning)
             if self.work_rate is not None:  # what the batches cost besides the work
                 size = view.read_batch_size
@@ -240,6 +253,9 @@ class AdaptivePolicy(VertexPolicy):
             return self._hold(view, Rule.WARMING_UP, "no processing measured yet: capacity unknown")
 
         per_replica = capacity * self.utilization
+        enough = self.returns.enough(view.now)
+        if enough is not None and enough[0] < high:
+            high = max(low, enough[0])
         # What the arrivals of the last panic window alone need: the floor a scale-down goes to is
         # the most of these over the down window (the long average decays too slowly to use).
         steady = min(high, max(low, math.ceil(lately / per_replica - 1e-9)))
@@ -262,6 +278,8 @@ class AdaptivePolicy(VertexPolicy):
             if inflow < rate:
                 rate, bound = inflow, f", at most {inflow:.0f}/s from upstream at its max"
         wanted = min(high, max(low, math.ceil(rate / per_replica - 1e-9)))
+        if enough is not None and wanted == high < math.ceil(rate / per_replica - 1e-9):
+            bound += f"; {enough[1]}"
         explain = (
             f"{arriving:.0f}/s {what}, {capacity:.0f}/s per replica ({self.source}), "
             f"backlog {backlog:.0f} here and upstream ({projected:.0f} when ready in {until_ready:.0f} s) "
@@ -284,6 +302,8 @@ class AdaptivePolicy(VertexPolicy):
             return self._up(view, wanted, Rule.SCALE_UP, explain)
         if starting:
             return self._hold(view, Rule.NOT_READY, f"{explain}; {view.replicas - view.ready} still starting")
+        if current > high:  # more than added anything: the rest only take what they share
+            return self._move(view, high, Rule.SCALE_DOWN, explain)
         floor = max(r for _, r in self._steady)
         if floor < current and backlog <= arriving:  # drained: size for arrivals, the most recently
             reason = f"{explain}; drained, arrivals needed at most {floor} in {self.down_window:g} s"
@@ -339,12 +359,14 @@ class AdaptivePolicy(VertexPolicy):
         return Decision(view.name, view.now, view.replicas, view.replicas, rule, reason, self._inputs(view))
 
     def _inputs(self, view: PolicyInput) -> dict[str, float | int | str | None]:
+        enough = self.returns.enough(view.now)
         return {
             "capacity": self.capacity,
             "learnt_from": self.source,
             "work_rate": self.work_rate,
             "batch_cost": self.batch_cost,
             "sustained": self.sustained,
+            "enough_replicas": None if enough is None else enough[0],
             "pending": view.pending_now,
             "ready": view.ready,
             "replicas": view.replicas,

@@ -9,7 +9,9 @@ import pytest
 
 from tidal.controller import PolicyInput
 from tidal.controller.adaptive import AdaptivePolicy
-from tidal.scaling import NumaflowScale, Pressure, PressureCheck, Rule, VertexKind
+from tidal.controller.choose import adaptive_policy
+from tidal.controller.returns import ReplicaReturns
+from tidal.scaling import Decision, NumaflowScale, Pressure, PressureCheck, Rule, VertexKind
 from tidal.sim import make_trace, reference_pipeline, score, simulate
 from tidal.spec import Pipeline
 
@@ -220,3 +222,67 @@ def test_downstream_of_a_vertex_at_its_max_sizes_for_what_it_can_deliver() -> No
         )
     )
     assert d.desired == 5 and "at most 1000/s from upstream at its max" in d.reason
+
+
+def saturated(policy: AdaptivePolicy, start: int, seconds: int, replicas: int, total: float) -> Decision:
+    """``seconds`` ticks of ``replicas`` doing ``total``/s together, a backlog of 50,000 waiting."""
+    d = None
+    for t in range(start, start + seconds + 1):
+        done = total * (t - start) + 10_000 * replicas
+        d = policy.decide(view(t, replicas, done, 50_000, done / 400, ready=replicas))
+    assert d is not None
+    return d
+
+
+def test_past_the_count_where_more_replicas_added_nothing_it_asks_for_no_more() -> None:
+    """Saturated, 4 replicas did 1600/s and 8 did 1700/s (+100/s: less than a tenth, and than a
+    quarter of linear scaling's +1600/s): with 50,000 waiting it asks for 4, and says why."""
+    policy = AdaptivePolicy(NumaflowScale(max=50), batch_guess_seconds=0)
+    saturated(policy, 0, 10, 4, 1600.0)
+    assert policy.returns.enough(10) is None  # one count seen: nothing to compare
+    saturated(policy, 11, 10, 8, 1700.0)
+    assert policy.returns.enough(21) == (4, "8 replicas did 1700/s, 4 did 1600/s: more than 4 added nothing")
+    d = saturated(policy, 22, 40, 8, 1700.0)
+    assert d.desired == 4 and "more than 4 added nothing" in d.reason, d
+    assert d.inputs["enough_replicas"] == 4
+    assert policy.returns.enough(22 + 40 + 601) is None  # forgotten after ten minutes: it may try again
+
+
+@pytest.mark.parametrize(
+    ("fewer", "more"),
+    [((4, 1600.0), (8, 3000.0)), ((1, 1330.0), (6, 2500.0))],  # near linear; far from it, but +88 %
+)
+def test_replicas_that_added_throughput_are_not_capped(fewer, more) -> None:
+    policy = AdaptivePolicy(NumaflowScale(max=50), batch_guess_seconds=0)
+    saturated(policy, 0, 10, *fewer)
+    d = saturated(policy, 11, 10, *more)
+    assert policy.returns.enough(21) is None and d.desired > more[0]
+
+
+def test_on_shared_cores_stopping_where_replicas_added_nothing_is_sooner_and_cheaper() -> None:
+    """The simulator's local mode (16 task slots shared by every vertex), step ×10: without the
+    cap, `work` asks for replicas that only take cores from `in` and `out`."""
+    spec = reference_pipeline()
+    trace = make_trace("step-x10", 0)
+
+    def run(flat_gain: float | None):
+        policies = {v.name: adaptive_policy(v) for v in spec.vertices}
+        for policy in policies.values():
+            policy.returns.flat_gain = flat_gain
+        return score(simulate(spec, trace, "tidal", policies=policies, cores=16))
+
+    capped, uncapped = run(0.25), run(None)
+    assert capped.behind < 0.5 * uncapped.behind, (capped, uncapped)  # 0 % against 66 %
+    assert capped.replica_seconds < 0.6 * uncapped.replica_seconds, (capped, uncapped)  # 0.37×
+
+
+def test_a_count_keeps_its_best_when_the_other_vertices_take_its_share() -> None:
+    returns = ReplicaReturns()
+    for t in range(10):
+        returns.observe(4, 1600.0, t)
+    for t in range(10, 20):
+        returns.observe(8, 1700.0, t)
+    for t in range(20, 40):
+        returns.observe(4, 900.0, t)  # its neighbours busy: a worse spell at 4 is not what 4 can do
+    assert returns.enough(40) == (4, "8 replicas did 1700/s, 4 did 1600/s: more than 4 added nothing")
+    assert ReplicaReturns(flat_gain=None).enough(40) is None
