@@ -182,6 +182,18 @@ class AdaptivePolicy(VertexPolicy):
             return size / (self.batch_cost + size / self.work_rate)
         return self.sustained
 
+    def most_delivered(self, now: float) -> float | None:
+        """The most this vertex processes a second: at its ``max`` × what a replica sustains, or
+        what the replicas did together at the count past which more added nothing."""
+        capacity = self.capacity
+        if capacity is None:
+            return None
+        enough = self.returns.enough(now)
+        if enough is not None and enough[0] < self.scale.max:
+            best = self.returns.best(enough[0], now)
+            return best if best is not None else enough[0] * capacity
+        return self.scale.max * capacity
+
     @property
     def source(self) -> str:
         """Where :attr:`capacity` comes from, for the decisions' reasons."""

@@ -143,12 +143,10 @@ class Controller:
         if unknown:
             raise ValueError(f"policies for vertices not in the pipeline: {sorted(unknown)}")
         self._vertices = {}
-        self._max: dict[str, int] = {}
         # The vertices with an edge into each vertex: what they deliver bounds what arrives.
         self._feeders = {v.name: {e.source for e in edges if e.to == v.name} for v in spec.vertices}
         for v in spec.vertices:
             scale = numaflow_scale(v.scale, v.name)
-            self._max[v.name] = scale.max
             policy = policies.get(v.name) or NumaflowPolicy(scale)
             self._vertices[v.name] = _Vertex(
                 v.name,
@@ -323,18 +321,18 @@ class Controller:
             read_batch_size=limits.read_batch_size,
             upstream_pending=upstream[0],
             upstream_arrived=upstream[1],
-            upstream_limit=self._upstream_limit(v.name),
+            upstream_limit=self._upstream_limit(v.name, now),
         )
 
-    def _upstream_limit(self, name: str) -> float | None:
-        """What the vertices feeding ``name`` deliver at most a second: ``scale.max`` × the
-        capacity their policies learnt (a policy that learns one exposes ``capacity``)."""
+    def _upstream_limit(self, name: str, now: float) -> float | None:
+        """What the vertices feeding ``name`` deliver at most a second, where their policies
+        know it (:meth:`VertexPolicy.most_delivered`); ``None`` if one does not."""
         total = 0.0
         for feeder in self._feeders[name]:
-            capacity = getattr(self._vertices[feeder].policy, "capacity", None)
-            if not isinstance(capacity, int | float):
+            most = self._vertices[feeder].policy.most_delivered(now)
+            if most is None:
                 return None
-            total += self._max[feeder] * capacity
+            total += most
         return total if self._feeders[name] else None
 
     def _upstream_of(

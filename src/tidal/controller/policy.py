@@ -88,8 +88,10 @@ class VertexPolicy(Protocol):
     """Decides one vertex's replicas; ``name`` labels it in benchmarks and plots.
 
     ``wake_for_path`` is asked when a vertex upstream woke from zero on pending (the controller's
-    path wake-up): a decision to wake now, or ``None`` to wait for the messages. A policy that
-    subclasses this Protocol inherits "wait" (``None``).
+    path wake-up): a decision to wake now, or ``None`` to wait for the messages.
+    ``most_delivered`` bounds what the vertices downstream size for. A policy that subclasses
+    this Protocol inherits "wait" and "unknown" (``None`` for both); one that only matches it
+    must define both.
     """
 
     name: str
@@ -98,6 +100,11 @@ class VertexPolicy(Protocol):
 
     def wake_for_path(self, view: PolicyInput, woken: str) -> Decision | None:
         """Wake at once because ``woken``, upstream, just woke? ``None``: wait for messages."""
+        return None
+
+    def most_delivered(self, now: float) -> float | None:
+        """Messages/s this vertex delivers at most, where the policy learnt it (the controller
+        passes it downstream as ``PolicyInput.upstream_limit``); ``None``: it does not know."""
         return None
 
 

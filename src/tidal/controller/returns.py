@@ -50,6 +50,11 @@ class ReplicaReturns:
         if best is None or average >= best[0] or now - best[1] > self.memory:
             self._best[replicas] = (average, now)
 
+    def best(self, replicas: int, now: float) -> float | None:
+        """The most ``replicas`` were seen to do together within the memory, else None."""
+        seen = self._best.get(replicas)
+        return seen[0] if seen is not None and now - seen[1] <= self.memory else None
+
     def enough(self, now: float) -> tuple[int, str] | None:
         """``(n, why)``: the fewest replicas past which more added nothing, where that was seen
         (saturated at ``n`` and at more, which added less than ``flat_gain`` of the gain linear

@@ -245,6 +245,9 @@ def test_past_the_count_where_more_replicas_added_nothing_it_asks_for_no_more() 
     d = saturated(policy, 22, 40, 8, 1700.0)
     assert d.desired == 4 and "more than 4 added nothing" in d.reason, d
     assert d.inputs["enough_replicas"] == 4
+    # what the vertices downstream are told it delivers at most: what 4 did, not 50 × a replica's
+    assert policy.most_delivered(62) == pytest.approx(1600)
+    assert policy.most_delivered(22 + 40 + 601) == pytest.approx(50 * policy.capacity)
     assert policy.returns.enough(22 + 40 + 601) is None  # forgotten after ten minutes: it may try again
 
 

@@ -32,6 +32,9 @@ class LateOracle:
     def wake_for_path(self, view, woken):
         return None
 
+    def most_delivered(self, now):
+        return None
+
 
 def test_a_late_copy_of_the_oracle_scores_behind_end_to_end() -> None:
     trace = make_trace("step-x2")
