@@ -15,6 +15,11 @@ measures, each tick:
   overstates a fast vertex: a generator whose tasks read 8,000/s sustains ~1,700/s at 500 a
   batch; sized from busy time, a source stayed at one replica on Spark through a wave with
   6,000–8,000 messages waiting. Without busy time, the saturated throughput is used as is.
+  Busy time can also understate a replica: on shared cores a task's wall time includes its wait
+  for a core (``tidal bench policies`` on 2 cores: ``archive`` did ~1,700/s at one replica while
+  its busy time said 270–650/s, and this policy ran it at 3 where Numaflow kept 1–2). So a
+  replica is worth at least what one was seen to do over 5 s lately (``did``, kept 5 minutes),
+  saturated or not.
 * **Demand** — the arrival rate (``arrived`` = processed + pending) over a short window (a burst
   shows within ``panic_seconds``, KPA's panic idea) and a long one; the larger is used.
 * **Catch-up** — the backlog is drained within ``catch_up_seconds``: ``need = (arrivals +
@@ -43,13 +48,6 @@ measures, each tick:
   1,800/s wave). The runtime passes the machine's cores in local mode and nothing on a cluster,
   whose executors start on their own cores; the simulator, which charges no CPU for a start,
   asks for everything at once.
-* **Enough replicas** (``flat_gain``, :mod:`tidal.controller.returns`) — the throughput the
-  replicas did together while saturated is kept per replica count; where more replicas added
-  less than a tenth to it (and less than a quarter of what linear scaling promised), the count
-  stops at the fewer. Capacity per replica cannot see this: on shared cores the replicas wait
-  for a core, the backlog grows whatever count is asked for, and the catch-up asks for still
-  more, which take cores from the other vertices (in the simulator's local mode on 16 cores,
-  step ×10: never behind instead of 66 % of the time, at 0.37× the replica-seconds).
 * **Back pressure** — no scale-up while a buffer downstream is over its limit (more replicas
   would only fill it faster), as in Numaflow.
 
@@ -64,7 +62,6 @@ import math
 from collections import deque
 
 from tidal.controller.policy import PolicyInput, VertexPolicy
-from tidal.controller.returns import FLAT_GAIN, ReplicaReturns
 from tidal.scaling import DEFAULT_READ_BATCH_SIZE, Decision, NumaflowScale, Pressure, Rule
 
 __all__ = ["AdaptivePolicy"]
@@ -72,6 +69,8 @@ __all__ = ["AdaptivePolicy"]
 MAX_BATCH_COST = 5.0  # seconds: a saturated tick implying more is a stall, not a batch's cost
 WARM_SECONDS = 3.0  # replicas ready and working this long before their throughput teaches anything
 SELECTIVITY_AFTER = 1000  # messages out of the sources before their selectivity here is learnt
+DID_SECONDS = 5.0  # what a replica did is measured over this long (several micro-batches)
+DID_MEMORY_SECONDS = 300.0  # and trusted this long
 
 
 class AdaptivePolicy(VertexPolicy):
@@ -89,7 +88,6 @@ class AdaptivePolicy(VertexPolicy):
         startup_guess_seconds: float = 5.0,
         batch_guess_seconds: float = 0.25,
         starts_per_tick: int | None = None,
-        flat_gain: float | None = FLAT_GAIN,
         learning: float = 0.1,
     ) -> None:
         self.scale = scale
@@ -104,6 +102,8 @@ class AdaptivePolicy(VertexPolicy):
         self.work_rate: float | None = None  # messages/s of a replica's tasks (busy time)
         self.batch_cost = batch_guess_seconds  # fixed seconds per micro-batch, until learnt
         self.sustained: float | None = None  # messages/s per replica seen while saturated
+        self.did: tuple[float, float] | None = None  # (most messages/s a replica did, when)
+        self._doing: deque[tuple[float, float]] = deque()  # (now, processed) while warm
         self.read_batch_size = DEFAULT_READ_BATCH_SIZE  # the vertex's, from its first tick
         # (now, arrived here, arrived at the sources upstream, pending upstream)
         self._samples: deque[tuple[float, float, float | None, float]] = deque()
@@ -116,8 +116,6 @@ class AdaptivePolicy(VertexPolicy):
         self._asked: tuple[float, int] | None = None  # (when, replicas): a scale-up not ready yet
         self._woke_at: float | None = None  # processed when that scale-up woke the vertex from 0
         self._asked_blind = False  # nothing waited at some tick since: its readiness can't show
-        # what the replicas did together while saturated, per count (flat_gain None: not kept)
-        self.returns = ReplicaReturns(flat_gain, 3 * learning)
 
     # -- learning ------------------------------------------------------------------------------
 
@@ -138,6 +136,8 @@ class AdaptivePolicy(VertexPolicy):
                 self.startup += 0.5 * (took - self.startup)  # few observations: learn them fast
             self._asked = self._woke_at = None
         self.read_batch_size = view.read_batch_size
+        if self.did is not None and view.now - self.did[1] > DID_MEMORY_SECONDS:
+            self.did = None  # what replicas did long ago, beside other work, says little now
         last = self._last
         self._last = (view.now, view.processed, view.busy_seconds, view.ready)
         if last is None or view.now <= last[0]:
@@ -145,6 +145,7 @@ class AdaptivePolicy(VertexPolicy):
         done = view.processed - last[1]
         if last[3] != view.ready or (self._working_since is None and done > 0):
             self._working_since = view.now  # new replicas, or the first work: not warm yet
+            self._doing.clear()
         if view.busy_seconds is not None and last[2] is not None:
             busy = view.busy_seconds - last[2]
             if busy > 0.05 and done > 0:
@@ -159,15 +160,31 @@ class AdaptivePolicy(VertexPolicy):
             and warm
             and view.pressure.level == Pressure.NONE
         )
+        if warm and view.ready > 0:
+            self._note_did(view)
         if saturated and done > 0:
             total = done / (view.now - last[0])
-            self.returns.observe(view.ready, total, view.now)
             observed = total / view.ready
             self.sustained = self._average(self.sustained, observed, 3 * self.learning)
             if self.work_rate is not None:  # what the batches cost besides the work
                 size = view.read_batch_size
                 implied = min(MAX_BATCH_COST, max(0.0, size / observed - size / self.work_rate))
                 self.batch_cost += 3 * self.learning * (implied - self.batch_cost)
+
+    def _note_did(self, view: PolicyInput) -> None:
+        """What a replica did over the last :data:`DID_SECONDS`, saturated or not: a replica can
+        do at least that much, whatever its busy time says (see the module's docstring)."""
+        self._doing.append((view.now, view.processed))
+        while self._doing and self._doing[0][0] < view.now - DID_SECONDS - 1e-9:
+            self._doing.popleft()
+        then, done = self._doing[0]
+        if view.now - then < 0.8 * DID_SECONDS:
+            return
+        rate = (view.processed - done) / (view.now - then) / view.ready
+        if rate <= 0:
+            return
+        if self.did is None or rate >= self.did[0] or view.now - self.did[1] > DID_MEMORY_SECONDS:
+            self.did = (rate, view.now)
 
     @staticmethod
     def _average(current: float | None, observed: float, learning: float) -> float:
@@ -176,27 +193,34 @@ class AdaptivePolicy(VertexPolicy):
     @property
     def capacity(self) -> float | None:
         """Messages/s one replica sustains in micro-batches: from its work rate and the batch
-        cost where busy time is measured, else the throughput it managed while saturated."""
+        cost where busy time is measured, else the throughput it managed while saturated; at
+        least what a replica was seen to do lately (:meth:`_note_did`)."""
+        estimate = self._estimate
+        did = self.did[0] if self.did is not None else None
+        if did is not None and (estimate is None or did > estimate):
+            return did
+        return estimate
+
+    @property
+    def _estimate(self) -> float | None:
         if self.work_rate is not None:
             size = self.read_batch_size
             return size / (self.batch_cost + size / self.work_rate)
         return self.sustained
 
     def most_delivered(self, now: float) -> float | None:
-        """The most this vertex processes a second: at its ``max`` × what a replica sustains, or
-        what the replicas did together at the count past which more added nothing."""
+        """The most this vertex processes a second: its ``max`` × what a replica sustains."""
         capacity = self.capacity
         if capacity is None:
             return None
-        enough = self.returns.enough(now)
-        if enough is not None and enough[0] < self.scale.max:
-            best = self.returns.best(enough[0], now)
-            return best if best is not None else enough[0] * capacity
         return self.scale.max * capacity
 
     @property
     def source(self) -> str:
         """Where :attr:`capacity` comes from, for the decisions' reasons."""
+        estimate = self._estimate
+        if self.did is not None and (estimate is None or self.did[0] > estimate):
+            return "what a replica did"
         if self.work_rate is not None:
             return f"busy time, {self.batch_cost:.2f} s a batch"
         return "throughput while saturated" if self.sustained is not None else "nothing yet"
@@ -265,9 +289,6 @@ class AdaptivePolicy(VertexPolicy):
             return self._hold(view, Rule.WARMING_UP, "no processing measured yet: capacity unknown")
 
         per_replica = capacity * self.utilization
-        enough = self.returns.enough(view.now)
-        if enough is not None and enough[0] < high:
-            high = max(low, enough[0])
         # What the arrivals of the last panic window alone need: the floor a scale-down goes to is
         # the most of these over the down window (the long average decays too slowly to use).
         steady = min(high, max(low, math.ceil(lately / per_replica - 1e-9)))
@@ -290,8 +311,6 @@ class AdaptivePolicy(VertexPolicy):
             if inflow < rate:
                 rate, bound = inflow, f", at most {inflow:.0f}/s from upstream at its max"
         wanted = min(high, max(low, math.ceil(rate / per_replica - 1e-9)))
-        if enough is not None and wanted == high < math.ceil(rate / per_replica - 1e-9):
-            bound += f"; {enough[1]}"
         explain = (
             f"{arriving:.0f}/s {what}, {capacity:.0f}/s per replica ({self.source}), "
             f"backlog {backlog:.0f} here and upstream ({projected:.0f} when ready in {until_ready:.0f} s) "
@@ -314,8 +333,6 @@ class AdaptivePolicy(VertexPolicy):
             return self._up(view, wanted, Rule.SCALE_UP, explain)
         if starting:
             return self._hold(view, Rule.NOT_READY, f"{explain}; {view.replicas - view.ready} still starting")
-        if current > high:  # more than added anything: the rest only take what they share
-            return self._move(view, high, Rule.SCALE_DOWN, explain)
         floor = max(r for _, r in self._steady)
         if floor < current and backlog <= arriving:  # drained: size for arrivals, the most recently
             reason = f"{explain}; drained, arrivals needed at most {floor} in {self.down_window:g} s"
@@ -371,14 +388,13 @@ class AdaptivePolicy(VertexPolicy):
         return Decision(view.name, view.now, view.replicas, view.replicas, rule, reason, self._inputs(view))
 
     def _inputs(self, view: PolicyInput) -> dict[str, float | int | str | None]:
-        enough = self.returns.enough(view.now)
         return {
             "capacity": self.capacity,
             "learnt_from": self.source,
             "work_rate": self.work_rate,
             "batch_cost": self.batch_cost,
             "sustained": self.sustained,
-            "enough_replicas": None if enough is None else enough[0],
+            "did": None if self.did is None else self.did[0],
             "pending": view.pending_now,
             "ready": view.ready,
             "replicas": view.replicas,
