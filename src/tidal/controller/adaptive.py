@@ -334,6 +334,8 @@ class AdaptivePolicy(VertexPolicy):
         if starting:
             return self._hold(view, Rule.NOT_READY, f"{explain}; {view.replicas - view.ready} still starting")
         floor = max(r for _, r in self._steady)
+        if backlog > 0:  # not to 0 with messages waiting: the sources' quiet took the bench's sink
+            floor = max(floor, 1)  # from 3 to 0 with 1,500 waiting, and back to 2 a second later
         if floor < current and backlog <= arriving:  # drained: size for arrivals, the most recently
             reason = f"{explain}; drained, arrivals needed at most {floor} in {self.down_window:g} s"
             return self._move(view, floor, Rule.SCALE_DOWN, reason)

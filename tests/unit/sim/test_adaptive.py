@@ -255,3 +255,16 @@ def test_on_shared_cores_a_step_x10_is_met() -> None:
     pipeline was behind 66 % of the time with 4× these replica-seconds."""
     s = score(simulate(reference_pipeline(), make_trace("step-x10", 0), "tidal", cores=16))
     assert s.behind == 0 and s.p99_delay <= 10 and s.replica_seconds < 30_000, s
+
+
+def test_no_scale_to_zero_while_messages_wait() -> None:
+    """A sink whose upstream delivers in chunks: nothing arrived in the last seconds, 1,500
+    wait, and the last 30 s averaged as much a second. On Spark that read as "drained, arrivals
+    needed 0" and took the bench's sink from 3 to 0, and back to 2 a second later."""
+    policy = AdaptivePolicy(NumaflowScale(max=10), batch_guess_seconds=0, down_window_seconds=10)
+    for t in range(21):
+        policy.decide(view(t, 3, 3000.0 * t, 1500, 3000.0 * t / 1200, kind=VertexKind.SINK))
+    d = None
+    for t in range(21, 36):  # nothing arrives, nothing is processed: the next chunk is on its way
+        d = policy.decide(view(t, 3, 60_000, 1500, 50, kind=VertexKind.SINK))
+    assert d is not None and d.desired == 1 and d.rule == Rule.SCALE_DOWN, d
