@@ -163,8 +163,7 @@ class AdaptivePolicy(VertexPolicy):
         if warm and view.ready > 0:
             self._note_did(view)
         if saturated and done > 0:
-            total = done / (view.now - last[0])
-            observed = total / view.ready
+            observed = done / (view.now - last[0]) / view.ready
             self.sustained = self._average(self.sustained, observed, 3 * self.learning)
             if self.work_rate is not None:  # what the batches cost besides the work
                 size = view.read_batch_size
@@ -183,7 +182,7 @@ class AdaptivePolicy(VertexPolicy):
         rate = (view.processed - done) / (view.now - then) / view.ready
         if rate <= 0:
             return
-        if self.did is None or rate >= self.did[0] or view.now - self.did[1] > DID_MEMORY_SECONDS:
+        if self.did is None or rate >= self.did[0]:  # (forgotten in _learn after the memory)
             self.did = (rate, view.now)
 
     @staticmethod
@@ -195,11 +194,14 @@ class AdaptivePolicy(VertexPolicy):
         """Messages/s one replica sustains in micro-batches: from its work rate and the batch
         cost where busy time is measured, else the throughput it managed while saturated; at
         least what a replica was seen to do lately (:meth:`_note_did`)."""
+        if self.did is not None and self._beaten_by_did:
+            return self.did[0]
+        return self._estimate
+
+    @property
+    def _beaten_by_did(self) -> bool:
         estimate = self._estimate
-        did = self.did[0] if self.did is not None else None
-        if did is not None and (estimate is None or did > estimate):
-            return did
-        return estimate
+        return self.did is not None and (estimate is None or self.did[0] > estimate)
 
     @property
     def _estimate(self) -> float | None:
@@ -218,8 +220,7 @@ class AdaptivePolicy(VertexPolicy):
     @property
     def source(self) -> str:
         """Where :attr:`capacity` comes from, for the decisions' reasons."""
-        estimate = self._estimate
-        if self.did is not None and (estimate is None or self.did[0] > estimate):
+        if self._beaten_by_did:
             return "what a replica did"
         if self.work_rate is not None:
             return f"busy time, {self.batch_cost:.2f} s a batch"
