@@ -210,7 +210,7 @@ class AdaptivePolicy(VertexPolicy):
             return size / (self.batch_cost + size / self.work_rate)
         return self.sustained
 
-    def most_delivered(self, now: float) -> float | None:
+    def most_delivered(self) -> float | None:
         """The most this vertex processes a second: its ``max`` × what a replica sustains."""
         capacity = self.capacity
         if capacity is None:

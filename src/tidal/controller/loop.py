@@ -321,15 +321,15 @@ class Controller:
             read_batch_size=limits.read_batch_size,
             upstream_pending=upstream[0],
             upstream_arrived=upstream[1],
-            upstream_limit=self._upstream_limit(v.name, now),
+            upstream_limit=self._upstream_limit(v.name),
         )
 
-    def _upstream_limit(self, name: str, now: float) -> float | None:
+    def _upstream_limit(self, name: str) -> float | None:
         """What the vertices feeding ``name`` deliver at most a second, where their policies
         know it (:meth:`VertexPolicy.most_delivered`); ``None`` if one does not."""
         total = 0.0
         for feeder in self._feeders[name]:
-            most = self._vertices[feeder].policy.most_delivered(now)
+            most = self._vertices[feeder].policy.most_delivered()
             if most is None:
                 return None
             total += most

@@ -102,7 +102,7 @@ class VertexPolicy(Protocol):
         """Wake at once because ``woken``, upstream, just woke? ``None``: wait for messages."""
         return None
 
-    def most_delivered(self, now: float) -> float | None:
+    def most_delivered(self) -> float | None:
         """Messages/s this vertex delivers at most, where the policy learnt it (the controller
         passes it downstream as ``PolicyInput.upstream_limit``); ``None``: it does not know."""
         return None

@@ -223,7 +223,7 @@ def test_downstream_of_a_vertex_at_its_max_sizes_for_what_it_can_deliver() -> No
 
 
 def test_a_replica_is_worth_at_least_what_it_was_seen_to_do() -> None:
-    """On shared cores a task's wall time includes its wait for a core: the demo's sink did
+    """On shared cores a task's wall time includes its wait for a core: the bench's sink did
     ~1,700/s at one replica while its busy time said ~300/s. Sized from busy time it went to 3
     replicas at 1,800/s arriving; what it did says 2 are plenty."""
     policy = AdaptivePolicy(NumaflowScale(max=10), batch_guess_seconds=0)

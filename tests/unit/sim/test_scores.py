@@ -32,7 +32,7 @@ class LateOracle:
     def wake_for_path(self, view, woken):
         return None
 
-    def most_delivered(self, now):
+    def most_delivered(self):
         return None
 
 
