@@ -25,7 +25,8 @@ measures, each tick:
 * **Catch-up** — the backlog is drained within ``catch_up_seconds``: ``need = (arrivals +
   backlog / catch-up) / capacity / utilization``, rounded up, within ``scale.min``/``max``.
   No scale-up while the replicas there keep up and drain the backlog within 1.5 × catch-up
-  (the rest is the noise of the estimates).
+  at full speed (the rest is the noise of the estimates), and no scale-up past the fewest
+  replicas that would (``SLACK``): more drain it a few seconds sooner, then stop again.
 * **Down slowly** — a scale-down goes only to the largest recommendation of the last
   ``down_window_seconds`` (Flink's FLINK-36018), so a dip does not release what the next
   second needs.
@@ -71,6 +72,7 @@ WARM_SECONDS = 3.0  # replicas ready and working this long before their throughp
 SELECTIVITY_AFTER = 1000  # messages out of the sources before their selectivity here is learnt
 DID_SECONDS = 5.0  # what a replica did is measured over this long (several micro-batches)
 DID_MEMORY_SECONDS = 300.0  # and trusted this long
+SLACK = 1.5  # × catch-up: a backlog drained this soon at full speed needs no more replicas
 
 
 class AdaptivePolicy(VertexPolicy):
@@ -312,6 +314,14 @@ class AdaptivePolicy(VertexPolicy):
             if inflow < rate:
                 rate, bound = inflow, f", at most {inflow:.0f}/s from upstream at its max"
         wanted = min(high, max(low, math.ceil(rate / per_replica - 1e-9)))
+        # No more than the fewest replicas the hold below accepts: at full speed they drain the
+        # backlog within SLACK × catch-up. Asked for more, the extra ones drain it a few seconds
+        # sooner and are then stepped down again: a start and a stop more for every vertex on the
+        # path (in the simulator: bursty 1.30× the oracle instead of 1.34×, 81 actions, not 96).
+        slack = SLACK * self.catch_up
+        enough = max(low, steady, math.ceil((arriving + projected / slack) / capacity - 1e-9))
+        if enough < wanted:
+            wanted, bound = enough, f"{bound}, {enough} drain it in {slack:g} s at full speed"
         explain = (
             f"{arriving:.0f}/s {what}, {capacity:.0f}/s per replica ({self.source}), "
             f"backlog {backlog:.0f} here and upstream ({projected:.0f} when ready in {until_ready:.0f} s) "
@@ -323,7 +333,7 @@ class AdaptivePolicy(VertexPolicy):
         while self._steady and self._steady[0][0] < view.now - self.down_window:
             self._steady.popleft()
         surplus = current * capacity - arriving
-        if wanted > current and surplus > 0 and projected <= surplus * self.catch_up * 1.5:
+        if wanted > current and surplus > 0 and projected <= surplus * self.catch_up * SLACK:
             # The replicas there keep up and drain the backlog about in time: one more would be
             # the noise of the estimates (a real rise builds a backlog, which then asks for it).
             drains = projected / surplus
