@@ -180,6 +180,27 @@ def test_downstream_sizes_for_the_sources_and_what_is_pending_upstream() -> None
     assert d.desired > 5 and "arriving at the sources" in d.reason and "backlog 10000" in d.reason
 
 
+def test_selectivity_is_not_learnt_from_a_few_batches_in_flight() -> None:
+    """On Spark a micro-batch's output reaches the buffer downstream before the batch commits
+    upstream, so at a wave's start the sink of a 1:1 map sees up to a batch per upstream replica
+    (here 3 × 500) more than has left the sources: read after 1,500 messages, that is a
+    selectivity of 2.0 and twice the replicas. It is learnt after 20 batches, when the batches
+    in flight are a few per cent of what left; a real filter's is learnt all the same."""
+
+    def run(per_source: float, seconds: int) -> float:
+        policy = AdaptivePolicy(NumaflowScale(max=50), batch_guess_seconds=0)
+        for t in range(seconds + 1):
+            here = per_source * 1000 * t + (1500 if t >= 3 else 0)  # the batches land at 3 s
+            policy.decide(
+                view(t, 2, here, 0, here / 800, upstream_arrived=1000.0 * t, upstream_pending=0.0)
+            )
+        return policy.selectivity
+
+    assert run(1.0, 5) == 1.0  # 4,000 left since the first look: not yet (read then: 1.38)
+    assert run(1.0, 40) == pytest.approx(1.0, abs=0.05)
+    assert run(0.5, 40) == pytest.approx(0.5, abs=0.05)
+
+
 # Issue #18's goals: time behind, p99 delay s, cost × oracle, actions (None: no more than KPA's).
 # Two action counts are what the policy does, above the goal: since the simulator models micro-
 # batches (a replica sustains readBatchSize / (0.25 s + its work)), the source and the sink need
