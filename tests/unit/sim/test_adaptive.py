@@ -191,9 +191,7 @@ def test_selectivity_is_not_learnt_from_a_few_batches_in_flight() -> None:
         policy = AdaptivePolicy(NumaflowScale(max=50), batch_guess_seconds=0)
         for t in range(seconds + 1):
             here = per_source * 1000 * t + (1500 if t >= 3 else 0)  # the batches land at 3 s
-            policy.decide(
-                view(t, 2, here, 0, here / 800, upstream_arrived=1000.0 * t, upstream_pending=0.0)
-            )
+            policy.decide(view(t, 2, here, 0, here / 800, upstream_arrived=1000.0 * t, upstream_pending=0.0))
         return policy.selectivity
 
     assert run(1.0, 5) == 1.0  # 4,000 left since the first look: not yet (read then: 1.38)
