@@ -69,11 +69,11 @@ __all__ = ["AdaptivePolicy"]
 
 MAX_BATCH_COST = 5.0  # seconds: a saturated tick implying more is a stall, not a batch's cost
 WARM_SECONDS = 3.0  # replicas ready and working this long before their throughput teaches anything
-# Micro-batches out of the sources before their selectivity here is learnt. A batch being read
-# is in neither the sources' pending nor their processed: on Spark, after 1,500 messages had
-# left three source replicas of 500 a batch, a 1:1 map's sink read a selectivity of 2.00 and
-# sized for twice the arrivals (`tidal bench policies`: 3 replicas where 2 kept up). After 20
-# batches, what is in flight is a few per cent of what left.
+# Micro-batches out of the sources before their selectivity here is learnt. On Spark a batch's
+# output reaches the buffer downstream before the batch commits upstream, so a vertex can see
+# up to a batch per upstream replica more than has left the sources: after 1,500 messages, the
+# sink of a 1:1 map read a selectivity of 2.00 and sized for twice the arrivals (`tidal bench
+# policies`: 3 replicas where 2 kept up). After 20 batches, that is a few per cent.
 SELECTIVITY_AFTER_BATCHES = 20
 DID_SECONDS = 5.0  # what a replica did is measured over this long (several micro-batches)
 DID_MEMORY_SECONDS = 300.0  # and trusted this long
