@@ -164,8 +164,8 @@ def test_woken_from_zero_the_start_up_is_the_wait_for_the_first_work() -> None:
     for t in range(31, 39):  # "ready" at once, nothing processed yet
         d = policy.decide(view(t, replicas, 10_000, 400 + 200 * (t - 30), 40))
         replicas, asked = d.desired, asked + [d.desired] * d.changed
-    # None of them is ready until work shows: the backlog is projected to their start, so what
-    # arrives meanwhile (200/s) does not ask for more every tick.
+    # What arrives meanwhile (200/s) the woken replica covers: nothing more is asked for, so the
+    # start-up timed below is the wake's.
     assert asked == [] and policy.startup == 5
     policy.decide(view(39, replicas, 10_500, 1_700, 42))
     assert policy.startup == pytest.approx(7)  # half-way from 5 to the 9 s observed
