@@ -338,7 +338,7 @@ class AdaptivePolicy(VertexPolicy):
         while self._steady and self._steady[0][0] < view.now - self.down_window:
             self._steady.popleft()
         surplus = current * capacity - arriving
-        if wanted > current and surplus > 0 and projected <= surplus * self.catch_up * SLACK:
+        if wanted > current and surplus > 0 and projected <= surplus * slack:
             # The replicas there keep up and drain the backlog about in time: one more would be
             # the noise of the estimates (a real rise builds a backlog, which then asks for it).
             drains = projected / surplus
