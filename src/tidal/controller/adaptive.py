@@ -120,7 +120,8 @@ class AdaptivePolicy(VertexPolicy):
         self._idle_since: float | None = None
         self._working_since: float | None = None  # the same replicas ready and working since
         self._origin: tuple[float, float, float] | None = None  # arrived here, at the sources, upstream
-        self._asked: tuple[float, int] | None = None  # (when, replicas): a scale-up not ready yet
+        # (when, replicas, when the first still starting was asked for): a scale-up not ready yet
+        self._asked: tuple[float, int, float] | None = None
         self._woke_at: float | None = None  # processed when that scale-up woke the vertex from 0
         self._asked_blind = False  # nothing waited at some tick since: its readiness can't show
 
@@ -303,7 +304,7 @@ class AdaptivePolicy(VertexPolicy):
         # The backlog when the replicas asked for now would be ready, drained in catch_up seconds.
         starting = self._asked is not None and view.ready < view.replicas
         until_ready = (
-            max(0.0, self._asked[0] + self.startup - view.now) if starting and self._asked else self.startup
+            max(0.0, self._asked[2] + self.startup - view.now) if starting and self._asked else self.startup
         )
         short = max(0.0, arriving - view.ready * capacity)
         projected = backlog + short * until_ready
@@ -391,7 +392,13 @@ class AdaptivePolicy(VertexPolicy):
         if paced is not None and to > paced:  # the rest on the next ticks, while these start
             reason, to = f"{reason}, {paced} this tick ({self.starts_per_tick} starts a tick)", paced
         if to > view.ready:
-            self._asked, self._asked_blind = (view.now, to), False
+            # Asked again while replicas are starting: those come when they were due, and the
+            # backlog is projected to then. Projected from this tick instead, each new ask pushed
+            # the moment back and grew the projection by a tick of shortfall, so a small revision
+            # of the capacity asked for one more every tick (the simulator's step x10, with the
+            # learnt capacity moving from 234 to 223/s: `work` 19 → 20 → … → 25 in six ticks).
+            first = self._asked[2] if self._asked is not None and view.ready < view.replicas else view.now
+            self._asked, self._asked_blind = (view.now, to, first), False
             self._woke_at = view.processed if view.replicas == 0 else None
         return self._move(view, to, rule, reason)
 

@@ -58,6 +58,26 @@ def test_a_backlog_is_drained_within_the_catch_up_and_the_reason_says_so() -> No
     assert policy.decide(view(41, 12, 41_000, 20_000, 41_000 / 250)).rule == Rule.STEADY
 
 
+def test_asked_again_while_starting_the_backlog_is_projected_to_when_the_first_are_due() -> None:
+    """A second scale-up while replicas are starting does not push back the moment the first
+    ones are due: projected from the new ask, each ask grew the projection by a tick of
+    shortfall, and a small revision of the capacity asked for one more every tick."""
+    policy = AdaptivePolicy(NumaflowScale(max=50), batch_guess_seconds=0, startup_guess_seconds=8)
+    feed(policy, 40, rate=1000, per_replica=250, replicas=5)  # 250/s a replica, learnt
+    done = lambda t: 40_000 + 1250 * (t - 40)  # noqa: E731 - 5 replicas at 250/s
+    # 2000/s from 40 s: 750 pending at 41, + 8 s × 750/s short = 6750 when ready; 10 drain it
+    # in 15 s at full speed ((2000 + 6750 / 15) / 250 = 9.8).
+    first = policy.decide(view(41, 5, done(41), 750, done(41) / 250))
+    assert (first.desired, first.rule) == (10, Rule.SCALE_UP) and "when ready in 8 s" in first.reason
+    # 2500/s from 41 s: 2000 pending + 7 s × 1250/s = 10,750 when the first are ready → 13.
+    again = policy.decide(view(42, 10, done(42), 2000, done(42) / 250, ready=5))
+    assert (again.desired, again.rule) == (13, Rule.SCALE_UP) and "when ready in 7 s" in again.reason
+    # Still 2500/s: 3250 pending + 6 s × 1250/s = 10,750 again. Projected from the second ask
+    # (7 s), it would be 12,000 and ask for 14.
+    then = policy.decide(view(43, 13, done(43), 3250, done(43) / 250, ready=5))
+    assert "when ready in 6 s" in then.reason and (then.desired, then.rule) == (13, Rule.NOT_READY)
+
+
 def test_a_micro_batch_s_fixed_cost_is_learnt_where_the_vertex_was_saturated() -> None:
     """A source whose tasks read 8000/s (busy time) but which commits 500 a micro-batch at 0.25 s
     of fixed cost sustains 500 / (0.25 + 500/8000) = 1600/s per replica: sized on busy time it
