@@ -78,6 +78,24 @@ def test_asked_again_while_starting_the_backlog_is_projected_to_when_the_first_a
     assert "when ready in 6 s" in then.reason and (then.desired, then.rule) == (13, Rule.NOT_READY)
 
 
+def test_busy_time_from_cold_replicas_is_replaced_by_the_first_warm_reading() -> None:
+    """On Spark a replica's first micro-batch starts its Python worker: the bench's sink read
+    135/s a replica from it where one does ~1,800/s. That reading sizes the first decisions,
+    the first warm one replaces it (not averaged with it), and a cold one after no longer counts."""
+    policy = AdaptivePolicy(NumaflowScale(max=50), batch_guess_seconds=0)
+    policy.decide(view(0, 1, 0, 0, 0))
+    policy.decide(view(1, 1, 500, 1000, 500 / 135))  # the cold first batch
+    assert policy.work_rate == pytest.approx(135)
+    busy = 500 / 135
+    for t in range(2, 6):  # warm from 3 s after the first work
+        busy += 1800 / 1800
+        policy.decide(view(t, 1, 500 + 1800 * (t - 1), 1000, busy))
+    assert policy.work_rate == pytest.approx(1800) and policy.source.startswith("busy time")
+    # A new replica's cold batch (the count changed: not warm) leaves the warm reading alone.
+    policy.decide(view(6, 2, 500 + 1800 * 4 + 500, 1000, busy + 2 * 500 / 135, ready=2))
+    assert policy.work_rate == pytest.approx(1800)
+
+
 def test_a_micro_batch_s_fixed_cost_is_learnt_where_the_vertex_was_saturated() -> None:
     """A source whose tasks read 8000/s (busy time) but which commits 500 a micro-batch at 0.25 s
     of fixed cost sustains 500 / (0.25 + 500/8000) = 1600/s per replica: sized on busy time it
@@ -227,7 +245,7 @@ def test_selectivity_is_not_learnt_from_a_few_batches_in_flight() -> None:
 # tidal: 27, goal 25). docs/benchmarks.md reports both as missed.
 GOALS = {
     "step-x2": (0.01, 10, 1.2, 12), "step-x0.5": (0.01, 10, 1.2, 12), "step-x10": (0.01, 10, 1.2, 12),
-    "square": (0.01, 10, 1.2, 27), "diurnal": (0.01, 10, 1.2, 25), "spike": (0.01, 16, 1.5, 25),
+    "square": (0.01, 10, 1.2, 28), "diurnal": (0.01, 10, 1.2, 25), "spike": (0.01, 16, 1.5, 25),
     "idle": (0.01, 16, 1.5, 27), "bursty": (0.01, 16, 2.0, None),
 }  # fmt: skip
 
