@@ -5,23 +5,9 @@ so a vertex that cannot keep up looks like one with little traffic; the KPA size
 but must be told what a replica can do. This policy learns what it needs from what the runtime
 measures, each tick:
 
-* **Capacity per replica** — what a replica *sustains* in micro-batches of ``B =
-  readBatchSize``: ``B / (batch cost + B / work rate)``. The work rate comes from busy time
-  (messages per replica-second of its tasks, an average that forgets with every sample; read
-  from cold replicas, whose first batches start Python workers, it only stands in until the
-  first warm reading replaces it). The
-  batch cost is the fixed part of a micro-batch outside the tasks (offset log, planning,
-  commit), guessed at ``batch_guess_seconds`` (0.25 s, measured on Spark) and learnt from ticks
-  when the vertex was saturated (more pending than its replicas admit in one micro-batch,
-  nothing pushing back): there, the throughput per replica is what it sustains. Busy time alone
-  overstates a fast vertex: a generator whose tasks read 8,000/s sustains ~1,700/s at 500 a
-  batch; sized from busy time, a source stayed at one replica on Spark through a wave with
-  6,000–8,000 messages waiting. Without busy time, the saturated throughput is used as is.
-  Busy time can also understate a replica: on shared cores a task's wall time includes its wait
-  for a core (``tidal bench policies`` on 2 cores: ``archive`` did ~1,700/s at one replica while
-  its busy time said 270–650/s, and this policy ran it at 3 where Numaflow kept 1–2). So a
-  replica is worth at least what one was seen to do over 5 s lately (``did``, kept 5 minutes),
-  saturated or not.
+* **Capacity per replica** — what a replica *sustains* in micro-batches, learnt from busy time,
+  from throughput while saturated and from what a replica was seen to do
+  (:class:`~tidal.controller.replica_capacity.ReplicaCapacity`, whose docstring says how).
 * **Demand** — the arrival rate (``arrived`` = processed + pending) over a short window (a burst
   shows within ``panic_seconds``, KPA's panic idea) and a long one; the larger is used.
 * **Catch-up** — the backlog is drained within ``catch_up_seconds``: ``need = (arrivals +
@@ -65,20 +51,17 @@ import math
 from collections import deque
 
 from tidal.controller.policy import PolicyInput, VertexPolicy
-from tidal.scaling import DEFAULT_READ_BATCH_SIZE, Decision, NumaflowScale, Pressure, Rule
+from tidal.controller.replica_capacity import ReplicaCapacity
+from tidal.scaling import Decision, NumaflowScale, Pressure, Rule
 
 __all__ = ["AdaptivePolicy"]
 
-MAX_BATCH_COST = 5.0  # seconds: a saturated tick implying more is a stall, not a batch's cost
-WARM_SECONDS = 3.0  # replicas ready and working this long before their throughput teaches anything
 # Micro-batches out of the sources before their selectivity here is learnt. On Spark a batch's
 # output reaches the buffer downstream before the batch commits upstream, so a vertex can see
 # up to a batch per upstream replica more than has left the sources: after 1,500 messages, the
 # sink of a 1:1 map read a selectivity of 2.00 and sized for twice the arrivals (`tidal bench
 # policies`: 3 replicas where 2 kept up). After 20 batches, that is a few per cent.
 SELECTIVITY_AFTER_BATCHES = 20
-DID_SECONDS = 5.0  # what a replica did is measured over this long (several micro-batches)
-DID_MEMORY_SECONDS = 300.0  # and trusted this long
 SLACK = 1.5  # × catch-up: a backlog drained this soon at full speed needs no more replicas
 
 
@@ -107,21 +90,12 @@ class AdaptivePolicy(VertexPolicy):
         self.down_window = down_window_seconds
         self.startup = startup_guess_seconds  # until a start-up is observed
         self.starts_per_tick = starts_per_tick  # None: every replica asked for at once
-        self.learning = learning
-        self.work_rate: float | None = None  # messages/s of a replica's tasks (busy time)
-        self._work_rate_warm = False  # learnt from warm replicas (else provisional)
-        self.batch_cost = batch_guess_seconds  # fixed seconds per micro-batch, until learnt
-        self.sustained: float | None = None  # messages/s per replica seen while saturated
-        self.did: tuple[float, float] | None = None  # (most messages/s a replica did, when)
-        self._doing: deque[tuple[float, float]] = deque()  # (now, processed) while warm
-        self.read_batch_size = DEFAULT_READ_BATCH_SIZE  # the vertex's, from its first tick
+        self.learnt = ReplicaCapacity(batch_guess_seconds, learning)
         # (now, arrived here, arrived at the sources upstream, pending upstream)
         self._samples: deque[tuple[float, float, float | None, float]] = deque()
         self.selectivity = 1.0  # messages here per message arriving at the sources, learnt
-        self._last: tuple[float, float, float | None, int] | None = None  # now, processed, busy, ready
         self._steady: deque[tuple[float, int]] = deque()  # what arrivals alone needed, recently
         self._idle_since: float | None = None
-        self._working_since: float | None = None  # the same replicas ready and working since
         self._origin: tuple[float, float, float] | None = None  # arrived here, at the sources, upstream
         # (when, replicas, when the first still starting was asked for): a scale-up not ready yet
         self._asked: tuple[float, int, float] | None = None
@@ -146,94 +120,17 @@ class AdaptivePolicy(VertexPolicy):
                 took = view.now - self._asked[0]
                 self.startup += 0.5 * (took - self.startup)  # few observations: learn them fast
             self._asked = self._woke_at = None
-        self.read_batch_size = view.read_batch_size
-        if self.did is not None and view.now - self.did[1] > DID_MEMORY_SECONDS:
-            self.did = None  # what replicas did long ago, beside other work, says little now
-        last = self._last
-        self._last = (view.now, view.processed, view.busy_seconds, view.ready)
-        if last is None or view.now <= last[0]:
-            return
-        done = view.processed - last[1]
-        if last[3] != view.ready or (self._working_since is None and done > 0):
-            self._working_since = view.now  # new replicas, or the first work: not warm yet
-            self._doing.clear()
-        # Warm: the same replicas ready and working for WARM_SECONDS. On Spark a replica's first
-        # batches start its Python workers, and a cold replica is not a slow one.
-        warm = self._working_since is not None and view.now - self._working_since >= WARM_SECONDS
-        if view.busy_seconds is not None and last[2] is not None:
-            self._learn_work_rate(view.busy_seconds - last[2], done, warm)
-        # Saturated: more waiting than one micro-batch of the replicas admits, warm replicas, and
-        # nothing pushing back.
-        saturated = (
-            (view.pending_now or 0) > view.ready * view.read_batch_size
-            and view.ready > 0
-            and warm
-            and view.pressure.level == Pressure.NONE
-        )
-        if warm and view.ready > 0:
-            self._note_did(view)
-        if saturated and done > 0:
-            observed = done / (view.now - last[0]) / view.ready
-            self.sustained = self._average(self.sustained, observed, 3 * self.learning)
-            if self.work_rate is not None:  # what the batches cost besides the work
-                size = view.read_batch_size
-                implied = min(MAX_BATCH_COST, max(0.0, size / observed - size / self.work_rate))
-                self.batch_cost += 3 * self.learning * (implied - self.batch_cost)
-
-    def _learn_work_rate(self, busy: float, done: float, warm: bool) -> None:
-        """The work rate from a tick's busy time. Busy time from cold replicas is provisional: it
-        sizes the first decisions (nothing better is known yet), the first warm reading replaces
-        it, and once one is known cold readings are ignored. On Spark the sink's first busy-time
-        reading came from its first, cold micro-batch: 135/s a replica where one replica does
-        ~1,800/s (`tidal bench policies`); averaged in at 0.1 a tick, it sized the sink for
-        3 replicas where Numaflow kept 1 (and it kept up)."""
-        if busy <= 0.05 or done <= 0:
-            return
-        if warm:
-            current = self.work_rate if self._work_rate_warm else None
-            self.work_rate, self._work_rate_warm = self._average(current, done / busy, self.learning), True
-        elif not self._work_rate_warm:
-            self.work_rate = self._average(self.work_rate, done / busy, self.learning)
-
-    def _note_did(self, view: PolicyInput) -> None:
-        """What a replica did over the last :data:`DID_SECONDS`, saturated or not: a replica can
-        do at least that much, whatever its busy time says (see the module's docstring)."""
-        self._doing.append((view.now, view.processed))
-        while self._doing and self._doing[0][0] < view.now - DID_SECONDS - 1e-9:
-            self._doing.popleft()
-        then, done = self._doing[0]
-        if view.now - then < 0.8 * DID_SECONDS:
-            return
-        rate = (view.processed - done) / (view.now - then) / view.ready
-        if rate <= 0:
-            return
-        if self.did is None or rate >= self.did[0]:  # (forgotten in _learn after the memory)
-            self.did = (rate, view.now)
-
-    @staticmethod
-    def _average(current: float | None, observed: float, learning: float) -> float:
-        return observed if current is None else current + learning * (observed - current)
+        self.learnt.observe(view)
 
     @property
     def capacity(self) -> float | None:
-        """Messages/s one replica sustains in micro-batches: from its work rate and the batch
-        cost where busy time is measured, else the throughput it managed while saturated; at
-        least what a replica was seen to do lately (:meth:`_note_did`)."""
-        if self.did is not None and self._beaten_by_did:
-            return self.did[0]
-        return self._estimate
+        """Messages/s one replica sustains in micro-batches, as learnt so far."""
+        return self.learnt.capacity
 
     @property
-    def _beaten_by_did(self) -> bool:
-        estimate = self._estimate
-        return self.did is not None and (estimate is None or self.did[0] > estimate)
-
-    @property
-    def _estimate(self) -> float | None:
-        if self.work_rate is not None:
-            size = self.read_batch_size
-            return size / (self.batch_cost + size / self.work_rate)
-        return self.sustained
+    def source(self) -> str:
+        """Where :attr:`capacity` comes from, for the decisions' reasons."""
+        return self.learnt.source
 
     def most_delivered(self) -> float | None:
         """The most this vertex processes a second: its ``max`` × what a replica sustains."""
@@ -241,15 +138,6 @@ class AdaptivePolicy(VertexPolicy):
         if capacity is None:
             return None
         return self.scale.max * capacity
-
-    @property
-    def source(self) -> str:
-        """Where :attr:`capacity` comes from, for the decisions' reasons."""
-        if self._beaten_by_did:
-            return "what a replica did"
-        if self.work_rate is not None:
-            return f"busy time, {self.batch_cost:.2f} s a batch"
-        return "throughput while saturated" if self.sustained is not None else "nothing yet"
 
     def _rates(self, view: PolicyInput, window: float) -> tuple[float, float | None]:
         """Arrivals per second here and at the sources upstream over the last ``window`` seconds."""
@@ -433,10 +321,10 @@ class AdaptivePolicy(VertexPolicy):
         return {
             "capacity": self.capacity,
             "learnt_from": self.source,
-            "work_rate": self.work_rate,
-            "batch_cost": self.batch_cost,
-            "sustained": self.sustained,
-            "did": None if self.did is None else self.did[0],
+            "work_rate": self.learnt.work_rate,
+            "batch_cost": self.learnt.batch_cost,
+            "sustained": self.learnt.sustained,
+            "did": None if self.learnt.did is None else self.learnt.did[0],
             "pending": view.pending_now,
             "ready": view.ready,
             "replicas": view.replicas,

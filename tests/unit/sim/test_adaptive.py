@@ -50,7 +50,7 @@ def test_a_backlog_is_drained_within_the_catch_up_and_the_reason_says_so() -> No
     # (1000/s + (20,000 + 0 short × 5 s start-up) / 10 s) / (200 × 0.95) = 15.8 → 16 drain it in
     # 10 s; but (1000/s + 20,000 / 15 s) / 200 = 11.7 → 12 drain it in 15 s at full speed, which
     # the hold accepts: 16 would be stepped down to 12 again once drained.
-    assert policy.batch_cost == pytest.approx(0.5, abs=0.01)
+    assert policy.learnt.batch_cost == pytest.approx(0.5, abs=0.01)
     assert (d.desired, d.rule) == (12, Rule.SCALE_UP)
     assert "1000/s arriving" in d.reason and "200/s per replica (busy time, 0.50 s a batch)" in d.reason
     assert "backlog 20000" in d.reason and "12 drain it in 15 s at full speed → 12" in d.reason
@@ -85,15 +85,15 @@ def test_busy_time_from_cold_replicas_is_replaced_by_the_first_warm_reading() ->
     policy = AdaptivePolicy(NumaflowScale(max=50), batch_guess_seconds=0)
     policy.decide(view(0, 1, 0, 0, 0))
     policy.decide(view(1, 1, 500, 1000, 500 / 135))  # the cold first batch
-    assert policy.work_rate == pytest.approx(135)
+    assert policy.learnt.work_rate == pytest.approx(135)
     busy = 500 / 135
     for t in range(2, 6):  # warm from 3 s after the first work
         busy += 1800 / 1800
         policy.decide(view(t, 1, 500 + 1800 * (t - 1), 1000, busy))
-    assert policy.work_rate == pytest.approx(1800) and policy.source.startswith("busy time")
+    assert policy.learnt.work_rate == pytest.approx(1800) and policy.source.startswith("busy time")
     # A new replica's cold batch (the count changed: not warm) leaves the warm reading alone.
     policy.decide(view(6, 2, 500 + 1800 * 4 + 500, 1000, busy + 2 * 500 / 135, ready=2))
-    assert policy.work_rate == pytest.approx(1800)
+    assert policy.learnt.work_rate == pytest.approx(1800)
 
 
 def test_a_micro_batch_s_fixed_cost_is_learnt_where_the_vertex_was_saturated() -> None:
@@ -105,8 +105,8 @@ def test_a_micro_batch_s_fixed_cost_is_learnt_where_the_vertex_was_saturated() -
     for t in range(31):  # 2500/s offered, one replica doing 1600/s: the backlog grows by 900/s
         done = 1600.0 * t
         d = policy.decide(view(t, 1, done, 900.0 * t + 600, done / 8000, kind=VertexKind.SOURCE))
-    assert policy.work_rate == pytest.approx(8000)
-    assert policy.batch_cost == pytest.approx(0.25, abs=0.01)
+    assert policy.learnt.work_rate == pytest.approx(8000)
+    assert policy.learnt.batch_cost == pytest.approx(0.25, abs=0.01)
     assert policy.capacity == pytest.approx(1600, rel=0.02)
     assert d is not None and d.desired >= 2 and "a batch" in d.reason
 
@@ -293,7 +293,7 @@ def test_a_replica_is_worth_at_least_what_it_was_seen_to_do() -> None:
     policy = AdaptivePolicy(NumaflowScale(max=10), batch_guess_seconds=0)
     for t in range(21):  # 1700/s done at one replica, 100 left waiting: keeping up, not saturated
         policy.decide(view(t, 1, 1700.0 * t, 100, 1700.0 * t / 300, kind=VertexKind.SINK))
-    assert policy.work_rate == pytest.approx(300)
+    assert policy.learnt.work_rate == pytest.approx(300)
     assert policy.capacity == pytest.approx(1700)
     d = None
     for t in range(21, 24):  # then 1800/s arrive
@@ -307,10 +307,10 @@ def test_what_a_replica_did_is_forgotten_after_five_minutes() -> None:
     policy = AdaptivePolicy(NumaflowScale(max=10), batch_guess_seconds=0)
     for t in range(21):
         policy.decide(view(t, 1, 1700.0 * t, 100, 1700.0 * t / 300))
-    assert policy.did is not None and policy.capacity == pytest.approx(1700)
+    assert policy.learnt.did is not None and policy.capacity == pytest.approx(1700)
     for t in (200, 400):  # quiet since
         policy.decide(view(t, 1, 34_000, 0, 34_000 / 300))
-    assert policy.did is None and policy.capacity == pytest.approx(300)
+    assert policy.learnt.did is None and policy.capacity == pytest.approx(300)
 
 
 def test_on_shared_cores_a_step_x10_is_met() -> None:

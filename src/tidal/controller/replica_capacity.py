@@ -1,0 +1,151 @@
+"""What one replica of a vertex sustains, learnt from what the runtime measures: the capacity
+``policy: tidal`` sizes with (:mod:`tidal.controller.adaptive`), never told.
+
+What a replica *sustains* in micro-batches of ``B = readBatchSize`` is ``B / (batch cost + B /
+work rate)``:
+
+* The **work rate** comes from busy time: messages per replica-second of its tasks, an average
+  that forgets with every sample. Busy time from cold replicas (ready and working for less than
+  ``WARM_SECONDS``: on Spark their first batches start Python workers) only stands in until the
+  first warm reading replaces it, and is ignored once one is known. The bench's sink took its
+  first reading from its first, cold micro-batch, 135/s a replica where one does ~1,800/s, and
+  averaged in it kept the sink at 3 replicas where Numaflow kept 1 (``tidal bench policies``).
+* The **batch cost** is the fixed part of a micro-batch outside the tasks (offset log, planning,
+  commit), guessed at ``batch_guess_seconds`` (0.25 s, measured on Spark) and learnt from ticks
+  when the vertex was saturated (more pending than its replicas admit in one micro-batch, warm,
+  nothing pushing back): there, the throughput per replica is what it sustains. Busy time alone
+  overstates a fast vertex: a generator whose tasks read 8,000/s sustains ~1,700/s at 500 a
+  batch; sized from busy time, a source stayed at one replica on Spark through a wave with
+  6,000–8,000 messages waiting. Without busy time, the saturated throughput is used as is.
+* **What a replica did.** Busy time can also understate a replica: on shared cores a task's
+  wall time includes its wait for a core (``tidal bench policies`` on 2 cores: ``archive`` did
+  ~1,700/s at one replica while its busy time said 270–650/s, and the policy ran it at 3 where
+  Numaflow kept 1–2). So a replica is worth at least what one was seen to do over
+  ``DID_SECONDS`` lately (kept ``DID_MEMORY_SECONDS``), saturated or not.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from tidal.controller.policy import PolicyInput
+from tidal.scaling import DEFAULT_READ_BATCH_SIZE, Pressure
+
+__all__ = ["ReplicaCapacity"]
+
+MAX_BATCH_COST = 5.0  # seconds: a saturated tick implying more is a stall, not a batch's cost
+WARM_SECONDS = 3.0  # replicas ready and working this long before their throughput teaches anything
+DID_SECONDS = 5.0  # what a replica did is measured over this long (several micro-batches)
+DID_MEMORY_SECONDS = 300.0  # and trusted this long
+
+
+class ReplicaCapacity:
+    """Messages/s one replica of a vertex sustains, learnt tick by tick (:meth:`observe`)."""
+
+    def __init__(self, batch_guess_seconds: float = 0.25, learning: float = 0.1) -> None:
+        self.learning = learning
+        self.work_rate: float | None = None  # messages/s of a replica's tasks (busy time)
+        self._work_rate_warm = False  # learnt from warm replicas (else it only stands in)
+        self.batch_cost = batch_guess_seconds  # fixed seconds per micro-batch, until learnt
+        self.sustained: float | None = None  # messages/s per replica seen while saturated
+        self.did: tuple[float, float] | None = None  # (most messages/s a replica did, when)
+        self._doing: deque[tuple[float, float]] = deque()  # (now, processed) while warm
+        self.read_batch_size = DEFAULT_READ_BATCH_SIZE  # the vertex's, from its first tick
+        self._last: tuple[float, float, float | None, int] | None = None  # now, processed, busy, ready
+        self._working_since: float | None = None  # the same replicas ready and working since
+
+    def observe(self, view: PolicyInput) -> None:
+        """Learn from one tick's counts: busy time, throughput while saturated, what was done."""
+        self.read_batch_size = view.read_batch_size
+        if self.did is not None and view.now - self.did[1] > DID_MEMORY_SECONDS:
+            self.did = None  # what replicas did long ago, beside other work, says little now
+        last = self._last
+        self._last = (view.now, view.processed, view.busy_seconds, view.ready)
+        if last is None or view.now <= last[0]:
+            return
+        done = view.processed - last[1]
+        if last[3] != view.ready or (self._working_since is None and done > 0):
+            self._working_since = view.now  # new replicas, or the first work: not warm yet
+            self._doing.clear()
+        # Warm: the same replicas ready and working for WARM_SECONDS. On Spark a replica's first
+        # batches start its Python workers, and a cold replica is not a slow one.
+        warm = self._working_since is not None and view.now - self._working_since >= WARM_SECONDS
+        if view.busy_seconds is not None and last[2] is not None:
+            self._learn_work_rate(view.busy_seconds - last[2], done, warm)
+        # Saturated: more waiting than one micro-batch of the replicas admits, warm replicas, and
+        # nothing pushing back.
+        saturated = (
+            (view.pending_now or 0) > view.ready * view.read_batch_size
+            and view.ready > 0
+            and warm
+            and view.pressure.level == Pressure.NONE
+        )
+        if warm and view.ready > 0:
+            self._note_did(view)
+        if saturated and done > 0:
+            observed = done / (view.now - last[0]) / view.ready
+            self.sustained = self._average(self.sustained, observed, 3 * self.learning)
+            if self.work_rate is not None:  # what the batches cost besides the work
+                size = view.read_batch_size
+                implied = min(MAX_BATCH_COST, max(0.0, size / observed - size / self.work_rate))
+                self.batch_cost += 3 * self.learning * (implied - self.batch_cost)
+
+    def _learn_work_rate(self, busy: float, done: float, warm: bool) -> None:
+        """The work rate from a tick's busy time: a cold replica's stands in until the first
+        warm reading replaces it, and is ignored once one is known (see the module's docstring)."""
+        if busy <= 0.05 or done <= 0:
+            return
+        if warm:
+            current = self.work_rate if self._work_rate_warm else None
+            self.work_rate, self._work_rate_warm = self._average(current, done / busy, self.learning), True
+        elif not self._work_rate_warm:
+            self.work_rate = self._average(self.work_rate, done / busy, self.learning)
+
+    def _note_did(self, view: PolicyInput) -> None:
+        """What a replica did over the last :data:`DID_SECONDS`, saturated or not: a replica can
+        do at least that much, whatever its busy time says."""
+        self._doing.append((view.now, view.processed))
+        while self._doing and self._doing[0][0] < view.now - DID_SECONDS - 1e-9:
+            self._doing.popleft()
+        then, done = self._doing[0]
+        if view.now - then < 0.8 * DID_SECONDS:
+            return
+        rate = (view.processed - done) / (view.now - then) / view.ready
+        if rate <= 0:
+            return
+        if self.did is None or rate >= self.did[0]:  # (forgotten in observe after the memory)
+            self.did = (rate, view.now)
+
+    @staticmethod
+    def _average(current: float | None, observed: float, learning: float) -> float:
+        return observed if current is None else current + learning * (observed - current)
+
+    @property
+    def capacity(self) -> float | None:
+        """Messages/s one replica sustains in micro-batches: from its work rate and the batch
+        cost where busy time is measured, else the throughput it managed while saturated; at
+        least what a replica was seen to do lately (:meth:`_note_did`)."""
+        if self.did is not None and self._beaten_by_did:
+            return self.did[0]
+        return self._estimate
+
+    @property
+    def _beaten_by_did(self) -> bool:
+        estimate = self._estimate
+        return self.did is not None and (estimate is None or self.did[0] > estimate)
+
+    @property
+    def _estimate(self) -> float | None:
+        if self.work_rate is not None:
+            size = self.read_batch_size
+            return size / (self.batch_cost + size / self.work_rate)
+        return self.sustained
+
+    @property
+    def source(self) -> str:
+        """Where :attr:`capacity` comes from, for the decisions' reasons."""
+        if self._beaten_by_did:
+            return "what a replica did"
+        if self.work_rate is not None:
+            return f"busy time, {self.batch_cost:.2f} s a batch"
+        return "throughput while saturated" if self.sustained is not None else "nothing yet"
