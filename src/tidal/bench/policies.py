@@ -45,12 +45,17 @@ MASTER = "local[12]"  # a slot per replica the wave spec allows (3 + 6 + 3)
 PEAK = 1800  # orders/s during a wave
 
 
-def wave_spec(root: Path, policy: str, peak: int = PEAK) -> Path:
+def wave_spec(root: Path, policy: str, peak: int = PEAK, numaflow_defaults: bool = False) -> Path:
+    """The demo's wave spec under ``policy`` at ``peak`` orders/s; with ``numaflow_defaults``, its
+    scale blocks keep only ``min`` and ``max`` (Numaflow's own windows, cooldowns and target)."""
     import tidal.examples
 
     spec = yaml.safe_load((Path(tidal.examples.__file__).parent / "wave.yaml").read_text())
     spec["policy"] = policy
     next(v for v in spec["vertices"] if "source" in v)["source"]["generator"]["peak"] = peak
+    if numaflow_defaults:
+        for vertex in spec["vertices"]:
+            vertex["scale"] = {k: v for k, v in vertex.get("scale", {}).items() if k in ("min", "max")}
     path = root / f"wave-{policy}.yaml"
     path.write_text(yaml.safe_dump(spec))
     return path
@@ -63,15 +68,21 @@ def wave_seconds(spec_path: Path) -> float:
 
 
 def run_wave(
-    root: Path, policy: str, n: int, duration: float = DURATION, master: str = MASTER
+    root: Path,
+    policy: str,
+    n: int,
+    duration: float = DURATION,
+    master: str = MASTER,
+    numaflow_defaults: bool = False,
 ) -> dict[str, Any]:
     from tidal.observe.latency import read_delays
     from tidal.observe.report import summarize
     from tidal.scaling.latency import quantile
 
     run_dir = root / f"{policy}-{n}"
+    spec = wave_spec(root, policy, numaflow_defaults=numaflow_defaults)
     proc = subprocess.run(
-        [sys.executable, "-m", "tidal", "run", str(wave_spec(root, policy)), "--run-dir", str(run_dir),
+        [sys.executable, "-m", "tidal", "run", str(spec), "--run-dir", str(run_dir),
          "--duration", str(duration), "--master", master, "--no-metrics", "--no-live"],
         check=False, capture_output=True, text=True, timeout=duration + 300, stdin=subprocess.DEVNULL,
     )  # fmt: skip
@@ -92,12 +103,20 @@ def run_wave(
     }
 
 
-def main(out: Path = RESULTS, rounds: int = ROUNDS) -> int:
-    root = Path(tempfile.mkdtemp(prefix="tidal-bench-policies-"))
+def main_numaflow_defaults(out: Path = RESULTS, rounds: int = ROUNDS) -> int:
+    """``tidal bench policies-defaults``: the same waves with Numaflow's default scale settings
+    (lookback 120 s, cooldowns 90 s, target 20 s) where the demo shortens them."""
+    return main(out, rounds, numaflow_defaults=True)
+
+
+def main(out: Path = RESULTS, rounds: int = ROUNDS, numaflow_defaults: bool = False) -> int:
+    """``tidal bench policies``: the waves under each policy, alternating, ``rounds`` times."""
+    name = "policies-defaults" if numaflow_defaults else "policies"
+    root = Path(tempfile.mkdtemp(prefix=f"tidal-bench-{name}-"))
     runs: dict[str, list[dict[str, Any]]] = {p: [] for p in POLICIES}
     for n in range(rounds):  # alternate, so drift on a shared machine hits both
         for policy in POLICIES:
-            runs[policy].append(run_wave(root, policy, n))
+            runs[policy].append(run_wave(root, policy, n, numaflow_defaults=numaflow_defaults))
             r = runs[policy][-1]
             print(f"round {n + 1} {policy}: drains {r['drains']} s, p99 delay {r['p99_delay']} s, "
                   f"{r['replica_seconds']:g} replica-s, {r['delivered']:,} delivered")  # fmt: skip
@@ -130,6 +149,7 @@ def main(out: Path = RESULTS, rounds: int = ROUNDS) -> int:
 
     print(f"\ntidal / numaflow: drain {ratio('drain')}, tail {ratio('tail')}, "
           f"p99 delay {ratio('p99_delay')}, replica-seconds {ratio('replica_seconds')}")  # fmt: skip
-    path = write_result("policies", {"master": MASTER, "peak": PEAK, "runs": runs, "summary": summary}, out)
+    result = {"master": MASTER, "peak": PEAK, "numaflow_defaults": numaflow_defaults, "runs": runs}
+    path = write_result(name, {**result, "summary": summary}, out)
     print(f"wrote {path}")
     return 0

@@ -7,7 +7,7 @@ import sys
 
 from tidal import __version__
 
-# name → module under tidal.bench with a ``main() -> int``
+# name → module under tidal.bench with a ``main() -> int`` (or ``module:function``)
 BENCHMARKS = {
     "scaling": "scaling",
     "buffers": "buffers",
@@ -17,6 +17,7 @@ BENCHMARKS = {
     "kafka": "kafka",
     "sql": "sql",
     "policies": "policies",
+    "policies-defaults": "policies:main_numaflow_defaults",
     "http": "http",
     "latency": "latency",
 }
@@ -185,8 +186,9 @@ def main(argv: list[str] | None = None) -> int:
         names = list(BENCHMARKS) if args.name == "all" else [args.name]
         status = 0
         for name in names:
-            module = importlib.import_module(f"tidal.bench.{BENCHMARKS[name]}")
-            status |= module.main()
+            module_name, _, function = BENCHMARKS[name].partition(":")
+            module = importlib.import_module(f"tidal.bench.{module_name}")
+            status |= getattr(module, function or "main")()
         return status
     return 2
 

@@ -63,3 +63,21 @@ def test_kpa_per_vertex_or_per_pipeline_with_knative_keys():
 def test_bad_kpa_settings_name_the_field(vertex, words):
     data = {**kpa_pipeline(vertex), "edges": [{"from": "in", "to": "work"}, {"from": "work", "to": "out"}]}
     assert words in problem(data)
+
+
+def test_the_policies_bench_can_leave_numaflow_its_defaults(tmp_path) -> None:
+    """`tidal bench policies-defaults` runs the demo's waves with Numaflow's own windows and
+    cooldowns: the scale blocks keep `min` and `max` only, and the spec resolves the rest to
+    Numaflow's defaults (lookback 120 s, cooldowns 90 s, target 20 s)."""
+    from tidal.bench.policies import wave_spec
+    from tidal.spec import load_pipeline, numaflow_scale
+
+    tuned = load_pipeline(wave_spec(tmp_path, "numaflow"))
+    spec = load_pipeline(wave_spec(tmp_path, "numaflow", numaflow_defaults=True))
+    enrich = next(v for v in spec.vertices if v.name == "enrich")
+    scale = numaflow_scale(enrich.scale)
+    assert (scale.min, scale.max) == (0, 6)
+    assert (scale.lookback_seconds, scale.scale_up_cooldown_seconds) == (120, 90)
+    assert (scale.scale_down_cooldown_seconds, scale.target_processing_seconds) == (90, 20)
+    assert numaflow_scale(next(v for v in tuned.vertices if v.name == "enrich").scale).lookback_seconds == 10
+    assert spec.policy == "numaflow" and [v.name for v in spec.vertices] == ["orders", "enrich", "archive"]
