@@ -15,6 +15,10 @@ measures, each tick:
   No scale-up while the replicas there keep up and drain the backlog within 1.5 × catch-up
   at full speed (the rest is the noise of the estimates), and no scale-up past the fewest
   replicas that would (``SLACK``): more drain it a few seconds sooner, then stop again.
+* **A floor is not a capacity** — sized on what a replica was seen to do (busy time said
+  less), a vertex whose own pending stays under what its replicas admit in a micro-batch
+  keeps up and holds: unsaturated, its replicas did what arrived, so more replicas would each
+  do less and confirm the count. It scales up once its input outgrows a micro-batch.
 * **Down slowly** — a scale-down goes only to the largest recommendation of the last
   ``down_window_seconds`` (Flink's FLINK-36018), so a dip does not release what the next
   second needs.
@@ -249,6 +253,15 @@ class AdaptivePolicy(VertexPolicy):
             # the noise of the estimates (a real rise builds a backlog, which then asks for it).
             drains = projected / surplus
             return self._hold(view, Rule.STEADY, f"{explain}; {current} drain it in {drains:.0f} s: enough")
+        own, admits = max(0.0, view.pending_now or 0.0), view.ready * view.read_batch_size
+        if wanted > current and self.learnt.only_a_floor and view.ready == current and own < admits:
+            # What a replica did is a floor, not a capacity: unsaturated, the replicas did what
+            # arrived. Sized on it, a vertex that keeps up asks for more replicas, each then does
+            # less, and that confirms the count (the bench's sink: 3 replicas at 800/s each where
+            # one keeps up with 1,800/s). So it scales up only once its own input outgrows what
+            # its replicas admit in a micro-batch: there it is saturated and learns its capacity.
+            reason = f"{explain}; keeps up: {own:.0f} pending, under a micro-batch of its {current}"
+            return self._hold(view, Rule.STEADY, reason)
         if wanted > current:
             if view.pressure.level != Pressure.NONE:
                 return self._hold(view, Rule.BACK_PRESSURE_DOWNSTREAM, f"{explain}; {view.pressure.reason}")

@@ -130,6 +130,12 @@ class ReplicaCapacity:
         return self._estimate
 
     @property
+    def only_a_floor(self) -> bool:
+        """The capacity is what a replica was seen to do, more than busy time or saturation say:
+        a floor (it did what arrived), not what a replica can do."""
+        return self._beaten_by_did
+
+    @property
     def _beaten_by_did(self) -> bool:
         estimate = self._estimate
         return self.did is not None and (estimate is None or self.did[0] > estimate)

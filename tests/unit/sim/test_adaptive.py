@@ -295,12 +295,36 @@ def test_a_replica_is_worth_at_least_what_it_was_seen_to_do() -> None:
         policy.decide(view(t, 1, 1700.0 * t, 100, 1700.0 * t / 300, kind=VertexKind.SINK))
     assert policy.learnt.work_rate == pytest.approx(300)
     assert policy.capacity == pytest.approx(1700)
-    d = None
-    for t in range(21, 24):  # then 1800/s arrive
+    decisions = []
+    for t in range(21, 25):  # then 1800/s arrive: 100 more pending every second
         done = 34_000 + 1700.0 * (t - 20)
-        d = policy.decide(view(t, 1, done, 100 + 100 * (t - 20), done / 300, kind=VertexKind.SINK))
-    assert d is not None and d.desired == 2 and "1700/s per replica (what a replica did)" in d.reason, d
+        decisions.append(
+            policy.decide(view(t, 1, done, 100 + 100 * (t - 20), done / 300, kind=VertexKind.SINK))
+        )
+    # What a replica did is a floor (it did what arrived): while its own pending stays under
+    # the micro-batch its replica admits (500), it keeps up and holds; at 500, it scales up.
+    assert [x.rule for x in decisions[:-1]] == [Rule.STEADY] * 3
+    held, d = decisions[-2], decisions[-1]
+    assert "keeps up: 400 pending, under a micro-batch of its 1" in held.reason
+    assert d.desired == 2 and "1700/s per replica (what a replica did)" in d.reason, d
     assert d.inputs["did"] == pytest.approx(1700)
+
+
+def test_sized_on_what_a_replica_did_a_vertex_that_keeps_up_holds() -> None:
+    """The bench's sink: busy time said ~270/s (its tasks waited for the 2 cores), and what a
+    replica did was learnt at 3 replicas, each doing a third of the 2,400/s that came: 800/s.
+    At 1 replica with 1,800/s arriving it keeps up (less than a micro-batch pending), so it
+    does not go back to 3 — each of the 3 would do 600/s, and that would confirm them."""
+    policy = AdaptivePolicy(NumaflowScale(max=3), batch_guess_seconds=0)
+    for t in range(11):  # 3 replicas, 2,400/s done, nothing left waiting
+        policy.decide(view(t, 3, 2400.0 * t, 0, 2400.0 * t / 270, kind=VertexKind.SINK))
+    assert policy.capacity == pytest.approx(800) and policy.learnt.only_a_floor
+    d = None
+    for t in range(11, 20):  # scaled to 1 (the quiet), then 1,800/s: it takes each batch whole
+        done = 24_000 + 1800.0 * (t - 10)
+        d = policy.decide(view(t, 1, done, 300, done / 270, kind=VertexKind.SINK))
+        assert d.desired == 1, d.reason
+    assert d is not None and d.rule == Rule.STEADY and "keeps up: 300 pending" in d.reason
 
 
 def test_what_a_replica_did_is_forgotten_after_five_minutes() -> None:
