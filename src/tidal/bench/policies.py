@@ -22,15 +22,25 @@ Reported per policy:
 - the p99 and max source-to-sink delay of every delivered order (``archive``'s commits);
 - the replica-seconds of all vertices and of ``enrich``, and the orders delivered.
 
-Run: ``tidal bench policies``. Numbers go to ``docs/benchmarks.md``.
+Three settings (:data:`SETTINGS`), each its own command:
+- ``tidal bench policies``: the demo's spec at 1,800/s in local mode, as above;
+- ``tidal bench policies-defaults``: the same with the scale blocks cut to ``min`` and ``max``,
+  so Numaflow runs on its own defaults (120 s lookback, 90 s cooldowns, target 20 s) where the
+  demo shortens them to fit a cycle into 2.5 minutes;
+- ``tidal bench policies-cluster``: the demo's 900/s on a standalone cluster of four 2-core
+  workers on 127.0.0.1, where replicas become executors; executor-seconds too (one round).
+
+Numbers go to ``docs/benchmarks.md``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +53,28 @@ ROUNDS = 2
 POLICIES = ("numaflow", "tidal")
 MASTER = "local[12]"  # a slot per replica the wave spec allows (3 + 6 + 3)
 PEAK = 1800  # orders/s during a wave
+
+
+@dataclass(frozen=True)
+class Setting:
+    """Where and how the waves run: one per ``tidal bench policies*`` command."""
+
+    name: str
+    peak: int = PEAK
+    master: str | None = MASTER  # Spark local mode, or None with ``cluster``
+    cluster: str | None = None  # ``--cluster local:NxC``: a standalone cluster, replicas on executors
+    numaflow_defaults: bool = False  # the scale blocks keep only min and max
+
+
+SETTINGS = {
+    "policies": Setting("policies"),
+    # Numaflow on its own windows and cooldowns (120 s lookback, 90 s cooldowns, target 20 s).
+    "policies-defaults": Setting("policies-defaults", numaflow_defaults=True),
+    # Four 2-core workers, executors following Σ replicas (the wave spec's 1..4 two-core
+    # executors); the demo's 900/s, as `tidal bench cluster`: 4 executor JVMs, the driver and
+    # the Python workers share the 2-core box, and at 1,800/s the slots, not a policy, bind.
+    "policies-cluster": Setting("policies-cluster", peak=900, master=None, cluster="local:4x2"),
+}
 
 
 def wave_spec(root: Path, policy: str, peak: int = PEAK, numaflow_defaults: bool = False) -> Path:
@@ -68,26 +100,23 @@ def wave_seconds(spec_path: Path) -> float:
 
 
 def run_wave(
-    root: Path,
-    policy: str,
-    n: int,
-    duration: float = DURATION,
-    master: str = MASTER,
-    numaflow_defaults: bool = False,
+    root: Path, policy: str, n: int, duration: float = DURATION, setting: Setting = SETTINGS["policies"]
 ) -> dict[str, Any]:
     from tidal.observe.latency import read_delays
-    from tidal.observe.report import summarize
+    from tidal.observe.report import summarize, summarize_executors
     from tidal.scaling.latency import quantile
 
     run_dir = root / f"{policy}-{n}"
-    spec = wave_spec(root, policy, numaflow_defaults=numaflow_defaults)
+    spec = wave_spec(root, policy, setting.peak, setting.numaflow_defaults)
+    where = ["--cluster", setting.cluster] if setting.cluster else ["--master", setting.master or MASTER]
     proc = subprocess.run(
-        [sys.executable, "-m", "tidal", "run", str(spec), "--run-dir", str(run_dir),
-         "--duration", str(duration), "--master", master, "--no-metrics", "--no-live"],
+        [sys.executable, "-m", "tidal", "run", str(spec), "--run-dir", str(run_dir), *where,
+         "--duration", str(duration), "--no-metrics", "--no-live"],
         check=False, capture_output=True, text=True, timeout=duration + 300, stdin=subprocess.DEVNULL,
     )  # fmt: skip
     if proc.returncode != 0:
         raise RuntimeError(f"the {policy} wave run failed:\n{proc.stdout[-3000:]}{proc.stderr[-2000:]}")
+    executors = summarize_executors(run_dir) if setting.cluster else None
     vertices = {s.vertex: s for s in summarize(run_dir)}
     delays = read_delays(run_dir).get("archive", [])
     drains = vertices["enrich"].drains
@@ -100,26 +129,33 @@ def run_wave(
         "replica_seconds": round(sum(s.replica_seconds for s in vertices.values()), 1),
         "enrich_replica_seconds": vertices["enrich"].replica_seconds,
         "delivered": vertices["archive"].processed,
+        "executor_seconds": None if executors is None else executors.executor_seconds,
     }
 
 
 def main_numaflow_defaults(out: Path = RESULTS, rounds: int = ROUNDS) -> int:
     """``tidal bench policies-defaults``: the same waves with Numaflow's default scale settings
     (lookback 120 s, cooldowns 90 s, target 20 s) where the demo shortens them."""
-    return main(out, rounds, numaflow_defaults=True)
+    return main(out, rounds, SETTINGS["policies-defaults"])
 
 
-def main(out: Path = RESULTS, rounds: int = ROUNDS, numaflow_defaults: bool = False) -> int:
+def main_cluster(out: Path = RESULTS, rounds: int = 1) -> int:
+    """``tidal bench policies-cluster``: the demo's waves on a standalone cluster on 127.0.0.1,
+    replicas on executors; executor-seconds besides replica-seconds."""
+    return main(out, rounds, SETTINGS["policies-cluster"])
+
+
+def main(out: Path = RESULTS, rounds: int = ROUNDS, setting: Setting = SETTINGS["policies"]) -> int:
     """``tidal bench policies``: the waves under each policy, alternating, ``rounds`` times."""
-    name = "policies-defaults" if numaflow_defaults else "policies"
-    root = Path(tempfile.mkdtemp(prefix=f"tidal-bench-{name}-"))
+    root = Path(tempfile.mkdtemp(prefix=f"tidal-bench-{setting.name}-"))
     runs: dict[str, list[dict[str, Any]]] = {p: [] for p in POLICIES}
     for n in range(rounds):  # alternate, so drift on a shared machine hits both
         for policy in POLICIES:
-            runs[policy].append(run_wave(root, policy, n, numaflow_defaults=numaflow_defaults))
+            runs[policy].append(run_wave(root, policy, n, setting=setting))
             r = runs[policy][-1]
             print(f"round {n + 1} {policy}: drains {r['drains']} s, p99 delay {r['p99_delay']} s, "
-                  f"{r['replica_seconds']:g} replica-s, {r['delivered']:,} delivered")  # fmt: skip
+                  f"{r['replica_seconds']:g} replica-s, executor-s {r['executor_seconds']}, "
+                  f"{r['delivered']:,} delivered")  # fmt: skip
     print()
     print("| policy | enrich drain per wave s | tail after the wave s | median tail s | p99 delay s "
           "| max delay s | replica-s | enrich replica-s | delivered |")  # fmt: skip
@@ -134,6 +170,8 @@ def main(out: Path = RESULTS, rounds: int = ROUNDS, numaflow_defaults: bool = Fa
             "p99_delay": statistics.median(r["p99_delay"] for r in rs),
             "replica_seconds": statistics.median(r["replica_seconds"] for r in rs),
         }
+        if setting.cluster:
+            summary[policy]["executor_seconds"] = statistics.median(r["executor_seconds"] for r in rs)
         waves = "; ".join(", ".join(f"{d:g}" for d in r["drains"]) for r in rs)
         tail = "; ".join(", ".join(f"{d:g}" for d in r["tails"]) for r in rs)
         delays = ", ".join(f"{r['p99_delay']:g}" for r in rs)
@@ -148,8 +186,9 @@ def main(out: Path = RESULTS, rounds: int = ROUNDS, numaflow_defaults: bool = Fa
         return f"{t[key] / nf[key]:.2f}×" if nf[key] else "–"
 
     print(f"\ntidal / numaflow: drain {ratio('drain')}, tail {ratio('tail')}, "
-          f"p99 delay {ratio('p99_delay')}, replica-seconds {ratio('replica_seconds')}")  # fmt: skip
-    result = {"master": MASTER, "peak": PEAK, "numaflow_defaults": numaflow_defaults, "runs": runs}
-    path = write_result(name, {**result, "summary": summary}, out)
+          f"p99 delay {ratio('p99_delay')}, replica-seconds {ratio('replica_seconds')}"
+          + (f", executor-seconds {ratio('executor_seconds')}" if setting.cluster else ""))  # fmt: skip
+    result = {"setting": dataclasses.asdict(setting), "runs": runs, "summary": summary}
+    path = write_result(setting.name, result, out)
     print(f"wrote {path}")
     return 0

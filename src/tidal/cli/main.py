@@ -18,6 +18,7 @@ BENCHMARKS = {
     "sql": "sql",
     "policies": "policies",
     "policies-defaults": "policies:main_numaflow_defaults",
+    "policies-cluster": "policies:main_cluster",
     "http": "http",
     "latency": "latency",
 }
