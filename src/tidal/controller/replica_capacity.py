@@ -125,18 +125,15 @@ class ReplicaCapacity:
         """Messages/s one replica sustains in micro-batches: from its work rate and the batch
         cost where busy time is measured, else the throughput it managed while saturated; at
         least what a replica was seen to do lately (:meth:`_note_did`)."""
-        if self.did is not None and self._beaten_by_did:
+        estimate = self._estimate
+        if self.did is not None and (estimate is None or self.did[0] > estimate):
             return self.did[0]
-        return self._estimate
+        return estimate
 
     @property
     def only_a_floor(self) -> bool:
         """The capacity is what a replica was seen to do, more than busy time or saturation say:
         a floor (it did what arrived), not what a replica can do."""
-        return self._beaten_by_did
-
-    @property
-    def _beaten_by_did(self) -> bool:
         estimate = self._estimate
         return self.did is not None and (estimate is None or self.did[0] > estimate)
 
@@ -150,7 +147,7 @@ class ReplicaCapacity:
     @property
     def source(self) -> str:
         """Where :attr:`capacity` comes from, for the decisions' reasons."""
-        if self._beaten_by_did:
+        if self.only_a_floor:
             return "what a replica did"
         if self.work_rate is not None:
             return f"busy time, {self.batch_cost:.2f} s a batch"
