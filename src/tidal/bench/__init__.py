@@ -7,9 +7,24 @@ tests: the machines are shared and noisy, so numbers go into ``docs/``, not into
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 RESULTS = Path("runs") / "bench"
+# A busy machine can take minutes where a quiet one takes seconds: a benchmark's window starts
+# once its job delivered, and waits for the event it needs, never for a fixed slice of wall time.
+DEADLINE_S = 600.0
+
+
+def wait_for(condition: Callable[[], bool], what: str, deadline_s: float = DEADLINE_S) -> None:
+    """Poll ``condition`` until it holds; after ``deadline_s`` raise ``TimeoutError`` saying that
+    ``what`` (e.g. "the plain job finished no batch") is what never changed."""
+    give_up = time.monotonic() + deadline_s
+    while not condition():
+        if time.monotonic() > give_up:
+            raise TimeoutError(f"benchmark: {what} within {deadline_s:g} s")
+        time.sleep(0.2)
 
 
 def write_result(name: str, payload: object, out: Path = RESULTS) -> Path:

@@ -16,7 +16,8 @@ Tidal's delays are what its sinks record at commit (:mod:`tidal.scaling.latency`
 moment the generator made a message due to the commit of the sink's micro-batch that delivered
 it. The probe measures the plain job the same way, so the three figures compare like with like.
 All three use the same processing-time trigger (Tidal's default). Each job runs
-:data:`WARMUP_S` before its delays count, then :data:`WINDOW_S`; the figures are p50 and p99
+:data:`WARMUP_S` and until its first delivery before its delays count, then :data:`WINDOW_S` (and
+until something more was delivered: a busy machine is slow, not empty); the figures are p50 and p99
 over every message delivered in the window.
 
 Run: ``tidal bench latency``. Numbers go to ``docs/benchmarks.md``.
@@ -42,7 +43,7 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from tidal.bench import RESULTS, write_result
+from tidal.bench import RESULTS, wait_for, write_result
 from tidal.scaling.latency import DelaySample, TimeSample, delays_at, pooled, time_sample
 from tidal.spark.admission import Range, split
 from tidal.spec import Limits
@@ -98,7 +99,9 @@ def _read_probe(path: Path, start: float, end: float) -> list[DelaySample]:
     if not path.exists():
         return []
     out = []
-    for line in path.read_text().splitlines():
+    text = path.read_text()
+    complete = text[: text.rfind("\n") + 1]  # a line still being written is not read yet
+    for line in complete.splitlines():
         row = json.loads(line)
         if start <= row["at"] <= end:
             out.append(DelaySample(row["at"], row["n"], tuple(row["p"])))
@@ -180,8 +183,10 @@ def plain_delays(spark: Any, rate: int, root: Path) -> list[DelaySample]:
 
     try:
         time.sleep(WARMUP_S)
+        wait_for(lambda: bool(_read_probe(path, 0.0, time.time())), "the plain job delivered nothing")
         start = time.time()
         time.sleep(WINDOW_S)
+        wait_for(lambda: bool(_read_probe(path, start, time.time())), "the plain job delivered nothing more")
         end = time.time()
     finally:
         stop_between_batches(query)
@@ -229,11 +234,17 @@ def tidal_delays(spark: Any, job: str, rate: int, root: Path) -> list[DelaySampl
     spec = _spec(job, rate)
     sink = spec.vertices[-1].name
     run = PipelineRun(spec, root / f"{job}-{rate}-{time.time_ns()}", spark=spark, trigger_seconds=TRIGGER_S)
+
+    def delivered_since(since: float) -> bool:
+        run.check()  # a failed query raises here instead of waiting out the deadline
+        return bool(run.delivered_delays(sink, since))
+
     with run:
         time.sleep(WARMUP_S)
-        run.check()
+        wait_for(lambda: delivered_since(0.0), f"{sink} delivered nothing")
         start = time.time()
         time.sleep(WINDOW_S)
+        wait_for(lambda: delivered_since(start), f"{sink} delivered nothing more")
         end = time.time()
         run.check()
         return [s for s in run.delivered_delays(sink, start) if s.at <= end]

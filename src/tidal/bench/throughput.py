@@ -40,7 +40,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tidal.bench import RESULTS, write_result
+from tidal.bench import RESULTS, wait_for, write_result
 from tidal.examples.udfs import upper
 from tidal.spark.generator import generator_payload, generator_payloads
 from tidal.spark.vertex import stop_between_batches
@@ -113,8 +113,15 @@ def plain_rate(spark: Any, root: Path) -> float:
     query = _plain_query(spark, REPLICAS * READ_BATCH, root / f"plain-{time.time_ns()}")
     try:
         time.sleep(WARMUP_S)
+        wait_for(
+            lambda: any(p.numInputRows > 0 for p in query.recentProgress), "the plain job finished no batch"
+        )
         start = time.time()
         time.sleep(WINDOW_S)
+        wait_for(
+            lambda: _rows_in_window(query, start, time.time()) > 0,
+            "the plain job finished no batch in the window",
+        )
         end = time.time()
         return _rows_in_window(query, start, end) / (end - start)
     finally:
@@ -163,11 +170,18 @@ def tidal_rate(spark: Any, root: Path, mono: bool = False) -> float:
     run = PipelineRun(spec, root / f"tidal-{time.time_ns()}", spark=spark, trigger_seconds=TRIGGER_S)
     with run:
         assert run.control is not None
+        control = run.control
+
+        def delivered_past(count: int) -> bool:
+            run.check()  # a failed query raises here instead of waiting out the deadline
+            return bool(control.processed(last) > count)
+
         time.sleep(WARMUP_S)
-        run.check()
-        before, start = run.control.processed(last), time.time()
+        wait_for(lambda: delivered_past(0), f"{last} delivered nothing")
+        before, start = control.processed(last), time.time()
         time.sleep(WINDOW_S)
-        after, end = run.control.processed(last), time.time()
+        wait_for(lambda: delivered_past(before), f"{last} delivered nothing more")
+        after, end = control.processed(last), time.time()
         run.check()
     return (after - before) / (end - start)
 
