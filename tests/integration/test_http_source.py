@@ -267,3 +267,38 @@ def test_with_burst_capacity_zero_the_activator_leaves_the_path_and_comes_back_a
         assert post(path.url, b'{"again": 1}', X_Message_Id="again")[0] == 200  # held, then served
     finally:
         run.stop()
+
+
+def test_two_activators_each_balance_over_their_own_slice_and_every_message_arrives_once(spark, tmp_path):
+    """Knative's activator subsetting on real processes: two activators share the public port,
+    each infers its index from the names, balances over its slice of the three receivers (CC 1:
+    2 and 1, the remnant to index 0) and sends nowhere else."""
+    run = PipelineRun(
+        spec({"containerConcurrency": 1, "activators": 2}, {"min-scale": 3}, replicas=3),
+        tmp_path,
+        spark=spark,
+    ).start()
+    try:
+        path = run.requests["in"]
+        wait_ready(path, 3, timeout=60)
+        wait_until(lambda: sum(len(s.get("assigned", [])) for s in path.activator_slices()) == 3, 30)
+        bodies = [json.dumps([{"n": i, "k": j} for j in range(10)]).encode() for i in range(120)]
+        with ThreadPoolExecutor(12) as pool:  # new connections: the kernel spreads them over both
+            answers = list(
+                pool.map(lambda ib: post(path.url, ib[1], Idempotency_Key=f"two-{ib[0]}"), enumerate(bodies))
+            )
+        ok = {f"two-{i}/{j}" for i, (status, _) in enumerate(answers) if status == 200 for j in range(10)}
+        assert len(ok) == 120 * 10, [a for a in answers if a[0] != 200][:3]
+        slices = path.activator_slices()
+        got = delivered(tmp_path, ok)
+    finally:
+        run.stop()
+    assert sorted(s["index"] for s in slices) == [0, 1]
+    assert sorted(len(s["assigned"]) for s in slices) == [1, 2]
+    assert sorted(s["capacity"] for s in slices) == [1, 2]
+    mine = [set(s["assigned"]) for s in slices]
+    assert not mine[0] & mine[1]  # no receiver is counted on by both
+    for s in slices:
+        assert set(s["sent_to"]) <= set(s["assigned"]), s
+    assert sum(sum(s["sent_to"].values()) for s in slices) >= 1
+    assert sorted(got) == sorted(ok)  # exactly once

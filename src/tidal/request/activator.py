@@ -21,8 +21,14 @@ the configured port). Every request arrives here.
   (``docs/http.md``).
 
 The run talks to it on a private loopback port (``/_tidal/``, refused on the public one):
-``PUT /_tidal/receivers`` (the ready receivers and whether to stay in the path) and ``GET
-/_tidal/stats`` (the one-second report, Knative's push).
+``PUT /_tidal/receivers`` (the ready receivers, whether to stay in the path, and the names of
+every activator of the source) and ``GET /_tidal/stats`` (the one-second report, Knative's push).
+
+**Several activators** (``source.http.activators``) share the public port (``SO_REUSEPORT``, the
+kernel spreads connections over them, as a Service spreads them over Knative's activator pods).
+Each infers its index from its own name's place among the sorted names (Knative's
+``inferIndex`` on the activators' addresses) and balances over its slice of the receivers with
+that slice's capacity (``assignSlice``, :mod:`tidal.request.subsetting`).
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
+from tidal.request import subsetting
 from tidal.request.breaker import Overloaded
 from tidal.request.receiver import PROXY_HEADER
 from tidal.request.serving import PublicListener, local_port, run, until_stopped
@@ -55,6 +62,7 @@ POKE_EVERY = 0.2  # seconds between pokes while requests wait at zero
 @dataclass(frozen=True, slots=True)
 class ActivatorConfig:
     vertex: str
+    name: str = "activator-00"  # its place among the source's sorted activator names is its index
     host: str = "127.0.0.1"
     port: int = 0
     container_concurrency: int = 0
@@ -86,6 +94,7 @@ class _Activator:
         self.admin_port = 0
         self.rejected = 0  # 503s: too many held, or held too long
         self.longest_wait = 0.0  # the longest a request waited for a receiver this period
+        self.sent_to: dict[str, int] = {}  # requests forwarded through the throttler, per receiver
 
     def _poke(self) -> None:
         now = time.monotonic()
@@ -122,6 +131,7 @@ class _Activator:
                 async with self.throttler.slot(self.config.hold_timeout) as tracker:
                     self.longest_wait = max(self.longest_wait, time.monotonic() - arrived)
                     headers[PROXY_HEADER] = "activator"
+                    self.sent_to[tracker.url] = self.sent_to.get(tracker.url, 0) + 1
                     return await self._forward(tracker.url, body, headers)
             except Overloaded as exc:
                 self.rejected += 1
@@ -155,6 +165,8 @@ class _Activator:
             raise web.HTTPNotFound()
         update = await request.json()
         self.throttler.update([str(u) for u in update["receivers"]])
+        names = sorted(str(n) for n in update.get("activators", [self.config.name]))
+        self.throttler.set_activators(max(1, len(names)), subsetting.infer_index(names, self.config.name))
         # Never out of the path with no receiver: someone must hold the public port.
         in_path = bool(update.get("in_path", True)) or not self.throttler.trackers
         if in_path:
@@ -180,6 +192,7 @@ class _Activator:
                 "in_flight": self.stats.concurrency,
                 "in_path": self.in_path or not self.throttler.trackers,
                 "receivers": len(self.throttler.trackers),
+                "assigned": len(self.throttler.assigned),
                 "capacity": self.throttler.capacity,
                 "policy": policy_name(self.config.container_concurrency),
                 "rejected": self.rejected,
@@ -188,12 +201,31 @@ class _Activator:
         )
 
 
+async def _slice_handler(activator: _Activator, request: web.Request) -> web.Response:
+    """``GET /_tidal/slice``: this activator's index, its receivers and what it sent to each
+    (read-only: the one-second report stays the scrape's)."""
+    if not activator._admin(request):
+        raise web.HTTPNotFound()
+    t = activator.throttler
+    return web.json_response(
+        {
+            "name": activator.config.name,
+            "index": t.index,
+            "activators": t.activators,
+            "assigned": [tracker.url for tracker in t.assigned],
+            "capacity": t.capacity,
+            "sent_to": activator.sent_to,
+        }
+    )
+
+
 def activator_app(config: ActivatorConfig) -> tuple[web.Application, _Activator]:
     activator = _Activator(config)
     app = web.Application(client_max_size=config.max_request_bytes)
     app.router.add_post("/", activator.handle)
     app.router.add_put("/_tidal/receivers", activator.receivers)
     app.router.add_get("/_tidal/stats", activator.stats_handler)
+    app.router.add_get("/_tidal/slice", lambda request: _slice_handler(activator, request))
 
     async def session(app: web.Application) -> Any:
         connector = aiohttp.TCPConnector(limit=0, force_close=False)

@@ -6,7 +6,10 @@ requests; one more fails at once with :class:`Overloaded` (the queue-proxy answe
 request queue full"). Admitted requests wait for one of ``capacity`` tokens. ``reserve()`` is the
 activator's non-blocking variant for its per-receiver breakers: it succeeds only when a slot
 **and** a token are free at once. ``update_concurrency(n)`` changes the token count at run time
-(the activator's revision breaker follows the ready receivers).
+(the activator's revision breaker follows the ready receivers). A ``release()`` with no
+acquire or reservation behind it raises :class:`Unpaired` and changes nothing, as Knative's
+semaphore panics ("release and acquire are not paired"): counted below zero, the breaker would
+admit more than its capacity from then on.
 
 One event loop owns a breaker; nothing here is thread-safe, and nothing needs to be.
 """
@@ -18,11 +21,15 @@ from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-__all__ = ["Breaker", "Overloaded"]
+__all__ = ["Breaker", "Overloaded", "Unpaired"]
 
 
 class Overloaded(Exception):
     """More requests than the breaker's queue and tokens can hold: answer 503."""
+
+
+class Unpaired(RuntimeError):
+    """``release()`` without a matching ``acquire()`` or ``reserve()``: a bug in the caller."""
 
 
 class Breaker:
@@ -60,6 +67,11 @@ class Breaker:
         return True
 
     def release(self) -> None:
+        if self.in_flight <= 0 or self.pending <= 0:
+            raise Unpaired(
+                f"release without a matching acquire or reserve ({self.in_flight} in flight, "
+                f"{self.pending} pending): nothing was changed"
+            )
         self.pending -= 1
         self.in_flight -= 1
         self._wake()

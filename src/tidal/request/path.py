@@ -1,6 +1,7 @@
 """The request path of one HTTP source, run beside Spark by the pipeline's driver.
 
-:class:`RequestPath` starts the activator (always on, the public address) and keeps as many
+:class:`RequestPath` starts the activators (always on, the public address; several share it
+with ``SO_REUSEPORT``, each balancing over its slice of the receivers) and keeps as many
 receiver processes as the controller wants for the source (``replicas()``), each on its own
 loopback port:
 
@@ -9,8 +10,8 @@ loopback port:
 * **Scale-down drains**: the activator forgets the receiver first, then it gets SIGTERM, fails
   its probe and finishes what is in flight. A receiver that dies is replaced.
 * **Statistics every second**, as Knative's autoscaler scrapes queue-proxies and receives the
-  activator's pushes (§3.3–3.5): the receivers' concurrency and RPS minus their proxied part,
-  plus the activator's own, make one revision-wide sample for the KPA (:meth:`take_samples`).
+  activators' pushes (§3.3–3.5): the receivers' concurrency and RPS minus their proxied part,
+  plus every activator's own, make one revision-wide sample for the KPA (:meth:`take_samples`).
 * **Pokes**: the activator's datagram at zero records its immediate one-request sample and calls
   ``on_poke`` (the controller ticks at once).
 
@@ -77,7 +78,11 @@ class RequestPath:
         *,
         on_poke: Callable[[], None] | None = None,
         series: Path | None = None,
+        activators: int = 1,
     ) -> None:
+        if activators < 1:
+            raise ValueError(f"activators must be ≥ 1 (got {activators})")
+        self._activator_count = activators
         self.activator_config = activator
         self.receiver_config = receiver
         self._replicas = replicas
@@ -85,7 +90,8 @@ class RequestPath:
         self._log_dir = log_dir
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._activator: Child | None = None
+        self._activators: list[Child] = []
+        self._names: list[str] = []  # the activators' names: each infers its index from them
         self._receivers: list[Child] = []
         self._stopping: list[Child] = []
         self._samples: list[RequestSample] = []
@@ -120,15 +126,21 @@ class RequestPath:
         self._udp.settimeout(0.2)
         poke_port = self._udp.getsockname()[1]
         config = dataclasses.replace(self.activator_config, poke_port=poke_port)
-        proc = self._spawn("tidal.request.activator", config.to_json(), "activator")
-        self._activator = Child(proc, time.time())
-        try:
-            self._activator.port, self.port = ports(proc.stdout, ACTIVATOR_LINE, START_TIMEOUT)
-        except RuntimeError as exc:
-            self.stop()
-            raise RuntimeError(
-                f"the activator of {self.activator_config.vertex} did not start: {exc}"
-            ) from None
+        self._names = [f"activator-{i:02d}" for i in range(self._activator_count)]
+        for name in self._names:  # the first takes the port; the others share it (SO_REUSEPORT)
+            config = dataclasses.replace(config, name=name, port=self.port or config.port)
+            proc = self._spawn(
+                "tidal.request.activator", config.to_json(), name if len(self._names) > 1 else "activator"
+            )
+            child = Child(proc, time.time())
+            self._activators.append(child)
+            try:
+                child.port, self.port = ports(proc.stdout, ACTIVATOR_LINE, START_TIMEOUT)
+            except RuntimeError as exc:
+                self.stop()
+                raise RuntimeError(
+                    f"the activator {name} of {self.activator_config.vertex} did not start: {exc}"
+                ) from None
         # Receivers hold the same public port while the activator is out of the path.
         self.receiver_config = dataclasses.replace(
             self.receiver_config, public_host=config.host, public_port=self.port
@@ -137,7 +149,10 @@ class RequestPath:
             thread = threading.Thread(target=target, name=f"tidal-{target.__name__}", daemon=True)
             thread.start()
             self._threads.append(thread)
-        log.info("http source %s: activator on %s:%d", self.activator_config.vertex, config.host, self.port)
+        log.info(
+            "http source %s: %d activator(s) on %s:%d",
+            self.activator_config.vertex, len(self._activators), config.host, self.port,
+        )  # fmt: skip
         return self
 
     def stop(self) -> None:
@@ -151,8 +166,7 @@ class RequestPath:
         with self._lock:
             everyone = [*self._receivers, *self._stopping]
             self._receivers, self._stopping = [], []
-        if self._activator is not None:
-            everyone.append(self._activator)
+        everyone.extend(self._activators)
         for p in everyone:
             if p.proc.poll() is None:
                 p.proc.send_signal(signal.SIGTERM)
@@ -174,9 +188,9 @@ class RequestPath:
         return f"http://{self.activator_config.host}:{self.port}/"
 
     def running(self) -> bool:
-        """The activator is up (the source takes requests, whatever its receivers)."""
-        a = self._activator
-        return a is not None and a.proc.poll() is None and not self._stop.is_set()
+        """The activators are up (the source takes requests, whatever its receivers)."""
+        alive = [a for a in self._activators if a.proc.poll() is None]
+        return bool(alive) and len(alive) == len(self._activators) and not self._stop.is_set()
 
     def ready(self) -> int:
         with self._lock:
@@ -210,6 +224,17 @@ class RequestPath:
         """The ready receivers' own addresses (behind the activator; benchmarks hit them bare)."""
         with self._lock:
             return [r.url for r in self._receivers if r.ready_at is not None]
+
+    def activator_slices(self) -> list[dict[str, Any]]:
+        """Each activator's index, its slice of the receivers, its capacity and what it sent to
+        each receiver (``{}`` for one that does not answer)."""
+        out = []
+        for a in self._activators:
+            try:
+                out.append(dict(get(f"http://127.0.0.1:{a.port}/_tidal/slice", timeout=0.5)))
+            except (OSError, ValueError):
+                out.append({})
+        return out
 
     def receiver_pids(self) -> list[int]:
         with self._lock:
@@ -318,13 +343,15 @@ class RequestPath:
             ready = [r for r in self._receivers if r.ready_at is not None]
         in_path = self.in_path or not ready
         state = (tuple(r.url for r in ready), in_path)
-        if self._activator is None:
+        if not self._activators:
             return
         if not in_path:
             self._serve(ready, True)
         if state != self._pushed:
-            body = json.dumps({"receivers": list(state[0]), "in_path": in_path}).encode()
-            put(f"http://127.0.0.1:{self._activator.port}/_tidal/receivers", body)
+            update = {"receivers": list(state[0]), "in_path": in_path, "activators": self._names}
+            body = json.dumps(update).encode()
+            for a in self._activators:
+                put(f"http://127.0.0.1:{a.port}/_tidal/receivers", body)
             self._pushed = state
         if in_path:
             self._serve(ready, False)
@@ -361,13 +388,18 @@ class RequestPath:
             r.extra["peak_inside"] = int(stat["peak_inside"])
             concurrency += stat["concurrency"] - stat["proxied_concurrency"]
             rps += stat["rps"] - stat["proxied_rps"]
-        assert self._activator is not None
-        held, in_path, wait = 0, True, 0.0
-        with contextlib.suppress(OSError, ValueError):
-            a = get(f"http://127.0.0.1:{self._activator.port}/_tidal/stats", timeout=0.5)
+        held, in_path, wait = 0, False, 0.0
+        for activator in self._activators:  # every activator pushes its own part (Knative sums)
+            try:
+                a = get(f"http://127.0.0.1:{activator.port}/_tidal/stats", timeout=0.5)
+            except (OSError, ValueError):
+                in_path = True  # not heard from: say in the path, the safe side
+                continue
             concurrency += a["concurrency"]
             rps += a["rps"]
-            held, in_path, wait = int(a["held"]), bool(a["in_path"]), float(a["longest_wait"])
+            held += int(a["held"])
+            in_path = in_path or bool(a["in_path"])
+            wait = max(wait, float(a["longest_wait"]))
             refused += int(a["rejected"])
         with self._lock:
             refused += self._refused_gone + sum(

@@ -5,7 +5,9 @@
 * ``POST /`` — messages (:mod:`tidal.request.messages`). The queue-proxy part comes first: the
   request is counted in the time-weighted statistics (proxied when ``K-Proxy-Request:
   activator``), then passes the breaker (``containerConcurrency`` > 0: at most CC at once, a queue
-  of 10 × CC behind them, 503 "pending request queue full" beyond; CC 0: no breaker). The
+  of 10 × CC behind them, 503 "pending request queue full" beyond, 503 too when the request's
+  deadline, ``timeoutSeconds``, passes while it waits, and 500 on any other breaker error, as
+  Knative's ``ProxyHandler``; CC 0: no breaker). The
   handler appends the messages to every output buffer of the source — with the other requests
   waiting at that moment, as one group commit (:mod:`tidal.request.group_commit`) — and answers
   200 with their ids **only after** the append committed. A buffer over its usage limit answers 429 with
@@ -59,6 +61,7 @@ class ReceiverConfig:
     url: str | None = None
     container_concurrency: int = 0
     max_request_bytes: int = 1 << 20
+    timeout_seconds: float = 300.0  # a request's deadline (Knative's revision timeoutSeconds)
     port: int = 0
     public_host: str = "127.0.0.1"
     public_port: int = 0  # the activator's public port, served directly while it is out of the path
@@ -87,7 +90,7 @@ class _Receiver:
         self.stats = RequestStats(time.monotonic())
         self.last: RequestStat = self.stats.report(time.monotonic())  # the first is an empty stat
         self.accepted = 0
-        self.refused = 0  # 503s: the breaker's queue was full
+        self.refused = 0  # 503s: the breaker's queue was full, or a request's deadline passed in it
         self.inside = 0  # requests past the breaker now, and the most there ever were
         self.peak_inside = 0
         self.draining = False
@@ -112,15 +115,29 @@ class _Receiver:
             self.stats.leave(time.monotonic(), proxied)
 
     async def _admitted(self, request: web.Request) -> web.Response:
-        """The queue-proxy's breaker (CC > 0), then the handler."""
+        """The queue-proxy's breaker (CC > 0), then the handler. Only the breaker's own errors
+        are answered here (the handler's answer its own way): queue full or the deadline passed
+        while queued → 503, anything else → 500 (Knative's ``ProxyHandler``)."""
         if self.breaker is None:
             return await self._inside(request)
         try:
-            async with self.breaker.maybe():
-                return await self._inside(request)
+            await self.breaker.acquire(self.config.timeout_seconds)
         except Overloaded:
             self.refused += 1
             return _json(503, {"error": "pending request queue full"}, {"Retry-After": "1"})
+        except TimeoutError:
+            self.refused += 1
+            limit = self.config.timeout_seconds
+            return _json(
+                503, {"error": f"request deadline ({limit:g} s, timeoutSeconds) passed while queued"},
+                {"Retry-After": "1"},
+            )  # fmt: skip
+        except Exception as exc:  # a breaker bug: say so, never hang or pass it over the limit
+            return _json(500, {"error": f"queue-proxy breaker failed: {type(exc).__name__}: {exc}"})
+        try:
+            return await self._inside(request)
+        finally:
+            self.breaker.release()
 
     async def _inside(self, request: web.Request) -> web.Response:
         self.inside += 1

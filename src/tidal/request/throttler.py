@@ -15,6 +15,10 @@ CC        policy                  behaviour
 
 With CC 0 the revision breaker is "infinite": requests wait only while there is no receiver.
 :func:`choose` is the policy alone (no event loop), so the tests pin Knative's vectors.
+
+With several activators (``Throttler.set_activators``), each balances over its slice of the
+receivers and its capacity is its slice's (:mod:`tidal.request.subsetting`, Knative's
+``updateCapacity``); with CC 0 every activator sees every receiver, as upstream.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import random
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager, suppress
 
+from tidal.request import subsetting
 from tidal.request.breaker import Breaker, Overloaded
 
 __all__ = ["Throttler", "Tracker", "choose", "policy_name"]
@@ -54,31 +59,40 @@ def policy_name(cc: int) -> str:
     return "random-choice-2" if cc == 0 else "first-available" if cc <= 3 else "round-robin"
 
 
-def choose(trackers: Sequence[Tracker], cc: int, last: int, rng: random.Random) -> tuple[Tracker | None, int]:
+def choose(
+    trackers: Sequence[Tracker], cc: int, index: int, rng: random.Random
+) -> tuple[Tracker | None, int]:
     """The receiver for the next request by Knative's policy for ``cc``, reserved (CC > 0), and
-    the round-robin index to remember."""
+    the round-robin index to start from next time.
+
+    Round robin is ``newRoundRobinPolicy``: an index past the end (the list shrank) starts again
+    at 0 **and stays reset even when nothing had room**; a success moves it to the one after the
+    pick. Power of two choices is ``randomChoice2Policy``: with two receivers both are the
+    contestants, with more two distinct random ones.
+    """
     n = len(trackers)
     if n == 0:
-        return None, last
+        return None, index
     if cc == 0:
         if n == 1:
-            return trackers[0], last
-        a, b = rng.sample(range(n), 2)
+            return trackers[0], index
+        a, b = rng.sample(range(n), 2) if n > 2 else (0, 1)
         ta, tb = trackers[a], trackers[b]
         if ta.in_flight == tb.in_flight:
-            return (ta if rng.random() < 0.5 else tb), last
-        return (ta if ta.in_flight < tb.in_flight else tb), last
+            return (ta if rng.random() < 0.5 else tb), index
+        return (ta if ta.in_flight < tb.in_flight else tb), index
     if cc <= 3:
         for t in trackers:
             if t.reserve():
-                return t, last
-        return None, last
-    start = last + 1 if last + 1 < n else 0  # the list may have shrunk: start again at 0
+                return t, index
+        return None, index
+    if index >= n:  # the list shrank: start again at 0 (kept, whatever comes next)
+        index = 0
     for k in range(n):
-        i = (start + k) % n
+        i = (index + k) % n
         if trackers[i].reserve():
-            return trackers[i], i
-    return None, last
+            return trackers[i], i + 1
+    return None, index
 
 
 class Throttler:
@@ -89,15 +103,15 @@ class Throttler:
     def __init__(self, cc: int, max_held: int, seed: int | None = None) -> None:
         self.cc = cc
         self.trackers: list[Tracker] = []
-        self._last = -1
+        self._index = 0  # where round robin starts next (Knative's idx)
         self._rng = random.Random(seed)
         self.max_held = max_held
-        self._breaker = Breaker(1, 1 << 31, initial_capacity=0)
+        self.activators = 1  # how many activators share the receivers, and this one's index
+        self.index = -1  # -1: not assigned yet, balance over every receiver (upstream's start)
+        self.assigned: list[Tracker] = []  # this activator's slice of the trackers
+        self.capacity = 0
+        self._breaker = Breaker(1, subsetting.MAX_CAPACITY, initial_capacity=0)
         self._changed = asyncio.Event()
-
-    @property
-    def capacity(self) -> int:
-        return self.cc * len(self.trackers) if self.cc > 0 else (1 << 31 if self.trackers else 0)
 
     @property
     def waiting(self) -> int:
@@ -107,6 +121,25 @@ class Throttler:
         """The ready receivers now (sorted, as upstream sorts by IP); kept trackers keep their counts."""
         known = {t.url: t for t in self.trackers}
         self.trackers = [known.get(u) or Tracker(u, self.cc) for u in sorted(urls)]
+        self._update_capacity()
+
+    def set_activators(self, count: int, index: int) -> None:
+        """``count`` activators share the receivers and this one is ``index`` (-1: unassigned)."""
+        if count < 1 or not -1 <= index < count:
+            raise ValueError(f"activator index {index} is outside [-1, {count - 1}] for {count} activators")
+        if (count, index) != (self.activators, self.index):
+            self.activators, self.index = count, index
+            self._update_capacity()
+
+    def _update_capacity(self) -> None:
+        """Knative's ``updateCapacity``: re-slice, then set the revision breaker's capacity."""
+        if self.cc > 0:
+            self.assigned = subsetting.assign_slice(self.trackers, self.index, self.activators)
+        else:
+            self.assigned = list(self.trackers)
+        self.capacity = subsetting.calculate_capacity(
+            self.cc, len(self.assigned), len(self.trackers), self.activators
+        )
         self._breaker.update_concurrency(self.capacity)
         self._changed.set()
         self._changed = asyncio.Event()
@@ -120,7 +153,7 @@ class Throttler:
         await self._breaker.acquire(timeout)
         try:
             while True:
-                tracker, self._last = choose(self.trackers, self.cc, self._last, self._rng)
+                tracker, self._index = choose(self.assigned, self.cc, self._index, self._rng)
                 if tracker is not None:
                     break
                 # A race: capacity said yes, every receiver is full. Wait for a change or a release.

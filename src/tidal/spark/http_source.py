@@ -55,6 +55,7 @@ def start_request_path(
         url=config.url,
         container_concurrency=http.container_concurrency,
         max_request_bytes=http.max_request_bytes,
+        timeout_seconds=http.timeout_seconds,
     )
     path = RequestPath(
         activator,
@@ -63,6 +64,7 @@ def start_request_path(
         run_dir / "logs",
         on_poke=on_poke,
         series=run_dir / "requests.jsonl",
+        activators=http.activators,
     ).start()
     (run_dir / f"{v.name}.url").write_text(path.url + "\n")  # where clients send: tidal status shows it
     return path

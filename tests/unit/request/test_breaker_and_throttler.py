@@ -73,11 +73,11 @@ def test_first_available_takes_the_first_receiver_with_room_in_sorted_order():
     trackers = [Tracker(u, 1) for u in ("a", "b", "c")]
     picks = []
     for _ in range(3):
-        t, _ = choose(trackers, 1, -1, random.Random(0))
+        t, _ = choose(trackers, 1, 0, random.Random(0))
         assert t is not None
         picks.append(t.url)
     assert picks == ["a", "b", "c"]
-    assert choose(trackers, 1, -1, random.Random(0))[0] is None  # all full
+    assert choose(trackers, 1, 0, random.Random(0))[0] is None  # all full
 
 
 def test_round_robin_vector_from_knative():
@@ -85,7 +85,7 @@ def test_round_robin_vector_from_knative():
     # back to three: 1, 2, 2.
     rng = random.Random(0)
     three = [Tracker(u, 2) for u in ("a", "b", "c")]
-    picks, last = [], -1
+    picks, last = [], 0
     for _ in range(2):
         t, last = choose(three, 4, last, rng)
         picks.append(three.index(t))
@@ -103,7 +103,7 @@ def test_power_of_two_choices_prefers_the_less_loaded():
     trackers = [Tracker(u, 0) for u in ("a", "b")]
     trackers[0].in_flight = 5
     for seed in range(10):
-        t, _ = choose(trackers, 0, -1, random.Random(seed))
+        t, _ = choose(trackers, 0, 0, random.Random(seed))
         assert t is trackers[1]
 
 
