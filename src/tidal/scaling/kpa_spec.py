@@ -16,6 +16,7 @@ the field itself takes no guesses.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -29,6 +30,7 @@ __all__ = [
     "KpaMetric",
     "KpaSpec",
     "activator_count",
+    "go_duration",
     "initial_excess_burst_capacity",
 ]
 
@@ -76,6 +78,10 @@ class KpaSpec:
     requests_per_second_target_default: float = 200.0
     max_scale_limit: int = 0
     progress_deadline: float = 600.0
+    # Knative's DeciderSpec.TargetValue / TotalValue given directly (KpaSpec.decider); None:
+    # resolved from target, containerConcurrency and targetUtilization as the reconciler does.
+    decider_target: float | None = None
+    decider_total: float | None = None
 
     def __post_init__(self) -> None:
         tu = self.target_utilization
@@ -209,6 +215,8 @@ class KpaSpec:
     @property
     def total_value(self) -> float:
         """The 100 % capacity of one replica for the chosen metric."""
+        if self.decider_total is not None:
+            return self.decider_total
         if self.metric == KpaMetric.RPS:
             return self.target if self.target is not None else self.requests_per_second_target_default
         total = float(self.container_concurrency or self.container_concurrency_target_default)
@@ -221,6 +229,8 @@ class KpaSpec:
     @property
     def target_value(self) -> float:
         """What one replica should carry: ``max(0.01, total × utilization)``."""
+        if self.decider_target is not None:
+            return self.decider_target
         return max(0.01, self.total_value * self.target_utilization)
 
     @property
@@ -250,6 +260,15 @@ class KpaSpec:
         return cls(target=total, target_utilization=target / total, **fields)
 
     @classmethod
+    def decider(cls, target_value: float, total_value: float = 0.0, **fields: Any) -> KpaSpec:
+        """A spec with the decider's ``TargetValue`` and ``TotalValue`` as Knative's deciders take
+        them (``DeciderSpec``), e.g. upstream's own tests, which leave ``TotalValue`` at 0: no
+        capacity per pod counts towards excess burst capacity."""
+        _check(target_value >= 0.01, "kpa.targetValue", f"{target_value} is below 0.01", "use 0.01 or more")
+        _check(total_value >= 0, "kpa.totalValue", f"{total_value} is negative", "use 0 or more")
+        return cls(decider_target=target_value, decider_total=total_value, **fields)
+
+    @classmethod
     def from_knative(
         cls,
         config: Mapping[str, Any] | None = None,
@@ -274,20 +293,45 @@ class KpaSpec:
 _ANNOTATION_PREFIX = "autoscaling.knative.dev/"
 
 
+_GO_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+_GO_PART = re.compile(r"(\d+\.?\d*|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
+
+
+def go_duration(text: str) -> float:
+    """Seconds in a Go duration (``time.ParseDuration``, what Knative's config and annotations
+    use): ``1m30s``, ``500ms``, ``1h``, ``1.5h``, ``-2s``, ``0``. Raises ``ValueError`` otherwise."""
+    body = text.strip()
+    sign = -1.0 if body.startswith("-") else 1.0
+    body = body.lstrip("+-")
+    if body == "0":
+        return 0.0
+    if not body:
+        raise ValueError(f"invalid duration {text!r}")
+    total, at = 0.0, 0
+    for part in _GO_PART.finditer(body):
+        if part.start() != at:
+            break
+        total += float(part.group(1)) * _GO_UNITS[part.group(2)]
+        at = part.end()
+    if at != len(body):
+        raise ValueError(f"invalid duration {text!r}")
+    return sign * total
+
+
 def _seconds(key: str, value: Any) -> float:
+    """A Go duration, or a bare number of seconds (a YAML number; Go would ask for a unit)."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
     text = str(value).strip()
     try:
-        if text.endswith("ms"):
-            return float(text[:-2]) / 1000
-        if text.endswith("m") and not text.endswith("ms"):
-            return float(text[:-1]) * 60
-        if text.endswith("h"):
-            return float(text[:-1]) * 3600
-        return float(text.removesuffix("s"))
+        return float(text) if _BARE_NUMBER.fullmatch(text) else go_duration(text)
     except ValueError:
         raise errors.SpecError(
-            f"kpa.{key}", f"{value!r} is not a duration", "write seconds, e.g. 60s or 1m"
+            f"kpa.{key}", f"{value!r} is not a duration", "write a Go duration, e.g. 60s, 1m30s or 500ms"
         ) from None
+
+
+_BARE_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)")
 
 
 def _number(key: str, value: Any) -> float:
@@ -345,6 +389,15 @@ def _from_annotation(key: str, value: Any) -> dict[str, Any]:
         pct = _number(key, value)
         _check(1 <= pct <= 100, f"kpa.{key}", f"{pct:g} is outside [1, 100]", "use a percentage, e.g. 70")
         return {"target_utilization": pct / 100}
+    if key == "class":  # PodAutoscalerClass: only the KPA has a counterpart here
+        if str(value) == "kpa.autoscaling.knative.dev":
+            return {}
+        raise errors.SpecError(
+            "kpa.class",
+            f"{value!r} is not the KPA (kpa.autoscaling.knative.dev)",
+            "Tidal runs Knative's KPA; for Kubernetes' HPA on CPU there is no counterpart: leave the "
+            "class out, or scale on backlog with policy: numaflow",
+        )
     if key == "metric":
         return {"metric": KpaMetric(str(value))}
     if key == "metric-aggregation-algorithm":
