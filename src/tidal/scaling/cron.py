@@ -12,9 +12,10 @@ day-of-month and day-of-week are restricted, a day matches if either matches (ro
 
 The timezone is a ``tzinfo`` passed in by the spec layer (loading zone data is I/O).
 
-Deliberate difference: upstream's controller clamps to the base ``[min, max]`` afterwards, so a
-window outside the base bounds has no effect (issue #3632). Tidal validates instead: a window's
-bounds must lie inside the base bounds, and a spec that says otherwise is rejected with its path.
+Upstream's controller clamps to the base ``[min, max]`` afterwards, so the part of a window
+outside the base bounds has no effect (issue #3632). Tidal accepts such a window as upstream does
+and applies what takes effect: :func:`~tidal.scaling.numaflow_scale.normalise_scale` clamps it
+into the base bounds and says so in a notice.
 """
 
 from __future__ import annotations

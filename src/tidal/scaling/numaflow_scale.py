@@ -7,9 +7,17 @@ logs, so a pipeline written for Numaflow loads with the same meaning:
 
 * ``lookbackSeconds`` above 600 is capped at 600 (``MaxLookbackSeconds``);
 * the deprecated ``replicasPerScale`` sets both step sizes when ``replicasPerScaleUp`` /
-  ``replicasPerScaleDown`` are absent.
+  ``replicasPerScaleDown`` are absent;
+* a negative ``min`` reads as 0 (``GetMinReplicas``): a MonoVertex without cron gets past
+  upstream's validator with one; a pipeline vertex does not (``validateVertex`` refuses it, and
+  so does :mod:`tidal.spec.validate`);
+* a cron window whose bounds fall outside the base ``[min, max]`` is accepted with the bounds
+  that take effect: the window's replace the base bounds (``EffectiveScaleBoundsAt``) and the
+  vertex controller then clamps the replicas to the base bounds (``CalculateReplicas``), so the
+  effective window is the window clamped into ``[min, max]`` (Numaflow #3632).
 
-What upstream's validator refuses is still refused (a negative ``min``, ``max`` below ``min``).
+What upstream's validator refuses is still refused (``max`` below ``min``, a window whose own
+``max`` is below its ``min``, negative window bounds).
 """
 
 from __future__ import annotations
@@ -115,6 +123,27 @@ class NumaflowScale:
 
 
 _FIELDS = frozenset(f.name for f in dataclasses.fields(NumaflowScale))
+_DEFAULTS = {f.name: f.default for f in dataclasses.fields(NumaflowScale)}
+
+
+def _effective_cron(cron: CronSpec, fields: Mapping[str, object], notices: list[str]) -> CronSpec:
+    """Each window's bounds as they take effect: clamped into the base ``[min, max]``."""
+    base_min, base_max = fields.get("min", _DEFAULTS["min"]), fields.get("max", _DEFAULTS["max"])
+    if not (isinstance(base_min, int) and isinstance(base_max, int)) or base_min > base_max:
+        return cron  # NumaflowScale refuses these bounds with its own message
+    windows = []
+    for i, w in enumerate(cron.schedules):
+        if w.min < 0 or w.max < w.min or (base_min <= w.min and w.max <= base_max):
+            windows.append(w)  # inside the bounds, or refused by NumaflowScale as upstream does
+            continue
+        low, high = min(max(w.min, base_min), base_max), max(min(w.max, base_max), base_min)
+        notices.append(
+            f"scale.cron.schedules[{i}]: [{w.min}, {w.max}] is outside the base bounds "
+            f"[{base_min}, {base_max}]: [{low}, {high}] takes effect, as Numaflow's controller "
+            "clamps the replicas to the base bounds (widen scale.min/scale.max for more)"
+        )
+        windows.append(dataclasses.replace(w, min=low, max=high))
+    return dataclasses.replace(cron, schedules=tuple(windows))
 
 
 def normalise_scale(
@@ -134,6 +163,13 @@ def normalise_scale(
     if unknown:
         raise TypeError(f"not NumaflowScale fields: {sorted(unknown)}")
     notices: list[str] = []
+    low = fields.get("min")
+    if isinstance(low, int) and low < 0:
+        fields["min"] = 0
+        notices.append(f"scale.min: {low} is negative: read as 0, as Numaflow's GetMinReplicas does")
+    cron = fields.get("cron")
+    if isinstance(cron, CronSpec):
+        fields["cron"] = _effective_cron(cron, fields, notices)
     lookback = fields.get("lookback_seconds")
     if isinstance(lookback, int | float) and lookback > MAX_LOOKBACK_SECONDS:
         fields["lookback_seconds"] = MAX_LOOKBACK_SECONDS

@@ -282,6 +282,15 @@ def _check_vertices(spec: PipelineSpec) -> list[errors.SpecError]:
     problems: list[errors.SpecError] = []
     for i, v in enumerate(spec.vertices):
         at = f"vertices[{i}]"
+        if not v.mono and v.scale.min is not None and v.scale.min < 0:
+            problems.append(
+                errors.SpecError(
+                    f"{at}.scale.min",
+                    f"{v.scale.min} is negative",
+                    "use 0 or more (Numaflow's pipeline validator refuses it; a MonoVertex reads it as 0)",
+                )
+            )
+            continue
         try:
             numaflow_scale(v.scale, at)
         except errors.SpecError as exc:

@@ -240,15 +240,32 @@ def test_cron_is_checked_with_its_path():
     assert problems(text)[0].startswith("vertices[0].scale.cron.timezone: unknown time zone 'Mars/Olympus'")
 
 
-def test_cron_window_outside_base_bounds():
+def test_cron_window_outside_base_bounds_is_accepted_with_what_takes_effect(caplog):
+    """Upstream accepts it; its controller clamps the replicas to the base bounds (#3632)."""
     text = GOOD.replace(
         "scale: {min: 1, max: 4}",
         "scale: {min: 1, max: 4, cron: {schedules: "
-        "[{start: '0 0 9 * * *', end: '0 0 17 * * *', min: 1, max: 9}]}}",
+        "[{start: '0 0 9 * * *', end: '0 0 17 * * *', min: 2, max: 9}]}}",
     )
-    assert problems(text)[0].startswith(
-        "vertices[0].scale.cron.schedules[0]: [1, 9] is outside the base bounds"
-    )
+    spec = load_pipeline(text)
+    with caplog.at_level("WARNING", logger="tidal.spec"):
+        scale = numaflow_scale(spec.vertices[0].scale, "vertices[0]")
+    assert scale.cron is not None
+    window = scale.cron.schedules[0]
+    assert (window.min, window.max) == (2, 4)
+
+
+def test_negative_min_is_refused_for_a_pipeline_vertex_as_numaflows_validator_does():
+    text = GOOD.replace("scale: {min: 1, max: 4}", "scale: {min: -1, max: 4}")
+    assert problems(text)[0].startswith("vertices[0].scale.min: -1 is negative")
+
+
+def test_negative_min_reads_as_zero_in_numaflows_getter():
+    from tidal.scaling import normalise_scale
+
+    scale, notices = normalise_scale({"min": -2, "max": 3})
+    assert (scale.min, scale.max) == (0, 3)
+    assert notices == ["scale.min: -2 is negative: read as 0, as Numaflow's GetMinReplicas does"]
 
 
 def test_invalid_yaml_names_the_line():
