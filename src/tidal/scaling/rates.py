@@ -44,6 +44,7 @@ __all__ = [
     "GaugeWindow",
     "Rater",
     "adaptive_lookback",
+    "max_unchanged_seconds",
 ]
 
 DEFAULT_CAPACITY = 360  # Numaflow: 30 min of 5 s ticks
@@ -298,7 +299,7 @@ class Rater(_PendingSeries):
     (100.0, 850.0)
     """
 
-    __slots__ = ("_last_seen", "_processed", "_processed_col")
+    __slots__ = ("_last_seen", "_processed", "_processed_col", "_snapshots")
 
     def __init__(self, capacity: int = DEFAULT_CAPACITY) -> None:
         # Column 4 after the pending ones: processed, the running sum of increments up to and
@@ -307,20 +308,36 @@ class Rater(_PendingSeries):
         self._processed_col = self._columns[4]
         self._last_seen: dict[str, float] = {}
         self._processed = 0.0
+        # Each row's counters by series (pod or partition) when more than one was recorded (the
+        # adaptive lookback is a per-series maximum); None where one series is the whole story.
+        self._snapshots: list[dict[str, float] | None] = []
 
     def record(self, now: float, counts: Mapping[str, float], pending: float | None) -> None:
         """One tick: every replica's cumulative read counter, and the partition's pending.
 
         A second call for the newest timestamp merges the counters and replaces the pending.
         """
+        if self._newest_time(now) == now:
+            self._snapshots.pop()
         self._forget_newest_if_at(now)
         if counts:
             increment, _ = _increment(self._last_seen, counts)
             self._processed += increment
         self._append_pending(now, pending)
         self._processed_col.append(self._processed)
+        self._snapshots.append(dict(counts) if len(counts) > 1 else None)
         if len(self._ts) - self._start > self._capacity:
+            if self._start + 1 >= self._capacity:  # the columns are compacted: so are the snapshots
+                del self._snapshots[: self._start + 1]
             self._drop_oldest()
+
+    def timeline(self, start: int) -> list[tuple[float, Mapping[str, float]]]:
+        """``(timestamp, counters by series)`` from absolute row ``start``: the rows recorded with
+        several series keep them; the others are the one series ``processed``."""
+        return [
+            (self._ts[i], snap if snap is not None else {"processed": self._processed_col[i]})
+            for i, snap in zip(range(start, len(self._ts)), self._snapshots[start:], strict=True)
+        ]
 
     def metrics(self, now: float, lookback: float) -> tuple[float | None, float | None]:
         """``(rate, pending)`` over the lookback: as ``CounterWindow.rate`` and ``GaugeWindow.average``."""
@@ -365,13 +382,13 @@ def adaptive_lookback(
     """Numaflow's dynamic lookback (§3.4): stretch the window to cover the longest quiet spell.
 
     Over the last ``3 × current`` seconds (newest sample excluded), find the longest interval in
-    which the summed counter did not increase (a decrease starts a new baseline; a trailing quiet
-    run counts only when the counter is non-zero), round it up to a whole minute, and then grow to
-    at most ``maximum`` or shrink to no less than the configured lookback.
+    which any series' counter did not increase (:func:`max_unchanged_seconds`: per pod for a
+    MonoVertex, per partition for a vertex, as upstream), round it up to a whole minute, and then
+    grow to at most ``maximum`` or shrink to no less than the configured lookback.
 
-    An interval is measured from the sample where the count last changed to the sample where it
-    next increases. With fewer than two samples the current lookback is kept. ``counts`` is a
-    :class:`CounterWindow` or the controller's :class:`Rater` (its processed count).
+    With fewer than two samples the current lookback is kept. ``counts`` is a
+    :class:`CounterWindow` (its summed count, one series) or the controller's :class:`Rater` (its
+    series as recorded: several when the caller recorded several, else its processed count).
 
     ``idle`` (deliberate difference): nothing is known to be pending now, so the trailing quiet
     run is idleness, not slow processing, and does not count. Upstream counts it, and an idle
@@ -379,23 +396,45 @@ def adaptive_lookback(
     the averaged pending comes back and the idle vertex is scaled up again (measured in
     ``tests/integration/test_controller.py`` when this was wired in).
     """
-    totals = counts.totals()
     start = counts._start_index(now, 3.0 * current)
     if start is None:
         return current
-    start -= counts._start  # absolute column index → index into ``totals``
-    end = len(totals) - 2
-    longest = 0.0
-    since, value = totals[start]
-    for t, c in totals[start + 1 : end + 1]:
-        if c > value:
-            longest = max(longest, t - since)
-            since, value = t, c
-        elif c < value:
-            since, value = t, c
-    if value > 0 and not idle:
-        longest = max(longest, totals[end][0] - since)
+    if isinstance(counts, Rater):
+        timeline = counts.timeline(start)
+    else:
+        timeline = [(t, {"processed": c}) for t, c in counts.totals()[start - counts._start :]]
+    longest = max_unchanged_seconds(timeline, 0, len(timeline) - 2, trailing=not idle)
     result = math.ceil(longest / granularity) * granularity
     if result > current:
         return min(result, maximum)
     return max(result, configured)
+
+
+def max_unchanged_seconds(
+    timeline: list[tuple[float, Mapping[str, float]]], start: int, end: int, *, trailing: bool = True
+) -> float:
+    """Numaflow's ``CalculateMaxLookback`` (MonoVertex, per pod) and ``CalculateLookback``
+    (vertex, per partition): the longest time any one series' counter stayed unchanged between
+    rows ``start`` and ``end`` of ``timeline`` (``(timestamp, counters by series)``).
+
+    A series' spell ends when its counter increases; a decrease is a restart and a new baseline;
+    a series still unchanged at ``end`` counts up to ``end`` if it is there and non-zero
+    (``finalizeDurations``). ``trailing=False`` leaves that last part out (Tidal's idle vertex,
+    see :func:`adaptive_lookback`). The answer is the maximum over the series.
+    """
+    last_seen: dict[str, tuple[float, float]] = {}  # series -> (count, seen at)
+    longest: dict[str, float] = {}
+    for at, counts in timeline[start : end + 1]:
+        for key, count in counts.items():
+            seen = last_seen.get(key)
+            if seen is not None and seen[0] == count:
+                continue
+            if seen is not None and count > seen[0]:
+                longest[key] = max(longest.get(key, at - seen[1]), at - seen[1])
+            last_seen[key] = (count, at)
+    if trailing and timeline[start : end + 1]:
+        end_at, end_counts = timeline[end]
+        for key, (count, seen_at) in last_seen.items():
+            if key in end_counts and count != 0:
+                longest[key] = max(longest.get(key, end_at - seen_at), end_at - seen_at)
+    return max(longest.values(), default=0.0)
