@@ -302,3 +302,28 @@ def test_two_activators_each_balance_over_their_own_slice_and_every_message_arri
         assert set(s["sent_to"]) <= set(s["assigned"]), s
     assert sum(sum(s["sent_to"].values()) for s in slices) >= 1
     assert sorted(got) == sorted(ok)  # exactly once
+
+
+def test_with_many_receivers_the_scrape_takes_knatives_sample_and_counts_every_message(spark, tmp_path):
+    """Six receivers: each second the run scrapes five of them (``populationMeanSampleSize(6)``)
+    and scales the sums up; what was accepted still adds up to every message sent."""
+    run = PipelineRun(
+        spec({"containerConcurrency": 0}, {"min-scale": 6}, replicas=6), tmp_path, spark=spark
+    ).start()
+    try:
+        path = run.requests["in"]
+        wait_ready(path, 6, timeout=90)
+        wait_until(lambda: path.sampled == (5, 6), 30)
+        sampled = path.sampled
+        bodies = [json.dumps([{"n": i}]).encode() for i in range(60)]
+        with ThreadPoolExecutor(6) as pool:
+            answers = list(
+                pool.map(lambda ib: post(path.url, ib[1], Idempotency_Key=f"s-{ib[0]}"), enumerate(bodies))
+            )
+        ok = {f"s-{i}/0" for i, (status, _) in enumerate(answers) if status == 200}
+        assert len(ok) == 60
+        got = delivered(tmp_path, ok)
+    finally:
+        run.stop()
+    assert sampled == (5, 6)
+    assert sorted(got) == sorted(ok)

@@ -12,6 +12,9 @@ loopback port:
 * **Statistics every second**, as Knative's autoscaler scrapes queue-proxies and receives the
   activators' pushes (§3.3–3.5): the receivers' concurrency and RPS minus their proxied part,
   plus every activator's own, make one revision-wide sample for the KPA (:meth:`take_samples`).
+  With more than three receivers it scrapes a sample of them, as Knative's scraper does
+  (:mod:`tidal.scaling.scrape_sample`: older receivers first, the sums scaled up to all); a
+  receiver left out keeps its last counters until it is sampled again.
 * **Pokes**: the activator's datagram at zero records its immediate one-request sample and calls
   ``on_poke`` (the controller ticks at once).
 
@@ -24,6 +27,7 @@ import contextlib
 import dataclasses
 import json
 import logging
+import random
 import signal
 import socket
 import subprocess
@@ -40,6 +44,7 @@ from tidal.request.activator import ActivatorConfig
 from tidal.request.children import Child, first_port, get, ports, put
 from tidal.request.receiver import READY_LINE as RECEIVER_LINE
 from tidal.request.receiver import ReceiverConfig
+from tidal.scaling import scrape_sample
 
 __all__ = ["RequestPath", "RequestSample"]
 
@@ -79,10 +84,14 @@ class RequestPath:
         on_poke: Callable[[], None] | None = None,
         series: Path | None = None,
         activators: int = 1,
+        window: float = 60.0,
     ) -> None:
         if activators < 1:
             raise ValueError(f"activators must be ≥ 1 (got {activators})")
         self._activator_count = activators
+        self._window = window  # a receiver ready for less than this is young (Knative's stable window)
+        self._rng = random.Random()
+        self.sampled: tuple[int, int] = (0, 0)  # receivers answered of those ready, last scrape
         self.activator_config = activator
         self.receiver_config = receiver
         self._replicas = replicas
@@ -376,18 +385,31 @@ class RequestPath:
         """Knative's collector (§3.5): pod values minus their proxied part, plus the activator's."""
         with self._lock:
             targets = [r for r in [*self._receivers, *self._stopping] if r.ready_at is not None]
+        now = time.time()
+        old = [r for r in targets if r.ready_at is not None and now - r.ready_at >= self._window]
+        young = [r for r in targets if r.ready_at is not None and now - r.ready_at < self._window]
+        order, sample_size = scrape_sample.scrape_order(old, young, self._rng.shuffle)
         concurrency = rps = 0.0
         refused = 0
-        for r in targets:
+        answered = failed = 0
+        for r in order:
+            if answered >= sample_size:
+                break
             try:
                 stat = get(r.url + "_tidal/stats", timeout=0.5)
             except (OSError, ValueError):
-                continue  # a receiver going away; its load shows up elsewhere next second
+                failed += 1  # a receiver going away: the next in the order stands in (upstream's backups)
+                continue
+            answered += 1
             r.accepted = int(stat["accepted"])
             r.extra["refused"] = int(stat["refused"])
             r.extra["peak_inside"] = int(stat["peak_inside"])
             concurrency += stat["concurrency"] - stat["proxied_concurrency"]
             rps += stat["rps"] - stat["proxied_rps"]
+        self.sampled = (answered, len(targets))
+        if answered:  # the sample's sums as the population's (Stat.average), the gone left out
+            concurrency = scrape_sample.extrapolate(concurrency, answered, len(targets) - failed)
+            rps = scrape_sample.extrapolate(rps, answered, len(targets) - failed)
         held, in_path, wait = 0, False, 0.0
         for activator in self._activators:  # every activator pushes its own part (Knative sums)
             try:
