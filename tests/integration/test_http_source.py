@@ -153,7 +153,7 @@ def test_overload_gets_503s_and_every_accepted_message_arrives_once_retries_incl
         rss_kb = int(
             next(
                 line.split()[1]
-                for line in Path(f"/proc/{path._activator.proc.pid}/status").read_text().splitlines()
+                for line in Path(f"/proc/{path.activator_pids()[0]}/status").read_text().splitlines()
                 if line.startswith("VmRSS")
             )
         )
@@ -249,7 +249,7 @@ def test_with_burst_capacity_zero_the_activator_leaves_the_path_and_comes_back_a
     ).start()
     try:
         path = run.requests["in"]
-        activator = path._activator.proc.pid
+        activator = path.activator_pids()[0]
         assert listeners(path.port) == {activator}  # at the start: only the activator
         wait_until(lambda: path.ready() >= 1 and listeners(path.port) == set(path.receiver_pids()), 30)
         # Out of the path: the receiver holds the public port, the activator does not.

@@ -7,9 +7,12 @@ proxied part, plus the activator's, which counts held requests), and the activat
 its immediate one-request sample. :class:`RequestKpaPolicy` records each report in the KPA's
 stable and panic windows and decides with Knative's rules (:class:`~tidal.scaling.kpa.KpaScaler`).
 
-After each decision it tells the request path whether the activator stays in the path: Proxy
+After a decision it tells the request path whether the activator stays in the path: Proxy
 while no replica is wanted or the excess burst capacity is negative (``targetBurstCapacity``: 0
 never in the path once receivers are ready, −1 always), Serve otherwise (``spec/knative.md`` §4.4).
+It does so when Knative's reconciler would act: when the multiscaler informs it (the decider's
+desired scale changed, or its EBC changed sign: :mod:`tidal.scaling.kpa_notify`) or the ready
+receivers changed (the reconciler's endpoint watch); each decision says whether it informed.
 """
 
 from __future__ import annotations
@@ -19,7 +22,8 @@ from typing import Protocol
 
 from tidal.controller.policy import PolicyInput, VertexPolicy
 from tidal.scaling.decision import Decision
-from tidal.scaling.kpa import KpaMetric, KpaScaler, KpaSpec
+from tidal.scaling.kpa import KpaMetric, KpaScaler, KpaSpec, initial_excess_burst_capacity
+from tidal.scaling.kpa_notify import DeciderStatus, reported_desired_scale, update_latest_scale
 
 __all__ = ["RequestKpaPolicy", "RequestLoad", "RequestSampleLike"]
 
@@ -48,6 +52,11 @@ class RequestKpaPolicy(VertexPolicy):
         self.scaler = KpaScaler(vertex, spec, now, ready)
         self._load = load
         self._metric = spec.metric
+        # The decider's status as the multiscaler keeps it: EBC starts at its initial value.
+        self.status = DeciderStatus(excess_burst_capacity=int(initial_excess_burst_capacity(spec)))
+        self.reported_scale: int | None = None  # the PodAutoscaler's status.desiredScale
+        self._ready_seen: int | None = None
+        self.informs = 0  # ticks that informed the reconciler
 
     def decide(self, view: PolicyInput) -> Decision:
         for sample in self._load.take_samples():
@@ -55,6 +64,16 @@ class RequestKpaPolicy(VertexPolicy):
             self.scaler.record(sample.at, value)
         decision = self.scaler.decide(view.now, view.ready, view.replicas)
         last = self.scaler.decider.last
+        informed = False
+        if last is not None and last.valid:  # tickScaler: an invalid result informs nobody
+            self.status, informed = update_latest_scale(
+                self.status, last.decision.desired, last.excess_burst_capacity
+            )
+        if not (informed or view.ready != self._ready_seen):
+            return decision  # the reconciler has nothing to act on: the path stays as it is
+        self.informs += informed
+        self._ready_seen = view.ready
+        self.reported_scale = reported_desired_scale(self.reported_scale, self.status.desired_scale)
         tbc = self.scaler.spec.target_burst_capacity
         if tbc == -1:
             in_path = True
@@ -65,4 +84,13 @@ class RequestKpaPolicy(VertexPolicy):
         else:
             in_path = last.activator_in_path if last is not None else True
         self._load.set_in_path(in_path)
-        return decision
+        status, before = self.status, decision
+        return decision.replace(
+            inputs=lambda: {
+                **before.inputs,
+                "informed": informed,
+                "deciderDesiredScale": status.desired_scale,
+                "deciderExcessBurstCapacity": status.excess_burst_capacity,
+                "activatorInPath": in_path,
+            }
+        )

@@ -245,6 +245,9 @@ class RequestPath:
                 out.append({})
         return out
 
+    def activator_pids(self) -> list[int]:
+        return [a.proc.pid for a in self._activators]
+
     def receiver_pids(self) -> list[int]:
         with self._lock:
             return [r.proc.pid for r in self._receivers]

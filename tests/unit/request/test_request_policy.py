@@ -73,3 +73,24 @@ def test_excess_burst_capacity_decides_whether_the_activator_stays_in_the_path()
     assert run(tbc=-1, concurrency=1, ready=5)[1] is True
     # No receiver ready: always in, whatever TBC says.
     assert run(tbc=0, concurrency=1, ready=0, seconds=1)[1] is True
+
+
+def test_the_path_is_re_pointed_only_when_the_multiscaler_informs_or_readiness_changes():
+    """``updateLatestScale``: steady load and steady readiness inform once; a change of the EBC's
+    sign informs again (TBC 211 with 5 ready of CC 10: 50 − 211 − load < 0, then more ready)."""
+    spec = KpaSpec(metric=KpaMetric.CONCURRENCY, container_concurrency=10, target_burst_capacity=30)
+    load = Load()
+    policy = RequestKpaPolicy(spec, "in", 0.0, load, ready=2)
+    decisions = []
+    for t in range(1, 11):
+        load.samples.append(Sample(float(t), 5.0, 500.0))
+        decisions.append(policy.decide(view(float(t), 2, 2)))
+    # 2 ready × 10 − 30 − 5 < 0: in the path, said once, then nothing new to act on.
+    assert load.in_path == [True]
+    assert decisions[0].inputs["informed"] is True and "informed" not in decisions[-1].inputs
+    for t in range(11, 21):  # five ready: 50 − 30 − 5 ≥ 0, the EBC's sign flips
+        load.samples.append(Sample(float(t), 5.0, 500.0))
+        decisions.append(policy.decide(view(float(t), 5, 5)))
+    assert load.in_path[-1] is False
+    assert policy.status.excess_burst_capacity >= 0 and policy.reported_scale == policy.status.desired_scale
+    assert len(load.in_path) <= 3  # once at start, once on the readiness change, once on the flip
