@@ -8,8 +8,11 @@ the configured port). Every request arrives here.
   for a receiver with room — bounded in count (``maxHeld``, then 503) and in time
   (``holdTimeoutSeconds``, then 503) — and is forwarded with ``K-Proxy-Request: activator``.
   The activator's own statistics count it from arrival, so held requests count as load.
-* **At zero**: the first request pokes the run at once (a UDP datagram on loopback); the run
-  ticks the controller without waiting for the next interval, and the KPA sees the held requests.
+* **The first request after a quiet period** is reported at once as concurrency 1 (Knative's
+  concurrency reporter, :class:`~tidal.scaling.request_stats.ConcurrencyReporter`): a UDP datagram
+  on loopback carries it to the run, which records it and ticks the controller without waiting
+  for the next interval; the next one-second report subtracts it. **At zero**, requests that keep
+  waiting poke the run again (a tick, no statistic) every ``POKE_EVERY`` seconds.
 * **Out of the path** (EBC ≥ 0 with receivers ready): requests do not cross this process. On one
   host Tidal realises Knative's re-pointed ingress with ``SO_REUSEPORT``: every serving receiver
   also listens on the public port, the receivers open theirs first, then the activator closes
@@ -50,7 +53,7 @@ from tidal.request.breaker import Overloaded
 from tidal.request.receiver import PROXY_HEADER
 from tidal.request.serving import PublicListener, local_port, run, until_stopped
 from tidal.request.throttler import Throttler, policy_name
-from tidal.scaling.request_stats import RequestStats
+from tidal.scaling.request_stats import ConcurrencyReporter, RequestStat
 
 __all__ = ["ActivatorConfig", "main"]
 
@@ -84,8 +87,7 @@ class _Activator:
         self.config = config
         self.throttler = Throttler(config.container_concurrency, config.max_held)
         self.in_path = True
-        self.stats = RequestStats(time.monotonic())
-        self.first_sent = False  # the immediate {1, 1} of a first request, subtracted next report
+        self.reporter = ConcurrencyReporter()
         self.session: aiohttp.ClientSession | None = None
         self._round = itertools.count()
         self._last_poke = 0.0
@@ -96,14 +98,18 @@ class _Activator:
         self.longest_wait = 0.0  # the longest a request waited for a receiver this period
         self.sent_to: dict[str, int] = {}  # requests forwarded through the throttler, per receiver
 
-    def _poke(self) -> None:
+    def _poke(self, stat: bool) -> None:
+        """Tell the run now: ``stat`` carries the immediate {concurrency 1, one request} of a
+        first request; without it, a wake-up tick for requests held at zero (rate-limited)."""
         now = time.monotonic()
-        if self.config.poke_port and now - self._last_poke >= POKE_EVERY:
-            self._last_poke = now
-            self.first_sent = True
-            # The run gone or not listening: its next tick sees the held requests anyway.
-            with contextlib.suppress(OSError):
-                self._poker.sendto(self.config.vertex.encode(), ("127.0.0.1", self.config.poke_port))
+        if not self.config.poke_port or (not stat and now - self._last_poke < POKE_EVERY):
+            return
+        self._last_poke = now
+        held = not self.throttler.trackers
+        message = json.dumps({"vertex": self.config.vertex, "stat": stat, "held": held}).encode()
+        # The run gone or not listening: its next tick sees the held requests anyway.
+        with contextlib.suppress(OSError):
+            self._poker.sendto(message, ("127.0.0.1", self.config.poke_port))
 
     async def handle(self, request: web.Request) -> web.Response:
         try:
@@ -123,10 +129,11 @@ class _Activator:
             answer.force_close()
             return answer
         arrived = time.monotonic()
-        self.stats.enter(arrived, proxied=True)
+        if self.reporter.request_in(arrived):
+            self._poke(stat=True)
         try:
             if not self.throttler.trackers:
-                self._poke()
+                self._poke(stat=False)
             try:
                 async with self.throttler.slot(self.config.hold_timeout) as tracker:
                     self.longest_wait = max(self.longest_wait, time.monotonic() - arrived)
@@ -144,7 +151,7 @@ class _Activator:
                     f"({self.config.hold_timeout:g})",
                 )
         finally:
-            self.stats.leave(time.monotonic(), proxied=True)
+            self.reporter.request_out(time.monotonic())
 
     async def _forward(self, url: str, body: bytes, headers: dict[str, str]) -> web.Response:
         assert self.session is not None
@@ -179,17 +186,15 @@ class _Activator:
     async def stats_handler(self, request: web.Request) -> web.Response:
         if not self._admin(request):
             raise web.HTTPNotFound()
-        stat = self.stats.report(time.monotonic()).to_dict()
+        now = time.monotonic()
+        report = self.reporter.report(now)  # the immediate report of a first request subtracted
+        stat = report.to_dict() if report is not None else RequestStat(now, 0.0, 0.0, 0.0, 0.0, 0.0).to_dict()
         wait, self.longest_wait = self.longest_wait, 0.0
-        if self.first_sent:  # the poke already reported one request: do not count it twice
-            stat["concurrency"] = max(stat["concurrency"] - 1.0, 0.0)
-            stat["rps"] = max(stat["rps"] - 1.0 / max(stat["period"], 1.0), 0.0)
-            self.first_sent = False
         return web.json_response(
             {
                 **stat,
                 "held": self.throttler.waiting,
-                "in_flight": self.stats.concurrency,
+                "in_flight": self.reporter.in_flight,
                 "in_path": self.in_path or not self.throttler.trackers,
                 "receivers": len(self.throttler.trackers),
                 "assigned": len(self.throttler.assigned),

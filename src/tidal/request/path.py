@@ -258,11 +258,15 @@ class RequestPath:
         assert self._udp is not None
         while not self._stop.is_set():
             try:
-                self._udp.recvfrom(1024)
-            except (TimeoutError, OSError):
+                data, _ = self._udp.recvfrom(1024)
+                poke = json.loads(data)
+            except (TimeoutError, OSError, ValueError):
                 continue
-            with self._lock:  # Knative's immediate {concurrency 1, count 1} for a first request
-                self._samples.append(RequestSample(time.time(), 1.0, 1.0, held=1))
+            if poke.get("stat"):  # Knative's immediate {concurrency 1, count 1} of a first request
+                with self._lock:
+                    self._samples.append(
+                        RequestSample(time.time(), 1.0, 1.0, held=int(bool(poke.get("held"))))
+                    )
             if self._on_poke is not None:
                 self._on_poke()
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["RequestStat", "RequestStats"]
+__all__ = ["ConcurrencyReporter", "RequestStat", "RequestStats"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,3 +93,57 @@ class RequestStats:
         self._count = self._proxied_count = 0
         self._period_start = now
         return stat
+
+
+class ConcurrencyReporter:
+    """The activator's concurrency reporter for one source (``pkg/activator/handler/
+    concurrency_reporter.go``): its :class:`RequestStats`, plus an immediate report on the first
+    request after a quiet period.
+
+    The first request for a source with no stat entry creates one and is reported at once as
+    concurrency 1, one request (``request_in`` returns True: send it now, it is what wakes a
+    source at zero without waiting for the period). The next periodic ``report`` subtracts that
+    request so it is not counted twice, and an entry whose period averaged no concurrency at all
+    is dropped, so the next request after it is reported at once again.
+    """
+
+    def __init__(self) -> None:
+        self._stats: RequestStats | None = None
+        self._first = 0.0
+
+    @property
+    def in_flight(self) -> int:
+        return 0 if self._stats is None else self._stats.concurrency
+
+    def request_in(self, now: float) -> bool:
+        """A request arrived; True when it creates the entry (report ``{1, 1}`` at once)."""
+        created = self._stats is None
+        if self._stats is None:
+            self._stats = RequestStats(now)
+            self._first = 1.0
+        self._stats.enter(now, proxied=True)
+        return created
+
+    def request_out(self, now: float) -> None:
+        if self._stats is not None:
+            self._stats.leave(now, proxied=True)
+
+    def report(self, now: float) -> RequestStat | None:
+        """The period's report with the immediate one subtracted; None with no entry (nothing to
+        report: upstream sends no message for a source without one)."""
+        stats = self._stats
+        if stats is None:
+            return None
+        stat = stats.report(now)
+        first, self._first = self._first, 0.0
+        if stat.average_concurrency == 0 and stats.concurrency == 0:
+            self._stats = None  # quiet for the whole period: the next request reports at once
+        per = stat.period if stat.period > 0 else 1.0
+        return RequestStat(
+            at=stat.at,
+            average_concurrency=max(stat.average_concurrency - first, 0.0),
+            average_proxied_concurrency=max(stat.average_proxied_concurrency - first, 0.0),
+            requests_per_second=stat.requests_per_second - first / per,
+            proxied_requests_per_second=stat.proxied_requests_per_second - first / per,
+            period=stat.period,
+        )
