@@ -299,7 +299,7 @@ class Rater(_PendingSeries):
     (100.0, 850.0)
     """
 
-    __slots__ = ("_last_seen", "_processed", "_processed_col", "_snapshots")
+    __slots__ = ("_last_seen", "_processed", "_processed_col", "_series")
 
     def __init__(self, capacity: int = DEFAULT_CAPACITY) -> None:
         # Column 4 after the pending ones: processed, the running sum of increments up to and
@@ -308,35 +308,58 @@ class Rater(_PendingSeries):
         self._processed_col = self._columns[4]
         self._last_seen: dict[str, float] = {}
         self._processed = 0.0
-        # Each row's counters by series (pod or partition) when more than one was recorded (the
-        # adaptive lookback is a per-series maximum); None where one series is the whole story.
-        self._snapshots: list[dict[str, float] | None] = []
+        # Each series' counter per row (NaN: not there that tick), once more than one series was
+        # recorded: the adaptive lookback is a per-series maximum. Columns of C doubles, aligned
+        # with the timestamps, so 10,000 vertices' history stays invisible to the collector.
+        self._series: dict[str, array[float]] | None = None
 
     def record(self, now: float, counts: Mapping[str, float], pending: float | None) -> None:
         """One tick: every replica's cumulative read counter, and the partition's pending.
 
         A second call for the newest timestamp merges the counters and replaces the pending.
         """
-        if self._newest_time(now) == now:
-            self._snapshots.pop()
+        series = self._series
+        if series is not None and self._newest_time(now) == now:
+            for column in series.values():
+                column.pop()
         self._forget_newest_if_at(now)
         if counts:
             increment, _ = _increment(self._last_seen, counts)
             self._processed += increment
         self._append_pending(now, pending)
         self._processed_col.append(self._processed)
-        self._snapshots.append(dict(counts) if len(counts) > 1 else None)
+        if series is None and len(counts) > 1:
+            series = self._series = {}
+        if series is not None:
+            self._record_series(series, counts)
         if len(self._ts) - self._start > self._capacity:
-            if self._start + 1 >= self._capacity:  # the columns are compacted: so are the snapshots
-                del self._snapshots[: self._start + 1]
+            if series is not None and self._start + 1 >= self._capacity:  # compacted with the rest
+                for column in series.values():
+                    del column[: self._start + 1]
             self._drop_oldest()
 
+    def _record_series(self, series: dict[str, array[float]], counts: Mapping[str, float]) -> None:
+        rows = len(self._ts)
+        for key, value in counts.items():
+            column = series.get(key)
+            if column is None:
+                column = series[key] = array("d", [_NAN]) * (rows - 1)
+            column.append(value)
+        if len(series) != len(counts):  # a series missing this tick: NaN in its column
+            for column in series.values():
+                if len(column) < rows:
+                    column.append(_NAN)
+
     def timeline(self, start: int) -> list[tuple[float, Mapping[str, float]]]:
-        """``(timestamp, counters by series)`` from absolute row ``start``: the rows recorded with
-        several series keep them; the others are the one series ``processed``."""
+        """``(timestamp, counters by series)`` from absolute row ``start``: each series recorded
+        when there were several, else the one series ``processed``."""
+        ts, series = self._ts, self._series
+        if series is None:
+            processed = self._processed_col
+            return [(ts[i], {"processed": processed[i]}) for i in range(start, len(ts))]
         return [
-            (self._ts[i], snap if snap is not None else {"processed": self._processed_col[i]})
-            for i, snap in zip(range(start, len(self._ts)), self._snapshots[start:], strict=True)
+            (ts[i], {k: c[i] for k, c in series.items() if not math.isnan(c[i])})
+            for i in range(start, len(ts))
         ]
 
     def metrics(self, now: float, lookback: float) -> tuple[float | None, float | None]:
