@@ -39,11 +39,17 @@ def test_one_query_runs_source_transformer_and_sink_with_the_replicas_as_its_tas
         queries = [q.name for q in spark.streams.active]
         batches = run.control.batches("mono")
         delays = run.delivered_delays("mono", 0.0)
+        reads = run.control.read_counts("mono", 3)
+        processed = run.control.processed("mono")
     assert queries == ["mono"]  # one query, no buffer between the steps
     ids = delta_ids(tmp_path / "t")
     assert len(ids) == len(set(ids)) == 20_000
     assert set(ids) == {f"mono:{n}" for n in range(1, 20_001)}
     assert max(b.tasks for b in batches) == 3  # min 3: three replicas, three tasks a batch
+    # Numaflow's per-pod read counts: each of the three replicas read its share, and together
+    # exactly what the MonoVertex processed (its rater reads them per pod).
+    assert set(reads) == {"mono-0", "mono-1", "mono-2"} and all(n > 0 for n in reads.values())
+    assert sum(reads.values()) == processed
     assert sum(d.count for d in delays) == 20_000  # its sink records the delivery delay
     import deltalake
 

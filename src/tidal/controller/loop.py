@@ -63,6 +63,9 @@ class ProbeSample:
     replicas: int
     ready: int | None = None  # None = same as replicas
     busy_seconds: float | None = None  # cumulative replica-seconds spent working, if measured
+    # Messages each running replica read so far, by name (Numaflow's getPodReadCounts); None where
+    # the runtime does not count per replica. A MonoVertex's rater reads them per pod, as upstream.
+    read_counts: Mapping[str, float] | None = None
 
 
 class Probe(Protocol):
@@ -183,7 +186,7 @@ class Controller:
                 sample = None
             samples[name] = sample
             if sample is not None:
-                v.rater.record(now, {"all": sample.processed}, sample.pending)
+                v.rater.record(now, self._counters(v, sample), sample.pending)
                 self._watch_progress(v, sample, now)
         for v in self._vertices.values():
             self._adapt_lookback(v, now)
@@ -255,6 +258,14 @@ class Controller:
         note = Decision(v.name, now, replicas, replicas, rule, reason, {"progressAt": v.progress_at})
         (log.warning if rule == Rule.STUCK else log.info)("%s", note.explain())
         self.events.record(note)
+
+    @staticmethod
+    def _counters(v: _Vertex, sample: ProbeSample) -> Mapping[str, float]:
+        """What the rater records: per pod for a MonoVertex (its daemon's rater reads each pod's
+        count), one series for a vertex (one partition, its pods' counts summed, as upstream)."""
+        if v.kind == VertexKind.MONOVERTEX and sample.read_counts is not None:
+            return sample.read_counts
+        return {"all": sample.processed}
 
     def lookbacks(self) -> Mapping[str, float]:
         """The lookback in use per vertex (Numaflow's dynamic lookback, §3.4)."""

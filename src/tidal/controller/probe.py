@@ -85,7 +85,8 @@ class StoreProbe:
             ready = self._control.ready_replicas(vertex, replicas)
             if self._slots is not None:  # on a cluster: only the replicas that have a core
                 ready = min(ready, self._slots().get(vertex, ready))
-        return ProbeSample(float(processed), pending, replicas, ready, busy_seconds=busy)
+        reads = self._control.read_counts(vertex, replicas)
+        return ProbeSample(float(processed), pending, replicas, ready, busy_seconds=busy, read_counts=reads)
 
     def _pending_of_source(self, vertex: str) -> float | None:
         report = self._source_pending.get(vertex)

@@ -14,6 +14,9 @@ Python objects (``shared/design.md``). What goes through it:
 - ``batches``: one row per committed micro-batch: its tasks (the replicas that really ran),
   messages in and out, the seconds its tasks spent working (``busy``) and, for a sink, the
   delivery delays of its messages (``delays``: a :class:`~tidal.scaling.latency.DelaySample`).
+- ``replica_reads``: messages each replica (read partition ``i`` of a batch) has read so far, kept
+  in the same transaction as the batch (a replay replaces its own counts): Numaflow's per-pod read
+  counts (``getPodReadCounts``), which its rater reads per pod for a MonoVertex.
 - ``reports``: what a source's reader saw of its source (its ``pending()``, or why it is not
   available), for the controller in the driver process.
 - ``meta``: small facts of the run that must survive a restart (the generator's start time, a
@@ -95,6 +98,12 @@ class ControlStore:
                 db.execute("ALTER TABLE batches ADD COLUMN dead INTEGER NOT NULL DEFAULT 0")
             if "delays" not in columns:
                 db.execute("ALTER TABLE batches ADD COLUMN delays TEXT")
+            if "parts" not in columns:
+                db.execute("ALTER TABLE batches ADD COLUMN parts TEXT")
+            db.execute(
+                "CREATE TABLE IF NOT EXISTS replica_reads (vertex TEXT NOT NULL, replica INTEGER NOT NULL, "
+                "count INTEGER NOT NULL, PRIMARY KEY (vertex, replica))"
+            )
             db.execute(
                 "CREATE TABLE IF NOT EXISTS reports (vertex TEXT PRIMARY KEY, pending REAL, "
                 "error TEXT NOT NULL, at REAL NOT NULL)"
@@ -135,16 +144,48 @@ class ControlStore:
         busy: float = 0.0,
         dead: int = 0,
         delays: DelaySample | None = None,
+        parts: Sequence[int] = (),
     ) -> None:
-        """A committed micro-batch; recording the same batch again (a replay) replaces it."""
+        """A committed micro-batch; recording the same batch again (a replay) replaces it.
+
+        ``parts``: the messages each replica read (partition ``i`` of the batch); what they do
+        not account for of ``rows`` is counted for replica 0."""
         delay_text = None
         if delays is not None and delays.count:
             delay_text = json.dumps({"n": delays.count, "p": [round(p, 4) for p in delays.points]})
+        reads = [max(0, int(n)) for n in parts] or [0]
+        reads[0] += max(0, rows - sum(reads))
         with self._store.transaction() as db:
+            old = db.execute(
+                "SELECT parts FROM batches WHERE vertex=? AND batch_id=?", (vertex, batch_id)
+            ).fetchone()
+            if old is not None and old[0]:  # a replay: take its first recording back
+                for replica, count in enumerate(json.loads(old[0])):
+                    db.execute(
+                        "UPDATE replica_reads SET count = count - ? WHERE vertex=? AND replica=?",
+                        (count, vertex, replica),
+                    )
+            for replica, count in enumerate(reads):
+                db.execute(
+                    "INSERT INTO replica_reads (vertex, replica, count) VALUES (?, ?, ?) "
+                    "ON CONFLICT(vertex, replica) DO UPDATE SET count = count + excluded.count",
+                    (vertex, replica, count),
+                )
             db.execute(
                 "INSERT OR REPLACE INTO batches (vertex, batch_id, tasks, rows, at, written, busy, dead, "
-                "delays) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (vertex, batch_id, tasks, rows, time.time(), written, busy, dead, delay_text),
+                "delays, parts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    vertex,
+                    batch_id,
+                    tasks,
+                    rows,
+                    time.time(),
+                    written,
+                    busy,
+                    dead,
+                    delay_text,
+                    json.dumps(reads),
+                ),
             )
 
     def delivering(self) -> list[str]:
@@ -223,6 +264,16 @@ class ControlStore:
     def processed(self, vertex: str) -> int:
         """Messages the vertex has processed so far (the sum over its committed batches)."""
         return self.progress(vertex)[0]
+
+    def read_counts(self, vertex: str, replicas: int) -> dict[str, float]:
+        """``getPodReadCounts``: messages read so far by each of the vertex's ``replicas`` running
+        replicas, by name (``vertex-0``, ``vertex-1``, …); a replica that read nothing yet is
+        absent, and one past ``replicas`` is gone (its count stays for when it comes back)."""
+        rows = self._store.db.execute(
+            "SELECT replica, count FROM replica_reads WHERE vertex=? AND replica < ? ORDER BY replica",
+            (vertex, replicas),
+        )
+        return {f"{vertex}-{int(replica)}": float(count) for replica, count in rows}
 
     def progress(self, vertex: str) -> tuple[int, float]:
         """Messages processed and busy seconds so far, summed over the committed batches."""

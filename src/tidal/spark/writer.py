@@ -227,6 +227,7 @@ class VertexWriter(DataSourceStreamArrowWriter):
             busy=sum(m.busy for m in written),
             dead=sum(m.dead for m in written),
             delays=delays,
+            parts=[max(0, last - first + 1) for first, last in batch.parts] if batch is not None else (),
         )
 
     def tasks(self, messages: list[WriterCommitMessage | None], parts: int | None) -> int:
