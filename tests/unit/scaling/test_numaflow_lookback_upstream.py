@@ -118,3 +118,75 @@ def test_rater_snapshots_survive_compaction():
     timeline = r.timeline(r._start)
     assert [at for at, _ in timeline] == [16.0, 17.0, 18.0, 19.0]  # capacity 4: the newest 4
     assert all(counts == {"a": at, "b": 1.0} for at, counts in timeline)
+
+
+# -- TestCalculateRate (pkg/mvtxdaemon/server/service/rater/helper_test.go) -------------------------
+
+NOW = 1_000.0
+
+
+def window(*rows):
+    from tidal.scaling.rates import CounterWindow
+
+    w = CounterWindow()
+    for ago, counts in rows:
+        w.record(NOW - ago, counts)
+    return w
+
+
+def test_calculate_rate_with_fewer_than_two_samples_is_not_available():
+    assert window().rate(NOW, 10) is None
+    assert window((20, {"pod1": 5.0})).rate(NOW, 10) is None
+
+
+@pytest.mark.parametrize(
+    ("rows", "rates"),
+    [
+        pytest.param(
+            [(20, {"pod1": 5.0}), (10, {"pod1": 10.0}), (0, {"pod1": 20.0})],
+            {5: None, 15: None, 25: 0.5, 100: 0.5},
+            id="singlePod_givenCountIncreases",
+        ),
+        pytest.param(
+            [(30, {"pod1": 200.0}), (20, {"pod1": 100.0}), (10, {"pod1": 50.0}), (0, {"pod1": 80.0})],
+            {5: None, 15: None, 25: 5.0, 35: 7.5, 100: 7.5},
+            id="singlePod_givenCountDecreases",
+        ),
+        pytest.param(
+            [(30, {"pod1": 50.0, "pod2": 100.0}), (20, {"pod1": 100.0, "pod2": 200.0}),
+             (10, {"pod1": 200.0, "pod2": 300.0})],
+            {5: None, 15: None, 25: None, 35: 15.0},
+            id="multiplePods_givenCountIncreases",
+        ),
+        pytest.param(
+            [(30, {"pod1": 200.0, "pod2": 300.0}), (20, {"pod1": 100.0, "pod2": 200.0}),
+             (10, {"pod1": 50.0, "pod2": 100.0})],
+            {5: None, 15: None, 25: None, 35: 30.0},
+            id="multiplePods_givenCountDecreases",
+        ),
+        pytest.param(
+            [(30, {"pod1": 50.0, "pod2": 300.0}), (20, {"pod1": 100.0, "pod2": 200.0}),
+             (10, {"pod1": 200.0, "pod2": 100.0})],
+            {5: None, 15: None, 25: None, 35: 25.0},
+            id="multiplePods_givenOnePodRestarts",
+        ),
+        pytest.param(
+            [(30, {"pod1": 200.0, "pod2": 90.0, "pod3": 50.0}), (20, {"pod1": 100.0, "pod2": 200.0}),
+             (10, {"pod1": 50.0, "pod2": 300.0, "pod4": 100.0}),
+             (0, {"pod2": 400.0, "pod3": 200.0, "pod100": 200.0})],
+            {5: None, 15: None, 25: 25.0, 35: 23.0, 100: 23.0},
+            id="multiplePods_givenPodsComeAndGo",
+        ),
+    ],
+)  # fmt: skip
+def test_calculate_rate(rows, rates):
+    w = window(*rows)
+    assert {lookback: w.rate(NOW, lookback) for lookback in rates} == rates
+
+
+def test_a_pod_back_from_a_missed_scrape_counts_its_increase_not_its_whole_counter():
+    """The one deliberate difference (docs/conformance.md): pod3 missed two scrapes and came back
+    at 200 having been at 50. Upstream's ``calculatePodDelta`` takes its previous count from the
+    previous snapshot (absent: 0) and counts 200; Tidal counts 150, what it really processed."""
+    w = window((20, {"pod3": 50.0}), (10, {"pod1": 1.0}), (0, {"pod3": 200.0}), (-10, {"pod3": 200.0}))
+    assert w.rate(NOW + 10, 100) == pytest.approx((1.0 + 150.0) / 20)  # upstream: (1 + 200) / 20
