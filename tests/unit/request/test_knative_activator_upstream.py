@@ -370,3 +370,20 @@ def test_throttler_with_two_activators_balances_over_its_own_slice_only():
 def test_set_activators_refuses_an_index_outside_the_count():
     with pytest.raises(ValueError, match="outside"):
         Throttler(cc=1, max_held=1).set_activators(2, 2)
+
+
+@pytest.mark.parametrize(
+    ("backends", "activators", "open_"),
+    [
+        pytest.param(0, 0, False, id="newInfiniteBreaker, numActivators: 0, capacity: 0, cc: 0"),
+        pytest.param(1, 0, True, id="newInfiniteBreaker, numActivators: 0, capacity: 1, cc: 0"),
+        pytest.param(10, 0, True, id="newInfiniteBreaker, numActivators: 0, capacity: 10, cc: 0"),
+        pytest.param(0, 200, False, id="newInfiniteBreaker, numActivators: 200, capacity: 0, cc: 0"),
+        pytest.param(1, 200, True, id="newInfiniteBreaker, numActivators: 200, capacity: 1, cc: 0"),
+    ],
+)
+def test_throttler_update_capacity_infinite_breaker(backends, activators, open_):
+    """Upstream's infinite breaker reports 1 (open) or 0 (shut); Tidal's is open with
+    ``MAX_CAPACITY`` tokens."""
+    capacity = subsetting.calculate_capacity(0, 0, backends, activators)
+    assert capacity == (subsetting.MAX_CAPACITY if open_ else 0)
