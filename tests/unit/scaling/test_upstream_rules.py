@@ -144,3 +144,18 @@ def test_idle_is_concluded_only_after_a_whole_lookback_since_the_start():
     early = idle_at(1010.0)
     assert early.rule == Rule.WARMING_UP and early.desired == 2 and "whole lookback (120 s)" in early.reason
     assert idle_at(1121.0).desired == 0
+
+
+def test_a_monovertex_negative_min_reads_as_zero_as_getminreplicas_does() -> None:
+    """``validateCronScaling`` only checks ``min`` when cron is set, so a MonoVertex without cron
+    gets past upstream's validator with ``min: -1``; ``GetMinReplicas`` reads it as 0."""
+    spec = parse_pipeline(
+        {
+            "kind": "MonoVertex",
+            "name": "m",
+            "source": {"generator": {"rate": 10}},
+            "sink": {"blackhole": {}},
+            "scale": {"min": -1, "max": 3},
+        }
+    )
+    assert numaflow_scale(spec.vertices[0].scale).min == 0
