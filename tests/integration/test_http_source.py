@@ -89,7 +89,8 @@ def test_a_request_at_zero_is_held_the_receivers_wake_and_it_is_answered(spark, 
         assert status == 200, answer
         assert answer == {"accepted": 2, "duplicates": 0, "ids": ["first/0", "first/1"]}
         assert path.ready() >= 1
-        time.sleep(2.5)  # a report or two: the longest wait is recorded in the series
+        # A report or two: the longest wait is recorded in the series (waited for, not slept on).
+        wait_until(lambda: any(s["longest_wait"] > 0 for s in series(tmp_path)), 60)
         assert sorted(delivered(tmp_path, {"first/0", "first/1"})) == ["first/0", "first/1"]
         recorded = max(s["longest_wait"] for s in series(tmp_path))
         assert 0 < recorded <= waited + 0.1
@@ -118,7 +119,7 @@ def test_container_concurrency_one_never_lets_two_requests_into_a_receiver(spark
             )
         ok = {f"cc-{i}/{j}" for i, (status, _) in enumerate(answers) if status == 200 for j in range(50)}
         assert len(ok) == 200 * 50, [a for a in answers if a[0] != 200][:3]
-        time.sleep(1.5)  # the next scrape reads the receivers' peaks
+        wait_until(lambda: path.peak_inside() >= 1, 60)  # a scrape read the receivers' peaks
         assert path.peak_inside() == 1
         got = delivered(tmp_path, ok)
     finally:
@@ -256,13 +257,13 @@ def test_with_burst_capacity_zero_the_activator_leaves_the_path_and_comes_back_a
         assert listeners(path.port) == set(path.receiver_pids()) and activator not in listeners(path.port)
         answers = [post(path.url, json.dumps({"n": i}).encode(), X_Message_Id=f"m{i}") for i in range(50)]
         assert all(status == 200 for status, _ in answers)
-        time.sleep(2.5)
+        wait_until(lambda: any(not s["in_path"] and s["rps"] > 0 for s in series(tmp_path)), 60)
         assert any(not s["in_path"] and s["rps"] > 0 for s in series(tmp_path))
         assert sorted(delivered(tmp_path, {f"m{i}" for i in range(50)})) == sorted(f"m{i}" for i in range(50))
         # Idle: the KPA takes the source to zero, and the activator holds the port again first.
         wait_until(lambda: path.ready() == 0, 60)
         assert path.ready() == 0
-        time.sleep(1)
+        wait_until(lambda: listeners(path.port) == {activator}, 60)
         assert listeners(path.port) == {activator}
         assert post(path.url, b'{"again": 1}', X_Message_Id="again")[0] == 200  # held, then served
     finally:

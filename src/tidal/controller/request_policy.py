@@ -73,7 +73,9 @@ class RequestKpaPolicy(VertexPolicy):
             return decision  # the reconciler has nothing to act on: the path stays as it is
         self.informs += informed
         self._ready_seen = view.ready
-        self.reported_scale = reported_desired_scale(self.reported_scale, self.status.desired_scale)
+        # computeStatus: the PodAutoscaler reports the scale the reconciler applies (bounds and the
+        # scale-to-zero gate included), keeping a known one over an unknown one.
+        self.reported_scale = reported_desired_scale(self.reported_scale, decision.desired)
         tbc = self.scaler.spec.target_burst_capacity
         if tbc == -1:
             in_path = True
@@ -84,7 +86,7 @@ class RequestKpaPolicy(VertexPolicy):
         else:
             in_path = last.activator_in_path if last is not None else True
         self._load.set_in_path(in_path)
-        status, before = self.status, decision
+        status, before, reported = self.status, decision, self.reported_scale
         return decision.replace(
             inputs=lambda: {
                 **before.inputs,
@@ -92,5 +94,6 @@ class RequestKpaPolicy(VertexPolicy):
                 "deciderDesiredScale": status.desired_scale,
                 "deciderExcessBurstCapacity": status.excess_burst_capacity,
                 "activatorInPath": in_path,
+                "desiredScale": reported,
             }
         )
