@@ -1,6 +1,8 @@
 # Tidal: the two commands a new user needs.
 #   make demo   set up .venv, then run the demo pipeline (Spark local mode, SQLite buffers)
 #   make test   set up .venv, then ruff, import-linter, mypy and the whole pytest suite
+#               (unit tests on every core with pytest-xdist, then the integration tests one at a time)
+#   make test-under-load   the integration tests with two CPU hogs beside them, RUNS times in a row
 # Each target creates or refreshes .venv by itself; packages are re-installed only when
 # pyproject.toml or constraints.txt changed.
 
@@ -15,13 +17,29 @@ export PYSPARK_PYTHON := $(VPY)
 export PYSPARK_DRIVER_PYTHON := $(VPY)
 export SPARK_LOCAL_IP := 127.0.0.1
 
-.PHONY: demo test lint unit integration bench check-java check-browser check-loadgen venv clean
+.PHONY: demo test test-under-load lint unit integration bench check-java check-browser check-loadgen venv clean
+
+# Each pytest run ends with its 15 slowest tests; Spark's noise stays in the runs' log files.
+PYTEST := $(VPY) -m pytest -q --durations=15
+RUNS ?= 3
 
 demo: $(STAMP) check-java
 	$(VENV)/bin/tidal demo
 
 test: $(STAMP) check-java check-browser check-loadgen lint
-	$(VPY) -m pytest -q tests
+	$(PYTEST) -n 2 tests/unit
+	$(PYTEST) tests/integration
+
+# Proof that no test depends on how much happens in a fixed window: the integration tests with
+# two busy CPU hogs beside them (tests/load/hogs.py, stopped by PID whatever happens), RUNS times.
+test-under-load: $(STAMP) check-java check-browser check-loadgen
+	@set -e; for i in $$(seq 1 $(RUNS)); do \
+	  echo "== integration tests under load: run $$i of $(RUNS)"; \
+	  $(VPY) tests/load/hogs.py start 2 .hogs.pid; \
+	  trap '$(VPY) tests/load/hogs.py stop .hogs.pid' EXIT; \
+	  $(PYTEST) tests/integration; \
+	  $(VPY) tests/load/hogs.py stop .hogs.pid; trap - EXIT; \
+	done
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests
@@ -29,10 +47,10 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy
 
 unit: $(STAMP)
-	$(VPY) -m pytest -q tests/unit
+	$(PYTEST) -n 2 tests/unit
 
 integration: $(STAMP) check-java check-browser check-loadgen
-	$(VPY) -m pytest -q tests/integration
+	$(PYTEST) tests/integration
 
 bench: $(STAMP) check-java check-loadgen
 	$(VENV)/bin/tidal bench all
@@ -86,4 +104,4 @@ check-loadgen:
 	fi
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis runs
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis runs .hogs.pid

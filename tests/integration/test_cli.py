@@ -72,6 +72,15 @@ def lines(path: Path) -> list[str]:
     return [json.loads(line)["id"] for line in path.read_text().splitlines() if line.endswith("}")]
 
 
+def scraped_processed(port: int, vertex: str) -> float:
+    """What the exporter says ``vertex`` processed; 0 while it cannot be read (a busy exporter
+    may reset a connection: that is "not yet", and ``wait_for`` notices a run that ended)."""
+    try:
+        return scrape(port).get(("tidal_vertex_processed_total", vertex), 0)
+    except OSError:
+        return 0
+
+
 def scrape(port: int) -> dict[tuple[str, str], float]:
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
     out = {}
@@ -85,13 +94,12 @@ def test_run_serves_metrics_writes_a_report_and_events_and_status_read_it(tmp_pa
     spec = tmp_path / "p.yaml"
     spec.write_text(PIPELINE.format(rate=400, total=4000))
     run_dir = tmp_path / "run"
-    proc = tidal("run", str(spec), "--duration", "30", "--run-dir", str(run_dir), "--metrics-port", "0")
+    # 45 s: a busy machine may take most of half a minute to deliver the first batch.
+    proc = tidal("run", str(spec), "--duration", "45", "--run-dir", str(run_dir), "--metrics-port", "0")
     try:
         wait_for((run_dir / "metrics.port").exists, 60, "the metrics endpoint", proc)
         port = int((run_dir / "metrics.port").read_text())
-        wait_for(
-            lambda: scrape(port).get(("tidal_vertex_processed_total", "out"), 0) > 0, 60, "metrics", proc
-        )
+        wait_for(lambda: scraped_processed(port, "out") > 0, 120, "metrics", proc)
         metrics = scrape(port)
         assert metrics[("tidal_vertex_replicas", "work")] >= 0
         assert ("tidal_buffer_pending", "work") in metrics and ("tidal_buffer_usage_ratio", "work") in metrics
