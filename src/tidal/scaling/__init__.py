@@ -40,6 +40,7 @@ from tidal.scaling.limits import (
     BufferLimits,
     usable_length,
 )
+from tidal.scaling.lookback import adaptive_lookback
 from tidal.scaling.numaflow import decide, wake_from_zero, wake_on_path
 from tidal.scaling.numaflow_estimate import (
     BufferInfo,
@@ -50,7 +51,7 @@ from tidal.scaling.numaflow_estimate import (
     desired_replicas,
 )
 from tidal.scaling.numaflow_scale import NumaflowScale, normalise_scale
-from tidal.scaling.rates import CounterWindow, GaugeWindow, Rater, adaptive_lookback
+from tidal.scaling.rates import CounterWindow, GaugeWindow, Rater
 from tidal.scaling.windows import (
     MaxTimeWindow,
     TimedBuckets,

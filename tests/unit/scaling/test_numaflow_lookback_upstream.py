@@ -1,12 +1,13 @@
 """Numaflow's adaptive lookback, per pod and per partition: ``TestCalculateMaxLookback``
 (``pkg/mvtxdaemon/server/service/rater/helper_test.go``) ported case by case onto
-:func:`tidal.scaling.rates.max_unchanged_seconds`, and the Rater that feeds it several series."""
+:func:`tidal.scaling.lookback.max_unchanged_seconds`, and the Rater that feeds it several series."""
 
 from __future__ import annotations
 
 import pytest
 
-from tidal.scaling.rates import Rater, adaptive_lookback, max_unchanged_seconds
+from tidal.scaling.lookback import adaptive_lookback, max_unchanged_seconds
+from tidal.scaling.rates import Rater
 
 
 def tl(*rows):

@@ -4,7 +4,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tidal.scaling.rates import CounterWindow, GaugeWindow, Rater, adaptive_lookback
+from tidal.scaling.lookback import adaptive_lookback
+from tidal.scaling.rates import CounterWindow, GaugeWindow, Rater
 
 
 def counters(*samples: tuple[float, dict[str, float]]) -> CounterWindow:
