@@ -15,8 +15,9 @@ loopback port:
   With more than three receivers it scrapes a sample of them, as Knative's scraper does
   (:mod:`tidal.scaling.scrape_sample`: older receivers first, the sums scaled up to all); a
   receiver left out keeps its last counters until it is sampled again.
-* **Pokes**: the activator's datagram at zero records its immediate one-request sample and calls
-  ``on_poke`` (the controller ticks at once).
+* **Pokes**: an activator's datagram for a first request records its immediate one-request
+  sample (Knative's concurrency reporter), and every poke calls ``on_poke`` (the controller ticks
+  at once).
 
 Every process is stopped by PID in :meth:`stop`.
 """
@@ -39,12 +40,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tidal.request import scrape
 from tidal.request.activator import READY_LINE as ACTIVATOR_LINE
 from tidal.request.activator import ActivatorConfig
 from tidal.request.children import Child, first_port, get, ports, put
 from tidal.request.receiver import READY_LINE as RECEIVER_LINE
 from tidal.request.receiver import ReceiverConfig
-from tidal.scaling import scrape_sample
 
 __all__ = ["RequestPath", "RequestSample"]
 
@@ -391,45 +392,14 @@ class RequestPath:
     def _scrape(self) -> None:
         """Knative's collector (§3.5): pod values minus their proxied part, plus the activator's."""
         with self._lock:
-            targets = [r for r in [*self._receivers, *self._stopping] if r.ready_at is not None]
-        now = time.time()
-        old = [r for r in targets if r.ready_at is not None and now - r.ready_at >= self._window]
-        young = [r for r in targets if r.ready_at is not None and now - r.ready_at < self._window]
-        order, sample_size = scrape_sample.scrape_order(old, young, self._rng.shuffle)
-        concurrency = rps = 0.0
-        refused = 0
-        answered = failed = 0
-        for r in order:
-            if answered >= sample_size:
-                break
-            try:
-                stat = get(r.url + "_tidal/stats", timeout=0.5)
-            except (OSError, ValueError):
-                failed += 1  # a receiver going away: the next in the order stands in (upstream's backups)
-                continue
-            answered += 1
-            r.accepted = int(stat["accepted"])
-            r.extra["refused"] = int(stat["refused"])
-            r.extra["peak_inside"] = int(stat["peak_inside"])
-            concurrency += stat["concurrency"] - stat["proxied_concurrency"]
-            rps += stat["rps"] - stat["proxied_rps"]
-        self.sampled = (answered, len(targets))
-        if answered:  # the sample's sums as the population's (Stat.average), the gone left out
-            concurrency = scrape_sample.extrapolate(concurrency, answered, len(targets) - failed)
-            rps = scrape_sample.extrapolate(rps, answered, len(targets) - failed)
-        held, in_path, wait = 0, False, 0.0
-        for activator in self._activators:  # every activator pushes its own part (Knative sums)
-            try:
-                a = get(f"http://127.0.0.1:{activator.port}/_tidal/stats", timeout=0.5)
-            except (OSError, ValueError):
-                in_path = True  # not heard from: say in the path, the safe side
-                continue
-            concurrency += a["concurrency"]
-            rps += a["rps"]
-            held += int(a["held"])
-            in_path = in_path or bool(a["in_path"])
-            wait = max(wait, float(a["longest_wait"]))
-            refused += int(a["rejected"])
+            targets = [*self._receivers, *self._stopping]
+        receivers = scrape.scrape_receivers(targets, time.time(), self._window, self._rng)
+        self.sampled = (receivers.answered, receivers.ready)
+        activators = scrape.scrape_activators(self._activators)
+        concurrency = receivers.concurrency + activators.concurrency
+        rps = receivers.rps + activators.rps
+        held, in_path, wait = activators.held, activators.in_path, activators.longest_wait
+        refused = activators.rejected
         with self._lock:
             refused += self._refused_gone + sum(
                 r.extra.get("refused", 0) for r in [*self._receivers, *self._stopping]

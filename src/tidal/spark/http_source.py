@@ -19,6 +19,7 @@ from tidal.request.path import RequestPath
 from tidal.request.receiver import ReceiverConfig
 from tidal.spark.config import QueryConfig
 from tidal.spec import PipelineSpec
+from tidal.spec.kpa import kpa_spec
 
 __all__ = ["http_sources", "probe_sample", "start_request_path"]
 
@@ -65,6 +66,7 @@ def start_request_path(
         on_poke=on_poke,
         series=run_dir / "requests.jsonl",
         activators=http.activators,
+        window=kpa_spec(v).stable_window,  # a receiver younger than the KPA's window is "young"
     ).start()
     (run_dir / f"{v.name}.url").write_text(path.url + "\n")  # where clients send: tidal status shows it
     return path
