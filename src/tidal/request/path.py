@@ -241,7 +241,7 @@ class RequestPath:
         out = []
         for a in self._activators:
             try:
-                out.append(dict(get(f"http://127.0.0.1:{a.port}/_tidal/slice", timeout=0.5)))
+                out.append(dict(get(f"http://127.0.0.1:{a.port}/_tidal/slice", timeout=5.0)))
             except (OSError, ValueError):
                 out.append({})
         return out
