@@ -40,9 +40,10 @@ BURSTS = {"rate": 0, "shape": "bursty", "peak": 2000, "period": 45, "duration": 
 
 
 def test_a_burst_scales_the_udf_up_drains_goes_to_zero_and_the_next_burst_wakes_it(spark, tmp_path):
-    # Bursts of 2000 msg/s for 3 s every 45 s; 1 ms of work per message in the UDF.
+    # Bursts of 2000 msg/s for 3 s every 45 s; 1 ms of work per message in the UDF, which keeps
+    # its buffer (not chained) so that it scales on its own.
     spec = (
-        Pipeline("wave", limits={"readBatchSize": 250}, controller={"intervalSeconds": 0.5})
+        Pipeline("wave", limits={"readBatchSize": 250}, controller={"intervalSeconds": 0.5}, chaining=False)
         .source(
             "gen",
             generator={

@@ -34,7 +34,7 @@ from pathlib import Path
 from tidal.isb.sqlite import SqliteStore
 from tidal.scaling.latency import DelaySample
 
-__all__ = ["BatchRange", "BatchRecord", "ControlStore", "SourceReport"]
+__all__ = ["BatchRange", "BatchRecord", "ControlStore", "MemberBatch", "SourceReport"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +46,25 @@ class BatchRecord:
     at: float
     written: int = 0  # messages written to the outputs (a filter writes fewer, a flatmap more)
     busy: float = 0.0  # seconds its tasks spent working (reading, the UDF, writing), summed
+
+
+@dataclass(frozen=True, slots=True)
+class MemberBatch:
+    """What a chained vertex (past its chain's head) did in the head's micro-batch
+    (:mod:`tidal.spec.chains`): recorded under its own name, so status shows every vertex."""
+
+    vertex: str
+    rows: int  # messages its function got
+    written: int  # messages it passed on (or delivered, for the chain's sink)
+    busy: float = 0.0  # seconds its own step took, summed over the tasks
+    dead: int = 0
+    delays: DelaySample | None = None  # the chain's sink: delivery delays
+
+
+def _delay_text(delays: DelaySample | None) -> str | None:
+    if delays is None or not delays.count:
+        return None
+    return json.dumps({"n": delays.count, "p": [round(p, 4) for p in delays.points]})
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,14 +164,14 @@ class ControlStore:
         dead: int = 0,
         delays: DelaySample | None = None,
         parts: Sequence[int] = (),
+        members: Sequence[MemberBatch] = (),
     ) -> None:
         """A committed micro-batch; recording the same batch again (a replay) replaces it.
 
         ``parts``: the messages each replica read (partition ``i`` of the batch); what they do
-        not account for of ``rows`` is counted for replica 0."""
-        delay_text = None
-        if delays is not None and delays.count:
-            delay_text = json.dumps({"n": delays.count, "p": [round(p, 4) for p in delays.points]})
+        not account for of ``rows`` is counted for replica 0. ``members``: a chain's other
+        vertices, recorded in the same transaction with the same tasks and batch id."""
+        delay_text = _delay_text(delays)
         reads = [max(0, int(n)) for n in parts] or [0]
         reads[0] += max(0, rows - sum(reads))
         with self._store.transaction() as db:
@@ -187,6 +206,23 @@ class ControlStore:
                     json.dumps(reads),
                 ),
             )
+            now = time.time()
+            for m in members:
+                db.execute(
+                    "INSERT OR REPLACE INTO batches (vertex, batch_id, tasks, rows, at, written, busy, dead, "
+                    "delays, parts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL)",
+                    (
+                        m.vertex,
+                        batch_id,
+                        tasks,
+                        m.rows,
+                        now,
+                        m.written,
+                        m.busy,
+                        m.dead,
+                        _delay_text(m.delays),
+                    ),
+                )
 
     def delivering(self) -> list[str]:
         """The vertices that recorded delivery delays (the sinks that delivered something)."""

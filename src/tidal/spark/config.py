@@ -66,6 +66,9 @@ class QueryConfig:
         udf: UdfSpec | None = None,
         sink: SinkSpec | None = None,
         schema: str | None = None,  # the input's records schema (Spark DDL), for a SQL or DataFrame step
+        # A chain's vertices after this one (tidal.spec.chains), in order, each with its function
+        # (None: the chain's sink). ``outputs`` and ``sink`` are then the chain's tail's.
+        followers: tuple[tuple[str, UdfSpec | None], ...] = (),
     ) -> None:
         if limits is None:
             from tidal.spec.model import Limits
@@ -82,12 +85,21 @@ class QueryConfig:
         self.schema = schema
         # A SQL or DataFrame step: its query carries rows (id, payload) through Spark, not task ranges.
         self.rows = udf is not None and udf.engine != "python"
-        self._specs: dict[str, Any] | None = {"limits": limits, "source": source, "udf": udf, "sink": sink}
+        # The chain's vertex names, this one first (just this one when it is not chained).
+        self.members: tuple[str, ...] = (vertex, *(name for name, _ in followers))
+        self._specs: dict[str, Any] | None = {
+            "limits": limits,
+            "source": source,
+            "udf": udf,
+            "sink": sink,
+            "followers": tuple(u for _, u in followers),
+        }
         self._packed: bytes | None = None
 
     def __repr__(self) -> str:
         return (
-            f"QueryConfig({self.pipeline!r}, {self.vertex!r}, input={self.input!r}, outputs={self.outputs!r})"
+            f"QueryConfig({self.pipeline!r}, {'>'.join(self.members)!r}, input={self.input!r}, "
+            f"outputs={self.outputs!r})"
         )
 
     # -- pickling: the specs go as a nested pickle, opened on first use ------------------------------
@@ -123,6 +135,15 @@ class QueryConfig:
     @property
     def sink(self) -> SinkSpec | None:
         return self._spec("sink")  # type: ignore[no-any-return]
+
+    @property
+    def tail(self) -> str:
+        """The vertex whose outputs or sink the query writes: the chain's last (or itself)."""
+        return self.members[-1]
+
+    def steps(self) -> list[tuple[str, UdfSpec | None]]:
+        """Every member with its function (None: none), head first: what each task runs in turn."""
+        return [(self.vertex, self.udf), *zip(self.members[1:], self._spec("followers"), strict=True)]
 
     @property
     def read_batch_size(self) -> int:

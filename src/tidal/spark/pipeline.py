@@ -36,10 +36,12 @@ from tidal.isb.control import ControlStore
 from tidal.scaling.latency import DelaySample
 from tidal.spark import rundir
 from tidal.spark.config import QueryConfig, input_buffer
+from tidal.spark.queries import query_config
 from tidal.spark.run_status import VertexStatus, vertex_statuses
 from tidal.spark.stores import open_store
 from tidal.spark.vertex import start_vertex, stop_between_batches
 from tidal.spec import PipelineSpec, graph
+from tidal.spec.chains import folded, plan_chains
 
 if TYPE_CHECKING:
     from tidal.request.path import RequestPath
@@ -96,6 +98,10 @@ class PipelineRun:
         buffers_url: str | None = None,
     ) -> None:
         self.spec = spec
+        # Adjacent vertices on one-to-one edges run as one query (tidal.spec.chains); the
+        # controller scales each chain as one vertex, its head.
+        self.plan = plan_chains(spec)
+        self.control_spec = folded(spec, self.plan)
         # Absolute: executors on a cluster run in their own working directories, and a relative
         # path there would open (and create) another, empty pipeline.db.
         self.run_dir = Path(run_dir).absolute()
@@ -141,22 +147,9 @@ class PipelineRun:
         return open_store(backend, db=str(self.db), pipeline=self.spec.name, url=self._url)
 
     def query_config(self, vertex: str) -> QueryConfig:
-        """What the query of ``vertex`` needs to know (its buffers, source, UDF or sink)."""
-        v = self.spec.vertex(vertex)
-        return QueryConfig(
-            pipeline=self.spec.name,
-            vertex=vertex,
-            db=str(self.db),
-            run_dir=str(self.run_dir),
-            input=input_buffer(v),
-            outputs=tuple(self.spec.outputs(vertex)),
-            limits=self.spec.limits,
-            backend=self.spec.buffers.backend,
-            url=self._url,
-            source=v.source,
-            udf=v.udf,
-            sink=v.sink,
-            schema=next((r.schema_ for r in self.spec.input_records(vertex) if r is not None), None),
+        """What the query of ``vertex`` (a chain's head) needs to know."""
+        return query_config(
+            self.spec, self.plan, vertex, db=str(self.db), run_dir=str(self.run_dir), url=self._url
         )
 
     def start(self) -> PipelineRun:
@@ -165,7 +158,7 @@ class PipelineRun:
         self.buffers = self._open_buffers()
         limits = self.spec.limits.buffer
         self.control = ControlStore(self.db)
-        for v in self.spec.vertices:
+        for v in self.control_spec.vertices:  # a chain's followers have no buffer and no replicas
             name = input_buffer(v)
             if name is not None:
                 self.buffers.create(name, limits)
@@ -173,7 +166,9 @@ class PipelineRun:
                 self.control.set_replicas(v.name, v.replicas)
             if v.source is not None:
                 self.control.set_closing(v.name, False)  # the last stop closed it
-        configs = {v.name: self.query_config(v.name) for v in self.spec.vertices}
+        configs = {v.name: self.query_config(v.name) for v in self.control_spec.vertices}
+        for line in self.plan.describe():
+            log.info("chaining: %s", line)
         if self._spark is None:
             from tidal.spark.session import build_session
 
@@ -213,7 +208,7 @@ class PipelineRun:
             )
         actuator = DryRunActuator() if self.dry_run else self.control  # the readers consult it
         probe = StoreProbe(
-            self.spec,
+            self.control_spec,
             self.buffers,
             self.control,
             running=self.running,
@@ -221,12 +216,12 @@ class PipelineRun:
             measured={n: functools.partial(probe_sample, p) for n, p in self.requests.items()},
         )
         self.controller = Controller(
-            self.spec,
+            self.control_spec,
             probe,
             actuator,
             EventLog(self.run_dir / "events.jsonl"),
             policies=spec_policies(
-                self.spec,
+                self.control_spec,
                 time.time(),
                 self.control.replicas,
                 self.requests,
@@ -235,8 +230,9 @@ class PipelineRun:
         )
         self.controller.start(ready=self.warm)
         log.info(
-            "pipeline %s running: %d vertices, run directory %s%s",
+            "pipeline %s running: %d vertices in %d queries, run directory %s%s",
             self.spec.name,
+            len(self.spec.vertices),
             len(configs),
             self.run_dir,
             " (dry run: decisions are not applied)" if self.dry_run else "",
@@ -257,8 +253,8 @@ class PipelineRun:
 
         # An HTTP source's replicas are receiver processes on this host, not tasks: no executors.
         served = set(http_sources(self.spec))
-        names = [v.name for v in self.spec.vertices if v.name not in served]
-        initial = {v.name: v.replicas for v in self.spec.vertices}
+        names = [v.name for v in self.control_spec.vertices if v.name not in served]
+        initial = {v.name: v.replicas for v in self.control_spec.vertices}
 
         def replicas() -> dict[str, int]:
             return {n: control.replicas(n, default=initial[n]) for n in names}
@@ -292,6 +288,7 @@ class PipelineRun:
             self.controller.poke()
 
     def running(self, vertex: str) -> bool:
+        vertex = self.plan.head_of(vertex)  # a chained vertex runs in its head's query
         if vertex in self.requests:
             return self.requests[vertex].running()
         query = self.queries.get(vertex)
@@ -361,7 +358,7 @@ class PipelineRun:
     def drained(self) -> bool:
         """Every buffer is empty (sources stopped: nothing new arrives) and no query is mid-batch."""
         assert self.buffers is not None
-        for v in self.spec.vertices:
+        for v in self.control_spec.vertices:
             name = input_buffer(v)
             if name is not None and self.buffers.open(name).stats().pending > 0:
                 return False

@@ -12,6 +12,7 @@ from tidal.isb.base import BufferStore
 from tidal.isb.control import ControlStore
 from tidal.scaling.latency import pooled
 from tidal.spec import PipelineSpec
+from tidal.spec.chains import ChainPlan
 
 __all__ = ["DELAY_WINDOW", "VertexStatus", "delay_of", "vertex_statuses"]
 
@@ -39,12 +40,16 @@ class VertexStatus:
     # A sink's delivery delay (source to sink, seconds) over the last DELAY_WINDOW seconds:
     # {"p50", "p99", "max", "count"}; None for other vertices, {} for a sink with nothing delivered.
     delay: dict[str, float] | None = None
+    # The chain the vertex runs in (``a>b>c``, head first: one query, tidal.spec.chains); None
+    # when it is a query of its own.
+    chain: str | None = None
 
 
 class _Run(Protocol):
     """What :func:`vertex_statuses` reads of a :class:`~tidal.spark.pipeline.PipelineRun`."""
 
     spec: PipelineSpec
+    plan: ChainPlan
     control: ControlStore | None
     buffers: BufferStore | None
     controller: Controller | None
@@ -64,10 +69,13 @@ def vertex_statuses(run: _Run) -> list[VertexStatus]:
     stuck = run.controller.stuck(now)
     out = []
     for v in run.spec.vertices:
-        d = decisions.get(v.name)
+        chain = run.plan.chain_of(v.name)
+        d = decisions.get(chain.head)
         usage = pending = None
         requests = None
-        if v.source is None:
+        if v.name != chain.head:
+            pass  # a chain's follower has no buffer: its head's query hands it each batch
+        elif v.source is None:
             stats = run.buffers.open(v.name).stats()
             usage, pending = stats.usage, float(stats.pending)
         elif v.name in run.requests:
@@ -76,13 +84,16 @@ def vertex_statuses(run: _Run) -> list[VertexStatus]:
         else:
             report = run.control.source_report(v.name)
             pending = report.pending if report is not None else None
-        rate = metrics[v.name][0]
+        rate = metrics[v.name][0] if v.name in metrics else None
+        rule, reason = (str(d.rule), d.reason) if d is not None else ("", "")
+        if v.name != chain.head:
+            rule, reason = "chained", f"runs in {chain.head}'s query and scales with it"
         out.append(
             VertexStatus(
                 name=v.name,
                 kind=v.kind,
                 running=run.running(v.name),
-                replicas=run.control.replicas(v.name, default=v.replicas),
+                replicas=run.control.replicas(chain.head, default=run.spec.vertex(chain.head).replicas),
                 desired=d.desired if d is not None else None,
                 pending=pending,
                 rate=rate,
@@ -92,10 +103,11 @@ def vertex_statuses(run: _Run) -> list[VertexStatus]:
                 else run.control.processed(v.name),
                 dead=run.control.dead_letters(v.name),
                 stuck_for=stuck.get(v.name),
-                rule=str(d.rule) if d is not None else "",
-                reason=d.reason if d is not None else "",
+                rule=rule,
+                reason=reason,
                 requests=requests,
                 delay=delay_of(run.control, v.name, now) if v.sink is not None else None,
+                chain=">".join(chain.members) if chain.followers else None,
             )
         )
     return out

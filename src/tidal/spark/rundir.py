@@ -24,6 +24,7 @@ from typing import Any
 
 from tidal import errors
 from tidal.spec import PipelineSpec
+from tidal.spec.chains import plan_chains
 
 __all__ = ["IDENTITY_FILE", "claim", "identity", "reset", "run_id"]
 
@@ -41,13 +42,28 @@ def _plain(value: Any) -> Any:
 
 
 def identity(spec: PipelineSpec) -> dict[str, str]:
-    """The pipeline's name and the hash of what determines its data."""
+    """The pipeline's name, the hash of what determines its data, and its chains.
+
+    The chains (:mod:`tidal.spec.chains`) are recorded apart from the hash: a run's state is
+    laid out by them (a chain's one checkpoint and batch ids, no buffer inside it), so a restart
+    with other chains is refused with its own reason; a directory from before chaining ran
+    every vertex on its own (no chains)."""
     data = spec.model_dump(by_alias=True, exclude={"controller"})
     for vertex in data["vertices"]:
         for key in _SCALING_ONLY:
             vertex.pop(key, None)
+    for edge in data["edges"]:
+        edge.pop("chain", None)
     text = json.dumps(data, sort_keys=True, default=_plain)
-    return {"pipeline": spec.name, "data_hash": hashlib.sha256(text.encode()).hexdigest()[:16]}
+    return {
+        "pipeline": spec.name,
+        "data_hash": hashlib.sha256(text.encode()).hexdigest()[:16],
+        "chains": plan_chains(spec).signature,
+    }
+
+
+def _chains_text(signature: str) -> str:
+    return signature.replace(">", " → ").replace(";", ", ") if signature else "no chains"
 
 
 def claim(run_dir: str | Path, spec: PipelineSpec) -> bool:
@@ -62,6 +78,16 @@ def claim(run_dir: str | Path, spec: PipelineSpec) -> bool:
             recorded = json.loads(recorded_file.read_text())
         except ValueError:
             recorded = {"pipeline": "?", "data_hash": "unreadable"}
+        recorded.setdefault("chains", "")  # recorded before chaining: every vertex on its own
+        data = [k for k in mine if k != "chains"]
+        same_data = all(recorded.get(k) == mine[k] for k in data)
+        if same_data and recorded["chains"] != mine["chains"]:
+            raise errors.RunDirectoryError(
+                str(run_dir),
+                f"ran with {_chains_text(recorded['chains'])}; the spec now has "
+                f"{_chains_text(mine['chains'])} (a run's checkpoints and buffers follow its chains)",
+                "set chain: on the edges as this run had them, or use a new --run-dir, or --reset",
+            )
         if {k: recorded.get(k) for k in mine} != mine:
             same_name = recorded.get("pipeline") == mine["pipeline"]
             what = (

@@ -41,7 +41,7 @@ from tidal.spark import stores
 from tidal.spark.config import QueryConfig
 from tidal.spark.heap import freeze_imports
 
-__all__ = ["VertexWriter", "Written", "piece_size", "pieces"]
+__all__ = ["Step", "VertexWriter", "Written", "piece_size", "pieces"]
 
 _FULL_WAIT_SECONDS = 300.0
 _MAX_PIECE = 8192  # input messages per output append (fewer when the buffers are small)
@@ -69,15 +69,26 @@ def pieces(tasks: Iterator[Any], step: int) -> Iterator[tuple[int, int, int, flo
                 yield kpart, a, min(last, a + step - 1), t0
 
 
+@dataclass(slots=True)
+class Step:
+    """What one member of the query's chain did in a task."""
+
+    rows: int = 0  # messages its function got
+    written: int = 0  # messages it passed on
+    busy: float = 0.0  # seconds in its function
+    dead: int = 0
+
+
 @dataclass
 class Written(WriterCommitMessage):
     written: int
     partition: int
     sink_part: Any = None
-    dead_part: Any = None
+    dead_part: Any = None  # each member's dead-letter part, in chain order
     dead: int = 0
     busy: float = 0.0  # seconds the task spent reading, transforming and writing
     sample: TimeSample | None = None  # a sink's: the source times of what it wrote
+    steps: list[Step] | None = None  # each member's share, in chain order
 
 
 class VertexWriter(DataSourceStreamArrowWriter):
@@ -86,32 +97,42 @@ class VertexWriter(DataSourceStreamArrowWriter):
 
     def __init__(self, config: QueryConfig) -> None:
         self.config = config
-        self._transform: Any = None
-        self._sinks: dict[str, Any] = {}
+        self._transforms: list[Any] | None = None
+        self._sinks: dict[tuple[str, str], Any] = {}
 
-    # Built lazily: the writer object is pickled to the tasks, the function and the sinks are not.
-    def transform(self) -> Any:
-        if self._transform is None and self.config.udf is not None:
+    # Built lazily: the writer object is pickled to the tasks, the functions and the sinks are not.
+    def transforms(self) -> list[Any]:
+        """Each member's function in chain order (None where it has none: a source, the sink)."""
+        if self._transforms is None:
             from tidal.spark.udf import Transform
 
-            self._transform = Transform(
-                self.config.vertex, self.config.udf, dead_letter=self.config.udf.dead_letter is not None
-            )
-        return self._transform
+            self._transforms = [
+                None if udf is None else Transform(vertex, udf, dead_letter=udf.dead_letter is not None)
+                for vertex, udf in self.config.steps()
+            ]
+        return self._transforms
 
-    def sink(self, role: str) -> Any:
-        if role not in self._sinks:
+    def transform(self) -> Any:
+        """The head's function (a vertex that is not chained has only that one)."""
+        return self.transforms()[0]
+
+    def sink(self, role: str, vertex: str | None = None) -> Any:
+        """The chain's sink (``role`` ``sink``), or the dead letter of ``vertex`` (the head's by
+        default)."""
+        vertex = vertex or (self.config.tail if role == "sink" else self.config.vertex)
+        if (role, vertex) not in self._sinks:
             from tidal.spark.sinks import build_sink
 
-            at = f"vertices[{self.config.vertex}]"
+            at = f"vertices[{vertex}]"
             if role == "sink":
                 spec, at = self.config.sink, f"{at}.sink"
             else:
-                spec, at = (self.config.udf.dead_letter if self.config.udf else None), f"{at}.udf.deadLetter"
-            self._sinks[role] = (
-                None if spec is None else build_sink(spec, self.config.vertex, self.config.run_dir, at, role)
+                udf = dict(self.config.steps())[vertex]
+                spec, at = (udf.dead_letter if udf else None), f"{at}.udf.deadLetter"
+            self._sinks[role, vertex] = (
+                None if spec is None else build_sink(spec, vertex, self.config.run_dir, at, role)
             )
-        return self._sinks[role]
+        return self._sinks[role, vertex]
 
     def messages(self, first: int, last: int, kpart: int = -1, t0: float = math.nan) -> Any:
         """The input messages ``first..last`` (of Kafka partition ``kpart``; the generator's from
@@ -135,27 +156,40 @@ class VertexWriter(DataSourceStreamArrowWriter):
         out_ids: list[Any] = []
         out_payloads: list[Any] = []
         out_times: list[Any] = []
-        dead: list[tuple[str, bytes, str]] = []
-        transform = self.transform()
+        members = self.config.members
+        dead: list[list[tuple[str, bytes, str]]] = [[] for _ in members]
+        transforms = self.transforms()
+        steps = [Step() for _ in members]
         sink = self.sink("sink")
         freeze_imports()  # the UDF's and the sink's modules are imported by now
         written = 0
         step = piece_size(self.config)
-        prefix = f"{self.config.vertex}:"
+        tail = len(members) - 1
+        prefix = f"{self.config.tail}:"
+        # A chain's pieces are keyed by the head's input range, under a name no vertex's own can be.
+        scope = prefix if tail == 0 else f"{self.config.tail}<{self.config.vertex}:"
         for kpart, a, b, t0 in pieces(iterator, step):
             batch = self.messages(a, b, kpart, t0)
             ids, payloads, times = batch.column("id"), batch.column("payload"), batch.column("t")
-            if transform is not None:
-                outcome = transform.apply(ids, payloads)
-                ids, payloads, times = outcome.ids, outcome.payloads, outcome.times(times)
-                dead.extend(outcome.dead)
+            for i, transform in enumerate(transforms):
+                at = time.perf_counter()
+                steps[i].rows += len(ids)
+                if transform is not None:
+                    outcome = transform.apply(ids, payloads)
+                    ids, payloads, times = outcome.ids, outcome.payloads, outcome.times(times)
+                    dead[i].extend(outcome.dead)
+                if i < tail:  # passed on as the buffer between them would: named by who wrote it
+                    ids = pc.binary_join_element_wise(f"{members[i]}:", ids, "")
+                steps[i].written += len(ids)
+                steps[i].busy += time.perf_counter() - at
             if len(ids) and self.config.outputs:
-                key = f"{prefix}{a}-{b}" if kpart < 0 else f"{prefix}p{kpart}/{a}-{b}"
+                key = f"{scope}{a}-{b}" if kpart < 0 else f"{scope}p{kpart}/{a}-{b}"
                 self._append(key, pc.binary_join_element_wise(prefix, ids, ""), payloads, step, times)
             written += len(ids)
             if sink is not None:  # kept for the sink's one write per task
                 # A MonoVertex's sink gets its source's ids as a source vertex would pass them on.
-                out_ids.append(pc.binary_join_element_wise(prefix, ids, "") if self.config.source else ids)
+                mono = tail == 0 and self.config.source is not None
+                out_ids.append(pc.binary_join_element_wise(prefix, ids, "") if mono else ids)
                 out_payloads.append(payloads)
                 out_times.append(times)
         sink_part = sample = None
@@ -164,17 +198,24 @@ class VertexWriter(DataSourceStreamArrowWriter):
             payloads = pa.concat_arrays(out_payloads) if out_payloads else pa.array([], pa.binary())
             sink_part = sink.write(ids, payloads)
             sample = time_sample(pa.concat_arrays(out_times).to_numpy() if out_times else [])
-        dead_part = None
-        if dead:
-            dead_part = self.sink("dead-letter").write(
-                pa.array([d[0] for d in dead], pa.string()),
-                pa.array([d[1] for d in dead], pa.binary()),
-                [d[2] for d in dead],
+        dead_parts: list[Any] = []
+        for i, letters in enumerate(dead):
+            steps[i].dead = len(letters)
+            dead_parts.append(
+                None
+                if not letters
+                else self.sink("dead-letter", members[i]).write(
+                    pa.array([d[0] for d in letters], pa.string()),
+                    pa.array([d[1] for d in letters], pa.binary()),
+                    [d[2] for d in letters],
+                )
             )
         context = TaskContext.get()
         partition = context.partitionId() if context else -1
         busy = time.perf_counter() - started
-        return Written(written, partition, sink_part, dead_part, len(dead), busy, sample)
+        return Written(
+            written, partition, sink_part, dead_parts, sum(len(d) for d in dead), busy, sample, steps
+        )
 
     def _append(self, key: str, ids: Any, payloads: Any, most: int, times: Any = None) -> None:
         """A piece's output to every output buffer (fan-out) under its key, in appends of at most
@@ -206,8 +247,11 @@ class VertexWriter(DataSourceStreamArrowWriter):
             sink.commit(batchId, [m.sink_part for m in written])
             # Delivered now: the delay of every message is now minus its source time.
             delays = delays_at([m.sample for m in written if m.sample is not None], time.time())
-        if any(m.dead for m in written):
-            self.sink("dead-letter").commit(batchId, [m.dead_part for m in written])
+        members = self.config.members
+        for i, vertex in enumerate(members):
+            parts = [m.dead_part[i] if isinstance(m.dead_part, list) else m.dead_part for m in written]
+            if any(m.steps[i].dead if m.steps else m.dead for m in written):
+                self.sink("dead-letter", vertex).commit(batchId, parts)
         control = stores.control(self.config)
         batch = control.batch_range(self.config.vertex)
         # Every task of the batch succeeded and its output is stored: trim the input now.
@@ -218,16 +262,32 @@ class VertexWriter(DataSourceStreamArrowWriter):
             from tidal.spark.kafka import commit_group
 
             commit_group(self.config)  # the batch is stored downstream: the group moves on
+        from tidal.isb.control import MemberBatch  # in the driver only: the tasks need not import it
+
+        chained = len(members) > 1
+        follow = [
+            MemberBatch(
+                vertex,
+                sum(m.steps[i].rows for m in written if m.steps),
+                sum(m.steps[i].written for m in written if m.steps),
+                busy=sum(m.steps[i].busy for m in written if m.steps),
+                dead=sum(m.steps[i].dead for m in written if m.steps),
+                delays=delays if i == len(members) - 1 else None,
+            )
+            for i, vertex in enumerate(members)
+            if i > 0
+        ]
         control.record_batch(
             self.config.vertex,
             batchId,
             self.tasks(messages, len(batch.parts) if batch is not None and batch.parts else None),
             batch.count if batch is not None else 0,
-            sum(m.written for m in written),
-            busy=sum(m.busy for m in written),
-            dead=sum(m.dead for m in written),
-            delays=delays,
+            sum(m.written for m in written),  # the chain's: what its tail passed on
+            busy=sum(m.busy for m in written),  # the chain's: what its replicas spent
+            dead=sum(m.steps[0].dead if m.steps else m.dead for m in written),
+            delays=None if chained else delays,
             parts=[max(0, last - first + 1) for first, last in batch.parts] if batch is not None else (),
+            members=follow,
         )
 
     def tasks(self, messages: list[WriterCommitMessage | None], parts: int | None) -> int:

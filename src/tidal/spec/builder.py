@@ -35,7 +35,11 @@ class Pipeline:
         buffers: Mapping[str, Any] | None = None,
         controller: Mapping[str, Any] | None = None,
         records: Mapping[str, Any] | None = None,
+        chaining: bool = True,
     ) -> None:
+        """``chaining=False``: every edge keeps its buffer (``chain: false``) unless it says
+        otherwise, so each vertex is its own query (tidal.spec.chains)."""
+        self._chaining = chaining
         self._top: dict[str, Any] = {"name": name}
         for key, value in (
             ("limits", limits), ("buffers", buffers), ("controller", controller), ("records", records)
@@ -115,9 +119,12 @@ class Pipeline:
             body = {kind: {}}
         return self._add(name, {"sink": body}, scale, replicas)
 
-    def edge(self, source: str, to: str, *, schema: str | None = None) -> Pipeline:
-        """An edge; ``schema`` declares its records as JSON with that Spark DDL schema."""
+    def edge(self, source: str, to: str, *, schema: str | None = None, chain: bool | None = None) -> Pipeline:
+        """An edge; ``schema`` declares its records as JSON with that Spark DDL schema; ``chain``
+        as the edge's ``chain:`` key (None: chained where the graph allows)."""
         edge: dict[str, Any] = {"from": source, "to": to}
+        if chain is not None:
+            edge["chain"] = chain
         if schema is not None:
             edge["records"] = {"format": "json", "schema": schema}
         self._edges.append(edge)
@@ -133,6 +140,8 @@ class Pipeline:
         if not edges and len(self._vertices) > 1:
             names = [v["name"] for v in self._vertices]
             edges = [{"from": a, "to": b} for a, b in itertools.pairwise(names)]
+        if not self._chaining:
+            edges = [{"chain": False, **e} for e in edges]
         return parse_pipeline({**self._top, "vertices": self._vertices, "edges": edges})
 
 

@@ -364,6 +364,9 @@ class EdgeSpec(_Model):
     from_: str = Field(alias="from")
     to: str
     records: RecordsSpec | None = None  # the pipeline's ``records`` when None
+    # None: chained where the graph allows (tidal.spec.chains); false keeps the buffer; true
+    # insists (a spec error where the edge cannot be chained).
+    chain: bool | None = None
 
 
 class BuffersSpec(_Model):

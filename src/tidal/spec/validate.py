@@ -34,7 +34,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from tidal import errors
-from tidal.spec import graph
+from tidal.spec import chains, graph
 from tidal.spec.kpa import kpa_spec
 from tidal.spec.model import PipelineSpec, UserClassSpec, VertexSpec
 from tidal.spec.mono import as_pipeline, check_mono, is_mono, mono_error
@@ -102,6 +102,15 @@ def _checked(data: Mapping[str, Any] | PipelineSpec) -> PipelineSpec:
         except ValidationError as exc:
             raise _collect([_from_pydantic(e) for e in exc.errors()]) from None
     problems = [*_check_graph(spec), *_check_vertices(spec)]
+    if not problems:  # the chains of a graph that holds together
+        problems = [
+            errors.SpecError(
+                f"edges[{k}].chain",
+                f"{spec.edges[k].from_} → {spec.edges[k].to} cannot be chained: {why}",
+                "remove chain: true (the edge keeps its buffer)",
+            )
+            for k, why in chains.chain_errors(spec)
+        ]
     if problems:
         raise _collect(problems)
     return spec
