@@ -33,7 +33,8 @@ def test_throughput_benchmark_measures_both_jobs(spark, tmp_path, monkeypatch):
     monkeypatch.setattr(throughput, "WINDOW_S", 4.0)
     monkeypatch.setattr(throughput, "READ_BATCH", 2000)
     assert throughput.plain_rate(spark, tmp_path) > 0
-    assert throughput.tidal_rate(spark, tmp_path) > 0
+    assert throughput.tidal_rate(spark, tmp_path) > 0  # chained: one query
+    assert throughput.tidal_rate(spark, tmp_path, chaining=False) > 0  # a query per vertex
 
 
 @pytest.mark.spark

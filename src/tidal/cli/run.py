@@ -263,6 +263,7 @@ def _run(
     from tidal.observe.live import status_table
     from tidal.observe.report import write_report
     from tidal.observe.series import SeriesLog
+    from tidal.spark.http_source import http_sources as http_names
     from tidal.spark.pipeline import PipelineRun, VertexStatus
 
     run = PipelineRun(spec, run_dir, master=master, dry_run=dry_run)
@@ -277,6 +278,17 @@ def _run(
         + (" — [yellow]dry run: decisions are shown, not applied[/]" if dry_run else "")
     )
     console.print(f"run directory: {escape(str(run_dir))} (Spark's own log: spark.log there)")
+    queries = len(run.plan.chains) - sum(1 for c in run.plan.chains if c.head in http_names(spec))
+    console.print(f"chaining: {len(spec.vertices)} vertices in {queries} Spark queries")
+    for line in run.plan.describe():
+        console.print(f"  {escape(line)}")
+    for chain in run.plan.chains:
+        if chain.unused:
+            console.print(
+                f"  [yellow]{escape(', '.join(chain.unused))}: not used while chained into "
+                f"{escape(chain.head)}'s query (it scales by its head's rules); chain: false on the edge "
+                "keeps them[/]"
+            )
     if dry_run:
         console.print(
             "dry run: the pipeline runs for real — it reads its sources and writes its sinks, in this run "

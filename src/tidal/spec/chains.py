@@ -21,7 +21,8 @@ An edge is not chained (each reason is shown by ``tidal run --dry-run`` and in t
 **A chain scales as one unit, by its head's rules** (a source chain by its source's, a UDF chain by
 the buffer its head reads): the controller sees the pipeline with every chain folded into its
 head (:func:`folded`). A member's own ``scale``, ``replicas``, ``policy`` and ``kpa`` do not apply
-while it is chained; the plan says so (:attr:`Chain.unused`), and ``chain: false`` keeps them.
+while it is chained; the plan names those that differ from its head's
+(:attr:`Chain.unused`), and ``chain: false`` keeps them.
 
 Pure: no Spark, no I/O; the runtime (:mod:`tidal.spark.pipeline`) and the dry run use it.
 """
@@ -110,10 +111,10 @@ def _why_not(spec: PipelineSpec, edge: EdgeSpec) -> str | None:
     return None
 
 
-def _unused(v: VertexSpec) -> tuple[str, ...]:
-    """What a follower sets that its chain's head decides instead."""
-    fields = v.model_fields_set
-    return tuple(f"{v.name}.{key}" for key in ("scale", "replicas", "policy", "kpa") if key in fields)
+def _unused(v: VertexSpec, head: VertexSpec) -> tuple[str, ...]:
+    """What a follower asks for that its chain's head, which decides for it, does not give."""
+    keys = ("scale", "replicas", "policy", "kpa")
+    return tuple(f"{v.name}.{key}" for key in keys if getattr(v, key) != getattr(head, key))
 
 
 def plan_chains(spec: PipelineSpec) -> ChainPlan:
@@ -137,7 +138,7 @@ def plan_chains(spec: PipelineSpec) -> ChainPlan:
         members = [v.name]
         while members[-1] in next_of:
             members.append(next_of[members[-1]])
-        unused = tuple(u for m in members[1:] for u in _unused(spec.vertex(m)))
+        unused = tuple(u for m in members[1:] for u in _unused(spec.vertex(m), v))
         chains.append(Chain(tuple(members), unused))
     return ChainPlan(tuple(decided), tuple(chains))
 

@@ -66,7 +66,8 @@ class RunReader:
         return self.path.name
 
     def graph(self) -> dict[str, Any]:
-        """Vertices (name, kind), edges and buffer limits, from the run's ``pipeline.yaml``."""
+        """Vertices (name, kind), edges (chained or not, and why), chains and buffer limits, from the
+        run's ``pipeline.yaml``."""
         if not self.path.is_dir():
             return {"error": f"{self.path} is not a run directory (it does not exist)"}
         spec_file = self.path / "pipeline.yaml"
@@ -79,11 +80,18 @@ class RunReader:
             spec = load_pipeline(spec_file)
         except errors.SpecError as exc:
             return {"error": f"{spec_file} cannot be read: {exc}"}
+        from tidal.spec.chains import plan_chains
+
         limits = spec.limits
+        plan = plan_chains(spec)
         return {
             "pipeline": spec.name,
             "vertices": [{"name": v.name, "kind": v.kind} for v in spec.vertices],
-            "edges": [{"from": e.from_, "to": e.to} for e in spec.edges],
+            # Each edge with whether it is chained (no buffer: one query) and why.
+            "edges": [
+                {"from": e.from_, "to": e.to, "chained": e.chained, "reason": e.reason} for e in plan.edges
+            ],
+            "chains": [list(c.members) for c in plan.chains if c.followers],
             "limits": {
                 "bufferMaxLength": limits.buffer_max_length,
                 "bufferUsageLimit": limits.buffer_usage_limit,

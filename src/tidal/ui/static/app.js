@@ -120,12 +120,14 @@ function graphSvg(run) {
     const a = pos[e.from], b = pos[e.to], s = statusOf(run, e.to);
     const fill = s && s.usage !== null && s.usage !== undefined ? s.usage : null;   // stored / maxLength
     const pressure = s && s.pending !== null && s.pending !== undefined ? s.pending / usable : 0;
-    const cls = pressure >= limits.backPressureThreshold ? "bad" : pressure >= 0.5 ? "warn" : "ok";
+    const cls = e.chained ? "chained" : pressure >= limits.backPressureThreshold ? "bad" : pressure >= 0.5 ? "warn" : "ok";
     const x1 = a.x + W, y1 = a.y + H / 2, x2 = b.x, y2 = b.y + H / 2;
+    // A chained edge has no buffer: both ends run in one query, drawn as one link.
     svg.append(el("svg:path", { class: `edge ${cls}`, d: `M${x1},${y1} C${x1 + GX / 2},${y1} ${x2 - GX / 2},${y2} ${x2},${y2}`,
-                                "data-edge": `${e.from}->${e.to}`, "data-pressure": cls }));
+                                "data-edge": `${e.from}->${e.to}`, "data-pressure": cls, "data-chained": e.chained ? "1" : "0" },
+      el("svg:title", { text: `${e.from} → ${e.to}: ${e.chained ? "chained" : "not chained"} (${e.reason || ""})` })));
     svg.append(el("svg:text", { class: "edge-label", x: (x1 + x2) / 2 - 26, y: (y1 + y2) / 2 - 6,
-      text: fill === null ? "" : `${fmt(100 * fill)}% / ${fmt(100 * limits.bufferUsageLimit)}%` }));
+      text: e.chained ? "chained" : fill === null ? "" : `${fmt(100 * fill)}% / ${fmt(100 * limits.bufferUsageLimit)}%` }));
   }
   for (const v of g.vertices) {
     const p = pos[v.name], s = statusOf(run, v.name) || {};
