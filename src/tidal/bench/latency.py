@@ -1,6 +1,6 @@
 """Benchmark: delivery delay, source to sink, at fixed offered loads well below capacity.
 
-Three jobs doing the same work (build the generator's payload, ``upper`` it once in Python,
+Four jobs doing the same work (build the generator's payload, ``upper`` it once in Python,
 throw it away), alternating on one ``local[2]`` session, at each load in :data:`LOADS`:
 
 - **plain**: a Python streaming source whose rows fall due at the offered rate (:class:`DueSource`,
@@ -8,8 +8,10 @@ throw it away), alternating on one ``local[2]`` session, at each load in :data:`
   delay of every row at its batch's commit (:class:`LatencyProbe`). A row's source time is when
   it fell due. (Spark's ``rate`` source releases rows a whole second at a time, which added about
   a second to the plain job's delay: measured at 1.17 s p50 against 0.39 s for the MonoVertex.)
-- **pipeline**: Tidal's three vertices (generator → ``upper`` map → blackhole sink), each its own
-  query, SQLite buffers between them, 2 fixed replicas each.
+- **pipeline**: Tidal's three vertices (generator → ``upper`` map → blackhole sink) as a user
+  writes them: chained by default into one query (:mod:`tidal.spec.chains`), 2 fixed replicas.
+- **unchained**: the same with ``chain: false`` on both edges: each vertex its own query, SQLite
+  buffers between them.
 - **monovertex**: the same steps as one ``kind: MonoVertex`` query, 2 fixed replicas.
 
 Tidal's delays are what its sinks record at commit (:mod:`tidal.scaling.latency`): from the
@@ -55,7 +57,7 @@ TRIGGER_S = Limits().trigger_seconds  # Tidal's default trigger (limits.triggerS
 SIZE = 100
 READ_BATCH = 50_000  # per replica: admission never caps a batch at these loads
 REPLICAS = 2
-JOBS = ("plain", "pipeline", "monovertex")
+JOBS = ("plain", "pipeline", "unchained", "monovertex")
 
 
 @dataclass
@@ -214,6 +216,7 @@ def _spec(job: str, rate: int) -> Any:
             }
         )
     vertex = {"scale": fixed, "replicas": REPLICAS}
+    chain = {"chain": False} if job == "unchained" else {}
     return parse_pipeline(
         {
             "name": "bench",
@@ -223,7 +226,11 @@ def _spec(job: str, rate: int) -> Any:
                 {"name": "work", "udf": udf, **vertex},
                 {"name": "out", "sink": {"blackhole": {}}, **vertex},
             ],
-            "edges": [{"from": "gen", "to": "work"}, {"from": "work", "to": "out"}],
+            # ``pipeline``: chained by default (one query); ``unchained``: a query per vertex.
+            "edges": [
+                {"from": "gen", "to": "work", **chain},
+                {"from": "work", "to": "out", **chain},
+            ],
         }
     )
 
