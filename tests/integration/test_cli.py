@@ -33,7 +33,7 @@ vertices:
   - name: out
     sink: {{file: {{path: out.jsonl}}}}
 edges:
-  - {{from: gen, to: work}}
+  - {{from: gen, to: work, chain: false}}   # work scales on its own buffer; out runs in work's query
   - {{from: work, to: out}}
 """
 
@@ -147,7 +147,7 @@ def test_dry_run_shows_decisions_and_changes_no_replicas(tmp_path):
     wanted = recommended()
     assert wanted and wanted[0]["rule"] == "scale-to-zero"  # recommended…
     control = ControlStore(run_dir / "pipeline.db")
-    assert control.replicas("work") == 1 and control.replicas("out") == 1  # …never applied
+    assert control.replicas("work") == 1 and control.replicas("gen") == 1  # …never applied
     assert "dry run" in out
 
 

@@ -44,17 +44,29 @@ vertices:
     scale: {{disabled: {fixed}, lookbackSeconds: 3, scaleUpCooldownSeconds: 1, scaleDownCooldownSeconds: 2,
              max: 2}}
 edges:
-  - {{from: gen, to: work}}
-  - {{from: work, to: out}}
+  - {{from: gen, to: work, chain: {chain}}}
+  - {{from: work, to: out, chain: {chain}}}
 """
 
 
 def pipeline(
-    tmp_path: Path, *, rate: int, total: int, fixed: bool = False, backend: str = "sqlite", udf: str = "upper"
+    tmp_path: Path,
+    *,
+    rate: int,
+    total: int,
+    fixed: bool = False,
+    backend: str = "sqlite",
+    udf: str = "upper",
+    chained: bool = True,
 ) -> Path:
+    """The test pipeline; ``chained=False`` keeps a buffer on both edges, so every vertex is a
+    query with replicas (and executors) of its own."""
     path = tmp_path / "p.yaml"
+    chain = "null" if chained else "false"
     path.write_text(
-        PIPELINE.format(rate=rate, total=total, fixed=str(fixed).lower(), backend=backend, udf=udf)
+        PIPELINE.format(
+            rate=rate, total=total, fixed=str(fixed).lower(), backend=backend, udf=udf, chain=chain
+        )
     )
     return path
 
@@ -97,7 +109,7 @@ def test_raising_replicas_brings_executors_that_run_the_next_batches_lowering_ki
     # Replicas only change when we say so; the generator never stops, so batches keep coming (with
     # maxMessages 0 it sent nothing, each query ran one empty batch, and a new executor had no task
     # to run: the test then passed only when the old executors' first tasks came late).
-    spec = pipeline(tmp_path, rate=300, total=10**9, fixed=True)
+    spec = pipeline(tmp_path, rate=300, total=10**9, fixed=True, chained=False)  # three queries
     run_dir = tmp_path / "run"
     # A relative --run-dir: the executors, in their own working directories, must still find it.
     proc = tidal(*run_args(spec, Path("run"), cluster.master), cwd=tmp_path)
@@ -223,7 +235,8 @@ def hidden_cluster(tmp_path: Path):
 def test_with_jetstream_a_task_needs_nothing_from_the_drivers_disk(tmp_path, hidden_cluster):
     info, runs = hidden_cluster
     total = 3000
-    jet = pipeline(tmp_path, rate=1000, total=total, backend="jetstream")
+    # Unchained: the tasks read and write buffers (a chain of generator, map and file sink has none).
+    jet = pipeline(tmp_path, rate=1000, total=total, backend="jetstream", chained=False)
     proc = tidal(*run_args(jet, runs / "jet", info.master))
     try:
         wait_for(lambda: len(lines(runs / "jet" / "out.jsonl")) >= total, 240, "every message", proc)
@@ -233,7 +246,7 @@ def test_with_jetstream_a_task_needs_nothing_from_the_drivers_disk(tmp_path, hid
     ids = lines(runs / "jet" / "out.jsonl")
     assert len(ids) == len(set(ids)) == total
     # The check can fail: the same pipeline on SQLite needs the run directory in every task.
-    sqlite = pipeline(tmp_path, rate=1000, total=total, backend="sqlite")
+    sqlite = pipeline(tmp_path, rate=1000, total=total, backend="sqlite", chained=False)
     proc = tidal(*run_args(sqlite, runs / "sql", info.master, "--duration", "90"))
     out = stop_when_done(proc)
     assert proc.returncode == 1, out

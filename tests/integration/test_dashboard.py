@@ -42,8 +42,8 @@ vertices:
   - name: archive
     sink: {file: {path: archive.jsonl}}
 edges:
-  - {from: orders, to: enrich}
-  - {from: enrich, to: archive}
+  - {from: orders, to: enrich, chain: false}   # enrich scales on its own buffer
+  - {from: enrich, to: archive}                # archive runs in enrich's query
 """
 
 
@@ -117,6 +117,13 @@ def test_a_live_run_then_the_finished_run_from_disk(browser, tmp_path):
             browser, "return [...document.querySelectorAll('[data-vertex]')].map(n => n.dataset.vertex)"
         )
         assert sorted(names) == ["archive", "enrich", "orders"]
+        # A buffered edge and a chained one, each drawn as what it is.
+        chained = js(
+            browser,
+            "return Object.fromEntries([...document.querySelectorAll('[data-edge]')]"
+            ".map(e => [e.dataset.edge, e.dataset.chained]))",
+        )
+        assert chained == {"orders->enrich": "0", "enrich->archive": "1"}, chained
         # Replicas change on the page when the controller changes them.
         seen: list[tuple[float, str]] = []
 

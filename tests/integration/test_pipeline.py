@@ -137,10 +137,14 @@ def test_a_udf_that_keeps_failing_stops_the_pipeline_naming_the_message(spark, t
     assert 'tidal/examples/udfs.py", line' in text and "in fails_on_poison" in text, text
     assert 'raise ValueError(f"cannot handle' in text and "pyspark" not in text, text
     assert file_ids(tmp_path / "out.jsonl") == []  # the failed batch wrote nothing downstream
-    # Nothing lost: the batch with the poison message is still in the UDF's input buffer.
+    # Nothing lost: the batch with the poison message is still in the input of the query that
+    # failed, the chain src → check → out: the source's staging buffer (src was not acked past it).
     from tidal.isb.sqlite import SqliteStore
+    from tidal.spark.config import input_buffer
 
-    assert SqliteStore(tmp_path / "pipeline.db").open("check").stats().pending == 4
+    assert [c.members for c in run.plan.chains] == [("src", "check", "out")]
+    staged = input_buffer(spec.vertex("src"))
+    assert SqliteStore(tmp_path / "pipeline.db").open(staged).stats().pending == 4
 
 
 DEAD_LETTER = {"file": {"path": "dead.jsonl"}}
@@ -182,7 +186,8 @@ def test_small_buffers_and_big_batches_do_not_deadlock_the_task_slots(spark, tmp
     # more than the output has room for, so nothing waits.
     fixed = {"disabled": True}
     spec = (
-        Pipeline("tight", limits={"readBatchSize": 5000, "bufferMaxLength": 6000})
+        # Buffers on both edges (chaining off): the test is about what fits in them.
+        Pipeline("tight", limits={"readBatchSize": 5000, "bufferMaxLength": 6000}, chaining=False)
         .source(
             "gen", generator={"rate": 100_000, "maxMessages": 40_000, "msgSize": 20}, scale=fixed, replicas=2
         )

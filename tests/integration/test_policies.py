@@ -30,7 +30,8 @@ def test_kpa_scales_a_vertex_on_its_arrival_rate_and_numaflow_the_others(spark, 
                 },
                 {"name": "out", "sink": {"blackhole": {}}},
             ],
-            "edges": [{"from": "in", "to": "work"}, {"from": "work", "to": "out"}],
+            # work keeps its buffer and its own policy; out runs in work's query.
+            "edges": [{"from": "in", "to": "work", "chain": False}, {"from": "work", "to": "out"}],
         }
     )
     run = PipelineRun(spec, tmp_path, spark=spark, trigger_seconds=0.25).start()
