@@ -285,9 +285,9 @@ def _run(
     for chain in run.plan.chains:
         if chain.unused:
             console.print(
-                f"  [yellow]{escape(', '.join(chain.unused))}: not used while chained into "
-                f"{escape(chain.head)}'s query (it scales by its head's rules); chain: false on the edge "
-                "keeps them[/]"
+                f"  [yellow]{escape(', '.join(chain.unused))}: not used (chain: true runs it in "
+                f"{escape(chain.head)}'s query, with the settings an earlier member of the chain asks for); "
+                "without chain: true the edge keeps its buffer and the vertex its own settings[/]"
             )
     if dry_run:
         console.print(

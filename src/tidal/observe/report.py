@@ -48,6 +48,9 @@ class VertexSummary:
     scale_downs: int = 0
     dead: int = 0  # messages sent to the dead letter
     stuck: int = 0  # times the vertex was reported stuck (pending, nothing processed)
+    # A chain's follower: the head whose query (and replicas) it runs in. Its replica-seconds are
+    # counted once, at the head, so the vertices' sum is what the run used.
+    runs_in: str | None = None
 
 
 def _by_vertex(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
@@ -99,7 +102,13 @@ def summarize(run_dir: str | Path) -> list[VertexSummary]:
     final = _final(run_dir)
     out = []
     for name, rows in series.items():
-        replica_seconds = sum(a["replicas"] * (b["at"] - a["at"]) for a, b in itertools.pairwise(rows))
+        chain = rows[-1].get("chain")
+        head = chain.split(">")[0] if chain else name
+        replica_seconds = (
+            sum(a["replicas"] * (b["at"] - a["at"]) for a, b in itertools.pairwise(rows))
+            if head == name
+            else 0.0
+        )
         changes = [e for e in events if e.vertex == name and e.changed]
         last = final.get(name, rows[-1])
         out.append(
@@ -114,6 +123,7 @@ def summarize(run_dir: str | Path) -> list[VertexSummary]:
                 drains=drains(rows),
                 scale_ups=sum(1 for e in changes if e.desired > e.current),
                 scale_downs=sum(1 for e in changes if e.desired < e.current),
+                runs_in=None if head == name else head,
             )
         )
     return out
@@ -272,6 +282,9 @@ def write_report(run_dir: str | Path) -> Path:
         lines.append(
             f"| {s.vertex} | {s.kind} | {s.processed} | {s.dead} | {s.peak_replicas} | "
             f"{s.replica_seconds:g} | {s.scale_ups} | {s.scale_downs} | {drains} | {s.stuck or '—'} |"
+            if s.runs_in is None
+            else f"| {s.vertex} | {s.kind} | {s.processed} | {s.dead} | in {s.runs_in}'s query | "
+            f"counted at {s.runs_in} | — | — | {drains} | {s.stuck or '—'} |"
         )
     sources = [s for s in summary if s.kind in ("source", "monovertex")]
     sinks = [s for s in summary if s.kind in ("sink", "monovertex")]

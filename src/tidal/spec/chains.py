@@ -18,18 +18,24 @@ An edge is not chained (each reason is shown by ``tidal run --dry-run`` and in t
 ``chain: true`` on an edge that cannot be chained is a spec error naming the reason
 (:func:`chain_errors`); ``chain: false`` where it could not be chained anyway is accepted.
 
-**A chain scales as one unit, by its head's rules** (a source chain by its source's, a UDF chain by
-the buffer its head reads): the controller sees the pipeline with every chain folded into its
-head (:func:`folded`). A member's own ``scale``, ``replicas``, ``policy`` and ``kpa`` do not apply
-while it is chained; the plan names those that differ from its head's
-(:attr:`Chain.unused`), and ``chain: false`` keeps them.
+**A chain scales as one unit, by its head's rules** (a source chain by its source's, or by the
+MonoVertex rules when it ends in a sink; a UDF chain by the buffer its head reads): the controller
+sees the pipeline with every chain folded into its head (:func:`folded`). **Its settings are the
+ones its members ask for**: a member's ``scale``, ``replicas``, ``policy`` or ``kpa`` that is not
+the default is the chain's, whichever member sets it, so a ``scale`` block written on the step
+that does the work bounds the chain it runs in. Two members asking for different values of the
+same setting are not chained (Flink does not chain operators of different parallelism either):
+the edge keeps its buffer, and its reason names the setting. ``chain: true`` on such an edge
+chains them anyway; the chain keeps the first member's value and the plan names the one it does
+not use (:attr:`Chain.unused`).
 
 Pure: no Spark, no I/O; the runtime (:mod:`tidal.spark.pipeline`) and the dry run use it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from tidal.spec.model import EdgeSpec, PipelineSpec, VertexSpec
 
@@ -51,8 +57,12 @@ class Chain:
     """Vertices run as one query, head first. A vertex that is in no chain is a chain of one."""
 
     members: tuple[str, ...]
-    # What the members after the head set that does not apply while chained (``enrich.scale``).
+    # What a member set that the chain does not use (``enrich.scale``): only where ``chain: true``
+    # chained two members that ask for different values of one setting.
     unused: tuple[str, ...] = ()
+    # The settings the chain runs with, where a member asked for one (``scale``, ``replicas``,
+    # ``policy``, ``kpa``): the first member's that set it. The others are the defaults.
+    settings: Mapping[str, object] = field(default_factory=dict)
 
     @property
     def head(self) -> str:
@@ -111,36 +121,66 @@ def _why_not(spec: PipelineSpec, edge: EdgeSpec) -> str | None:
     return None
 
 
-def _unused(v: VertexSpec, head: VertexSpec) -> tuple[str, ...]:
-    """What a follower asks for that its chain's head, which decides for it, does not give."""
-    keys = ("scale", "replicas", "policy", "kpa")
-    return tuple(f"{v.name}.{key}" for key in keys if getattr(v, key) != getattr(head, key))
+SETTINGS = ("scale", "replicas", "policy", "kpa")  # what a chain takes from the members that set it
+
+
+def _asks(v: VertexSpec) -> dict[str, object]:
+    """The settings ``v`` asks for: those that are not the default (a default is no preference)."""
+    defaults = VertexSpec.model_fields
+    asked: dict[str, object] = {}
+    for key in SETTINGS:
+        value = getattr(v, key)
+        default = defaults[key].get_default(call_default_factory=True)
+        if value != default:
+            asked[key] = value
+    return asked
+
+
+def _clash(chain_asks: Mapping[str, tuple[str, object]], v: VertexSpec) -> list[str]:
+    """The settings ``v`` asks for that the chain so far has from another member, with another
+    value (``scale``, …)."""
+    return [key for key, value in _asks(v).items() if key in chain_asks and chain_asks[key][1] != value]
 
 
 def plan_chains(spec: PipelineSpec) -> ChainPlan:
     """The chains of ``spec`` (a validated spec), each edge with its reason."""
-    decided: list[EdgeChaining] = []
-    next_of: dict[str, str] = {}
-    for edge in spec.edges:
+    reasons: dict[int, tuple[bool, str]] = {}
+    candidate: dict[str, tuple[int, EdgeSpec]] = {}  # a → (index, edge a → b) where the graph allows
+    for k, edge in enumerate(spec.edges):
         why = _why_not(spec, edge)
         if why is None and edge.chain is False:
             why = "chain: false on the edge"
         if why is None:
-            next_of[edge.from_] = edge.to
-            decided.append(EdgeChaining(edge.from_, edge.to, True, "one-to-one edge"))
+            candidate[edge.from_] = (k, edge)
         else:
-            decided.append(EdgeChaining(edge.from_, edge.to, False, why))
-    followers = set(next_of.values())
+            reasons[k] = (False, why)
+    order = {v.name: i for i, v in enumerate(spec.vertices)}
+    graph_followers = {edge.to for _, edge in candidate.values()}
+    heads = [v.name for v in spec.vertices if v.name not in graph_followers]
     chains = []
-    for v in spec.vertices:
-        if v.name in followers:
-            continue
-        members = [v.name]
-        while members[-1] in next_of:
-            members.append(next_of[members[-1]])
-        unused = tuple(u for m in members[1:] for u in _unused(spec.vertex(m), v))
-        chains.append(Chain(tuple(members), unused))
-    return ChainPlan(tuple(decided), tuple(chains))
+    while heads:
+        head = heads.pop(0)
+        members = [head]
+        asks = {key: (head, value) for key, value in _asks(spec.vertex(head)).items()}
+        unused: list[str] = []
+        while members[-1] in candidate:
+            k, edge = candidate[members[-1]]
+            follower = spec.vertex(edge.to)
+            clashes = _clash(asks, follower)
+            if clashes and edge.chain is not True:
+                differ = ", ".join(f"{follower.name}.{key} (not {asks[key][0]}'s)" for key in clashes)
+                reasons[k] = (False, f"settings differ: {differ}; chain: true chains them")
+                heads.append(follower.name)  # a chain of its own from here
+                break
+            reasons[k] = (True, "one-to-one edge" if not clashes else "chain: true on the edge")
+            unused.extend(f"{follower.name}.{key}" for key in clashes)
+            for key, value in _asks(follower).items():
+                asks.setdefault(key, (follower.name, value))
+            members.append(follower.name)
+        chains.append(Chain(tuple(members), tuple(unused), {key: value for key, (_, value) in asks.items()}))
+    chains.sort(key=lambda c: order[c.head])
+    edges = tuple(EdgeChaining(e.from_, e.to, reasons[k][0], reasons[k][1]) for k, e in enumerate(spec.edges))
+    return ChainPlan(edges, tuple(chains))
 
 
 def chain_errors(spec: PipelineSpec) -> list[tuple[int, str]]:
@@ -156,8 +196,8 @@ def chain_errors(spec: PipelineSpec) -> list[tuple[int, str]]:
 
 def folded(spec: PipelineSpec, plan: ChainPlan) -> PipelineSpec:
     """``spec`` as the controller sees it: every chain one vertex, its head, which keeps the head's
-    source or function and rules and takes the tail's sink and output edges. A chain of one is
-    its vertex unchanged."""
+    source or function (so its rules), takes the chain's settings (:attr:`Chain.settings`) and the
+    tail's sink and output edges. A chain of one is its vertex unchanged."""
     if not plan.signature:
         return spec
     heads = {c.head: c for c in plan.chains}
@@ -167,7 +207,8 @@ def folded(spec: PipelineSpec, plan: ChainPlan) -> PipelineSpec:
         if chain is None:
             continue  # a follower: its head stands for it
         tail_sink = spec.vertex(chain.tail).sink
-        vertices.append(v.model_copy(update={"sink": tail_sink}) if chain.followers else v)
+        update = {"sink": tail_sink, **chain.settings}
+        vertices.append(v.model_copy(update=update) if chain.followers else v)
     tails = {c.tail: c.head for c in plan.chains}
     edges = [
         e.model_copy(update={"from_": tails[e.from_]})

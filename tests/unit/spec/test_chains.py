@@ -20,20 +20,55 @@ from tidal.spec.chains import folded, plan_chains
 def _line(chaining: bool = True) -> Pipeline:
     return (
         Pipeline("line", chaining=chaining)
-        .source("gen", generator={"rate": 10}, scale={"min": 1, "max": 3})
+        .source("gen", generator={"rate": 10})
         .map("work", "tidal.examples.udfs:upper", scale={"min": 0, "max": 6})
         .sink("out", "blackhole")
     )
 
 
-def test_a_line_is_one_chain_headed_by_its_source_and_the_followers_rules_are_named_unused():
+def test_a_line_is_one_chain_headed_by_its_source_with_the_scale_its_members_ask_for():
     spec = _line().build()
     plan = plan_chains(spec)
     assert [c.members for c in plan.chains] == [("gen", "work", "out")]
     assert all(e.chained and e.reason == "one-to-one edge" for e in plan.edges)
     assert plan.signature == "gen>work>out"
-    assert plan.chains[0].unused == ("work.scale", "out.scale")
+    assert plan.chains[0].unused == ()
     assert plan.head_of("out") == "gen"
+    # work's scale block is the chain's: the source's rules, with the bounds of the step that works.
+    head = folded(spec, plan).vertex("gen")
+    assert (head.scale.min, head.scale.max) == (0, 6) and head.kind == "monovertex"
+
+
+def _clashing(chain: bool | None = None) -> Pipeline:
+    edge = {} if chain is None else {"chain": chain}
+    return (
+        Pipeline("clash")
+        .source("gen", generator={"rate": 10}, scale={"min": 1, "max": 3})
+        .map("work", "tidal.examples.udfs:upper", scale={"min": 0, "max": 6})
+        .sink("out", "blackhole", replicas=2)
+        .edge("gen", "work", **edge)
+        .edge("work", "out")
+    )
+
+
+def test_members_that_ask_for_different_settings_keep_their_own_and_the_edge_says_which():
+    plan = plan_chains(_clashing().build())
+    assert [c.members for c in plan.chains] == [("gen",), ("work", "out")]
+    edge = plan.edges[0]
+    assert not edge.chained
+    assert edge.reason == "settings differ: work.scale (not gen's); chain: true chains them"
+    # out asks only for replicas, which work leaves at the default: it joins work's chain.
+    assert plan.chains[1].settings == {"scale": _clashing().build().vertex("work").scale, "replicas": 2}
+
+
+def test_chain_true_chains_them_anyway_with_the_first_members_settings_and_names_the_unused():
+    spec = _clashing(chain=True).build()
+    plan = plan_chains(spec)
+    assert [c.members for c in plan.chains] == [("gen", "work", "out")]
+    assert plan.edges[0].reason == "chain: true on the edge"
+    assert plan.chains[0].unused == ("work.scale",)
+    head = folded(spec, plan).vertex("gen")
+    assert (head.scale.min, head.scale.max, head.replicas) == (1, 3, 2)
 
 
 def test_chaining_false_keeps_every_buffer_and_says_so():
