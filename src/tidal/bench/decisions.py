@@ -8,6 +8,13 @@ real controller and scaling code, and scores them (:mod:`tidal.sim.scores`). Wri
 ``runs/bench/decisions/``. Simulated time costs no wall time: the whole matrix runs in
 seconds.
 
+**Chaining.** The reference pipeline's three vertices are a chain by default
+(:mod:`tidal.spec.chains`): one query, one replica count, a task running all three steps. The
+matrix above simulates them unchained (each its own query, buffers between); :func:`chaining`
+runs every policy on every trace both ways (:func:`tidal.sim.chained`: a chain's replica works
+at ``1 / Σ 1/capacity`` of its members and pays one micro-batch's fixed cost) and compares
+replica-seconds, p99 delay and time behind.
+
 It also checks ``policy: tidal`` against the goals of issue #18 (:data:`GOALS`) on seeds 0–2 of
 every trace (and 3–9 of the random ones, bursty and diurnal), and whether any peer beats it on
 both time behind and cost.
@@ -21,7 +28,18 @@ import time
 from pathlib import Path
 
 from tidal.bench import RESULTS, write_result
-from tidal.sim import POLICIES, TRACES, Scores, make_trace, reference_pipeline, score, simulate
+from tidal.sim import (
+    POLICIES,
+    TRACES,
+    Scores,
+    SimResult,
+    chained,
+    default_models,
+    make_trace,
+    reference_pipeline,
+    score,
+    simulate,
+)
 from tidal.sim.plot import plot_comparison
 
 # What each policy is given beyond what the runtime measures (the simulator's "information parity").
@@ -136,6 +154,32 @@ def dominated(scores: list[Scores]) -> list[str]:
     return found
 
 
+def _replica_seconds(result: SimResult) -> float:
+    return float(sum(sum(counts) for counts in result.replicas.values()))
+
+
+def chaining(seed: int = 0) -> tuple[list[str], list[dict[str, object]]]:
+    """Every policy on every trace, the reference pipeline unchained and chained: Markdown rows
+    and the raw figures. ``rs``: replica-seconds, summed over the vertices (a chain's once)."""
+    spec = reference_pipeline()
+    folded, models = chained(spec, default_models(spec))
+    rows, raw = [], []
+    for name in TRACES:
+        trace = make_trace(name, seed)
+        for policy in POLICIES:
+            apart, together = simulate(spec, trace, policy), simulate(folded, trace, policy, models)
+            a, t = score(apart), score(together)
+            rs_a, rs_t = _replica_seconds(apart), _replica_seconds(together)
+            figures: dict[str, object] = {"trace": name, "policy": policy, "rs": (rs_a, rs_t)}
+            figures.update(p99=(a.p99_delay, t.p99_delay), behind=(a.behind, t.behind))
+            raw.append(figures)
+            rows.append(
+                f"| {name} | {policy} | {rs_a:,.0f} → {rs_t:,.0f} ({rs_t / rs_a:.2f}×) "
+                f"| {a.p99_delay:.0f} → {t.p99_delay:.0f} | {a.behind:.1%} → {t.behind:.1%} |"
+            )
+    return rows, raw
+
+
 def main(out: Path = RESULTS) -> int:
     scores, seconds = run(out)
     md = "| policy | told |\n|---|---|\n" + "".join(f"| {p} | {TOLD[p]} |\n" for p in POLICIES) + "\n"
@@ -147,9 +191,14 @@ def main(out: Path = RESULTS) -> int:
     md += "\n".join(rows) + f"\n\n{met} of {cells} cells met every goal. "
     beaten = dominated(scores)
     md += "A peer better on both time behind and cost: " + (", ".join(beaten) if beaten else "none") + ".\n"
+    chain_rows, chain_raw = chaining()
+    md += "\n**Chained against unchained** (the reference pipeline as one query, seed 0)\n\n"
+    md += "| trace | policy | replica-seconds unchained → chained | p99 delay s | time behind |\n"
+    md += "|---|---|---|---|---|\n" + "\n".join(chain_rows) + "\n"
     out.mkdir(parents=True, exist_ok=True)
     (out / "decisions.md").write_text(md + "\n")
-    path = write_result("decisions", {"seconds": seconds, "scores": [s.to_dict() for s in scores]}, out)
+    result = {"seconds": seconds, "scores": [s.to_dict() for s in scores], "chaining": chain_raw}
+    path = write_result("decisions", result, out)
     print(md)
     print(
         f"{len(scores)} simulations in {seconds:.1f} s; "

@@ -7,7 +7,7 @@ measured in seconds against the peers users would otherwise pick (:mod:`tidal.si
 seeded traces (:mod:`tidal.sim.traces`), and scored (:mod:`tidal.sim.scores`).
 """
 
-from tidal.sim.model import DEFAULT_BATCH_SECONDS, SimPipeline, VertexModel, default_models
+from tidal.sim.model import DEFAULT_BATCH_SECONDS, SimPipeline, VertexModel, chained, default_models
 from tidal.sim.run import POLICIES, SimResult, make_policies, oracle, reference_pipeline, simulate
 from tidal.sim.scores import Scores, score
 from tidal.sim.traces import TRACES, Trace, make_trace
@@ -21,6 +21,7 @@ __all__ = [
     "SimResult",
     "Trace",
     "VertexModel",
+    "chained",
     "default_models",
     "make_policies",
     "make_trace",

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from tidal.controller import ProbeSample
 from tidal.spec import PipelineSpec, graph
 
-__all__ = ["DEFAULT_BATCH_SECONDS", "SimPipeline", "VertexModel", "default_models"]
+__all__ = ["DEFAULT_BATCH_SECONDS", "SimPipeline", "VertexModel", "chained", "default_models"]
 
 
 # Seconds a micro-batch costs besides its tasks' work (offset log, planning, commit): 0.23-0.27 s
@@ -92,6 +92,29 @@ def default_models(
         v.name: overrides.get(v.name) or VertexModel(DEFAULT_CAPACITY[v.kind], startup_seconds)
         for v in spec.vertices
     }
+
+
+def chained(
+    spec: PipelineSpec, models: Mapping[str, VertexModel]
+) -> tuple[PipelineSpec, dict[str, VertexModel]]:
+    """``spec`` as it runs chained (:mod:`tidal.spec.chains`), and a model per chain: what the
+    runtime does with it. A chain's replica is one task that runs every member on each message in
+    turn, so it works at ``1 / Σ 1/capacity`` of its members and pays one micro-batch's fixed cost
+    (the head's) instead of one per member; it starts when its slowest member would."""
+    from tidal.spec.chains import folded, plan_chains
+
+    plan = plan_chains(spec)
+    out = {}
+    for chain in plan.chains:
+        members = [models[m] for m in chain.members]
+        head = members[0]
+        out[chain.head] = VertexModel(
+            capacity=1.0 / sum(1.0 / m.capacity for m in members),
+            startup_seconds=max(m.startup_seconds for m in members),
+            busy_noise=head.busy_noise,
+            batch_seconds=head.batch_seconds,
+        )
+    return folded(spec, plan), out
 
 
 class _Queue:

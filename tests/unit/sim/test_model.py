@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tidal.sim import SimPipeline, VertexModel
+from tidal.sim import SimPipeline, Trace, VertexModel, chained, simulate
 from tidal.spec import Pipeline
 
 
@@ -189,3 +190,27 @@ def test_local_mode_replicas_share_the_cores() -> None:
     # in (1 replica) and work (6) have input when the step begins (out drained its share in the
     # step before): 7 replicas share the 2 slots, and work gets 6/7 of 2 cores' worth
     assert local.sample("work").processed - before == 171
+
+
+def test_a_chain_is_one_vertex_whose_replica_runs_every_member_and_pays_one_batch() -> None:
+    spec = (
+        Pipeline("c")
+        .source("in", generator={"rate": 1})
+        .map("work", "tidal.examples.udfs:upper", scale={"max": 8})
+        .sink("out", "blackhole")
+        .build()
+    )
+    models = {
+        "in": VertexModel(4000.0, batch_seconds=0.2),
+        "work": VertexModel(250.0, startup_seconds=12.0, batch_seconds=0.3),
+        "out": VertexModel(4000.0, batch_seconds=0.3),
+    }
+    folded, chain_models = chained(spec, models)
+    assert [v.name for v in folded.vertices] == ["in"] and folded.vertex("in").kind == "monovertex"
+    assert folded.vertex("in").scale.max == 8  # the scale block work asked for
+    model = chain_models["in"]
+    assert model.capacity == pytest.approx(1 / (1 / 4000 + 1 / 250 + 1 / 4000))
+    assert (model.startup_seconds, model.batch_seconds) == (12.0, 0.2)  # the slowest start, one batch
+    result = simulate(folded, Trace("steady", (300.0,) * 120), "numaflow", chain_models)
+    arrived, delivered, held = result.conservation["in"]
+    assert arrived == delivered + held and delivered > 0
