@@ -50,7 +50,6 @@ from tidal.bench import RESULTS, write_result
 
 DURATION = 240.0
 ROUNDS = 2
-POLICIES = ("numaflow", "tidal")
 MASTER = "local[12]"  # a slot per replica the wave spec allows (3 + 6 + 3)
 PEAK = 1800  # orders/s during a wave
 
@@ -64,6 +63,9 @@ class Setting:
     master: str | None = MASTER  # Spark local mode, or None with ``cluster``
     cluster: str | None = None  # ``--cluster local:NxC``: a standalone cluster, replicas on executors
     numaflow_defaults: bool = False  # the scale blocks keep only min and max
+    # The jobs compared, alternating: (label, policy, chained). Unchained: chain: false on every
+    # edge, each vertex its own query (the demo chains enrich and archive, tidal.spec.chains).
+    variants: tuple[tuple[str, str, bool], ...] = (("numaflow", "numaflow", True), ("tidal", "tidal", True))
 
 
 SETTINGS = {
@@ -74,12 +76,20 @@ SETTINGS = {
     # executors); the demo's 900/s, as `tidal bench cluster`: 4 executor JVMs, the driver and
     # the Python workers share the 2-core box, and at 1,800/s the slots, not a policy, bind.
     "policies-cluster": Setting("policies-cluster", peak=900, master=None, cluster="local:4x2"),
+    # The default policy with the demo's chain (enrich and archive in one query) and without.
+    "policies-chaining": Setting(
+        "policies-chaining",
+        variants=(("chained", "numaflow", True), ("unchained", "numaflow", False)),
+    ),
 }
 
 
-def wave_spec(root: Path, policy: str, peak: int = PEAK, numaflow_defaults: bool = False) -> Path:
+def wave_spec(
+    root: Path, policy: str, peak: int = PEAK, numaflow_defaults: bool = False, chained: bool = True
+) -> Path:
     """The demo's wave spec under ``policy`` at ``peak`` orders/s; with ``numaflow_defaults``, its
-    scale blocks keep only ``min`` and ``max`` (Numaflow's own windows, cooldowns and target)."""
+    scale blocks keep only ``min`` and ``max`` (Numaflow's own windows, cooldowns and target);
+    ``chained=False`` puts ``chain: false`` on every edge."""
     import tidal.examples
 
     spec = yaml.safe_load((Path(tidal.examples.__file__).parent / "wave.yaml").read_text())
@@ -88,7 +98,10 @@ def wave_spec(root: Path, policy: str, peak: int = PEAK, numaflow_defaults: bool
     if numaflow_defaults:
         for vertex in spec["vertices"]:
             vertex["scale"] = {k: v for k, v in vertex.get("scale", {}).items() if k in ("min", "max")}
-    path = root / f"wave-{policy}.yaml"
+    if not chained:
+        for edge in spec["edges"]:
+            edge["chain"] = False
+    path = root / f"wave-{policy}{'' if chained else '-unchained'}.yaml"
     path.write_text(yaml.safe_dump(spec))
     return path
 
@@ -100,14 +113,19 @@ def wave_seconds(spec_path: Path) -> float:
 
 
 def run_wave(
-    root: Path, policy: str, n: int, duration: float = DURATION, setting: Setting = SETTINGS["policies"]
+    root: Path,
+    policy: str,
+    n: int,
+    duration: float = DURATION,
+    setting: Setting = SETTINGS["policies"],
+    chained: bool = True,
 ) -> dict[str, Any]:
     from tidal.observe.latency import read_delays
     from tidal.observe.report import summarize, summarize_executors
     from tidal.scaling.latency import quantile
 
-    run_dir = root / f"{policy}-{n}"
-    spec = wave_spec(root, policy, setting.peak, setting.numaflow_defaults)
+    run_dir = root / f"{policy}{'' if chained else '-unchained'}-{n}"
+    spec = wave_spec(root, policy, setting.peak, setting.numaflow_defaults, chained)
     where = ["--cluster", setting.cluster] if setting.cluster else ["--master", setting.master or MASTER]
     proc = subprocess.run(
         [sys.executable, "-m", "tidal", "run", str(spec), "--run-dir", str(run_dir), *where,
@@ -145,19 +163,25 @@ def main_cluster(out: Path = RESULTS, rounds: int = 1) -> int:
     return main(out, rounds, SETTINGS["policies-cluster"])
 
 
+def main_chaining(out: Path = RESULTS, rounds: int = ROUNDS) -> int:
+    """``tidal bench policies-chaining``: the waves under the default policy, the demo's chain of
+    enrich and archive against every vertex its own query."""
+    return main(out, rounds, SETTINGS["policies-chaining"])
+
+
 def main(out: Path = RESULTS, rounds: int = ROUNDS, setting: Setting = SETTINGS["policies"]) -> int:
-    """``tidal bench policies``: the waves under each policy, alternating, ``rounds`` times."""
+    """``tidal bench policies``: the waves under each variant, alternating, ``rounds`` times."""
     root = Path(tempfile.mkdtemp(prefix=f"tidal-bench-{setting.name}-"))
-    runs: dict[str, list[dict[str, Any]]] = {p: [] for p in POLICIES}
+    runs: dict[str, list[dict[str, Any]]] = {label: [] for label, _, _ in setting.variants}
     for n in range(rounds):  # alternate, so drift on a shared machine hits both
-        for policy in POLICIES:
-            runs[policy].append(run_wave(root, policy, n, setting=setting))
-            r = runs[policy][-1]
-            print(f"round {n + 1} {policy}: drains {r['drains']} s, p99 delay {r['p99_delay']} s, "
+        for label, policy, chained in setting.variants:
+            runs[label].append(run_wave(root, policy, n, setting=setting, chained=chained))
+            r = runs[label][-1]
+            print(f"round {n + 1} {label}: drains {r['drains']} s, p99 delay {r['p99_delay']} s, "
                   f"{r['replica_seconds']:g} replica-s, executor-s {r['executor_seconds']}, "
                   f"{r['delivered']:,} delivered")  # fmt: skip
     print()
-    print("| policy | enrich drain per wave s | tail after the wave s | median tail s | p99 delay s "
+    print("| job | enrich drain per wave s | tail after the wave s | median tail s | p99 delay s "
           "| max delay s | replica-s | enrich replica-s | delivered |")  # fmt: skip
     print("|---|---|---|---|---|---|---|---|---|")
     summary: dict[str, dict[str, float]] = {}
@@ -180,12 +204,13 @@ def main(out: Path = RESULTS, rounds: int = ROUNDS, setting: Setting = SETTINGS[
         enrich = statistics.median(r["enrich_replica_seconds"] for r in rs)
         print(f"| {policy} | {waves} | {tail} | {summary[policy]['tail']:g} | {delays} | {worst} "
               f"| {summary[policy]['replica_seconds']:g} | {enrich:g} | {delivered} |")  # fmt: skip
-    t, nf = summary["tidal"], summary["numaflow"]
+    (base, _, _), (other, _, _) = setting.variants[:2]
+    t, nf = summary[other], summary[base]
 
     def ratio(key: str) -> str:
         return f"{t[key] / nf[key]:.2f}×" if nf[key] else "–"
 
-    print(f"\ntidal / numaflow: drain {ratio('drain')}, tail {ratio('tail')}, "
+    print(f"\n{other} / {base}: drain {ratio('drain')}, tail {ratio('tail')}, "
           f"p99 delay {ratio('p99_delay')}, replica-seconds {ratio('replica_seconds')}"
           + (f", executor-seconds {ratio('executor_seconds')}" if setting.cluster else ""))  # fmt: skip
     result = {"setting": dataclasses.asdict(setting), "runs": runs, "summary": summary}

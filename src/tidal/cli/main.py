@@ -19,6 +19,7 @@ BENCHMARKS = {
     "policies": "policies",
     "policies-defaults": "policies:main_numaflow_defaults",
     "policies-cluster": "policies:main_cluster",
+    "policies-chaining": "policies:main_chaining",
     "http": "http",
     "latency": "latency",
 }
