@@ -73,7 +73,7 @@ def test_into_the_file_sink_every_message_once_with_the_monovertexs_ids(spark, t
 
 
 def test_exactly_once_into_parquet_through_a_driver_sigkill(tmp_path):
-    count = 40_000
+    count = 16_000
     spec = tmp_path / "mono.yaml"
     spec.write_text(MONO.format(rate=2000, count=count, sink="parquet", path="pq", low=1))
     run_dir = tmp_path / "run"

@@ -201,7 +201,7 @@ def test_a_sigkilled_run_resumes_exactly_once(tmp_path):
     from .test_cli import tidal, wait_for
 
     write_skus(tmp_path / "skus")
-    write_orders(tmp_path / "orders.jsonl", 0, 20_000)
+    write_orders(tmp_path / "orders.jsonl", 0, 6_000)
     text = json.dumps(spec(tmp_path).model_dump(by_alias=True, exclude_none=True))
     (tmp_path / "orders.json").write_text(text)
     args = (
@@ -218,15 +218,15 @@ def test_a_sigkilled_run_resumes_exactly_once(tmp_path):
     finally:
         os.killpg(first.pid, signal.SIGKILL)
         first.communicate(timeout=30)
-    assert count(tmp_path) < len(expected(0, 20_000)), "finished before the kill"
+    assert count(tmp_path) < len(expected(0, 6_000)), "finished before the kill"
     second = tidal(*args, start_new_session=True)
     try:
-        wait_for(lambda: count(tmp_path) >= len(expected(0, 20_000)), 240, "all", second)
+        wait_for(lambda: count(tmp_path) >= len(expected(0, 6_000)), 240, "all", second)
         time.sleep(2)
     finally:
         second.send_signal(signal.SIGTERM)
         second.communicate(timeout=120)
-    assert totals(tmp_path / "run") == expected(0, 20_000)
+    assert totals(tmp_path / "run") == expected(0, 6_000)
     assert sorted(d["payload"] for d in delivered(tmp_path / "run/dead.jsonl").values()) == sorted(BAD)
 
 
