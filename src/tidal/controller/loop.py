@@ -30,21 +30,19 @@ A probe that fails for one vertex (a user source whose ``pending()`` raises) mak
 from __future__ import annotations
 
 import logging
-import math
 import threading
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Protocol
+from collections.abc import Callable, Collection, Mapping
 
 from tidal.controller.policy import NumaflowPolicy, PolicyInput, VertexPolicy
+from tidal.controller.ports import Actuator, DecisionRecorder, Probe, ProbeSample
+from tidal.controller.state import VertexState, adapt_lookback, watch_progress
 from tidal.scaling import (
     BufferLoad,
     Decision,
     Rater,
     Rule,
     VertexKind,
-    adaptive_lookback,
     check_back_pressure,
 )
 from tidal.spec import PipelineSpec, graph, numaflow_scale
@@ -52,61 +50,6 @@ from tidal.spec import PipelineSpec, graph, numaflow_scale
 __all__ = ["Actuator", "Controller", "DecisionRecorder", "Probe", "ProbeSample"]
 
 log = logging.getLogger("tidal.controller")
-
-
-@dataclass(frozen=True, slots=True)
-class ProbeSample:
-    """One vertex at one instant. ``pending`` None = not available (e.g. ``pending()`` raised)."""
-
-    processed: float  # cumulative messages processed (all replicas)
-    pending: float | None
-    replicas: int
-    ready: int | None = None  # None = same as replicas
-    busy_seconds: float | None = None  # cumulative replica-seconds spent working, if measured
-    # Messages each running replica read so far, by name (Numaflow's getPodReadCounts); None where
-    # the runtime does not count per replica. A MonoVertex's rater reads them per pod, as upstream.
-    read_counts: Mapping[str, float] | None = None
-
-
-class Probe(Protocol):
-    def sample(self, vertex: str) -> ProbeSample: ...
-
-
-class Actuator(Protocol):
-    def set_replicas(self, vertex: str, replicas: int) -> None: ...
-
-
-class DecisionRecorder(Protocol):
-    """Where decisions go: the run's :class:`~tidal.controller.EventLog`, or the simulator's."""
-
-    def record(self, decision: Decision) -> bool: ...
-
-
-ADAPT_LOOKBACK_EVERY = 30.0  # Numaflow's daemon re-computes the dynamic lookback every 30 s
-
-
-@dataclass
-class _Vertex:
-    name: str
-    kind: VertexKind
-    lookback_seconds: float  # the lookback in use: the configured one, stretched by adaptive_lookback
-    policy: VertexPolicy
-    rater: Rater
-    # Never scaled: no cooldown holds a first scale-up (Numaflow's lastScaledAt starts empty), so
-    # a pipeline that starts under load scales up at once; a first scale-down waits one down
-    # cooldown from the start (``started_at``), so a vertex is not scaled down before its load had
-    # time to show. On Spark the loop also starts only once every query is past its start
-    # (``ready`` in :meth:`Controller.run`).
-    last_scaled_at: float = -math.inf
-    last: Decision | None = None
-    rate: float | None = None
-    pending: float | None = None
-    configured_lookback: float = 0.0
-    lookback_adapted_at: float | None = None
-    started_at: float | None = None  # the first tick that saw it
-    processed: float | None = None  # the last sample's cumulative count
-    progress_at: float | None = None  # when it last processed something, or had nothing to do
-    stuck_since: float | None = None  # set while pending and no progress for stuck_after seconds
 
 
 class Controller:
@@ -151,7 +94,7 @@ class Controller:
         for v in spec.vertices:
             scale = numaflow_scale(v.scale, v.name)
             policy = policies.get(v.name) or NumaflowPolicy(scale)
-            self._vertices[v.name] = _Vertex(
+            self._vertices[v.name] = VertexState(
                 v.name,
                 VertexKind(v.kind),  # the spec's kind names are the enum's values
                 scale.lookback_seconds,
@@ -163,6 +106,9 @@ class Controller:
         self._stop = threading.Event()
         self._poked = threading.Event()  # set by stop() too, so the wait ends at once
         self._thread: threading.Thread | None = None
+        # Ticks and the writes that come from outside (a scale, a pause, a retune) take turns.
+        self._lock = threading.RLock()
+        self.paused = False  # no decisions while a pipeline is paused
 
     def decisions(self) -> Mapping[str, Decision | None]:
         """The latest decision per vertex (``None`` before the first tick)."""
@@ -175,6 +121,67 @@ class Controller:
     # -- one pass ------------------------------------------------------------------------------
 
     def tick(self, now: float) -> list[Decision]:
+        with self._lock:
+            return self._tick(now)
+
+    # -- from outside: a scale written to the scale subresource, a pause, a live edit -----------
+
+    def external(
+        self, vertex: str, current: int, replicas: int, now: float, reason: str, **inputs: object
+    ) -> Decision:
+        """A replica count written from outside (the scale subresource, ``tidal scale``) and
+        already applied: recorded as a decision with who wrote it, and counted as the vertex's
+        last scaling, so its cooldown holds the count before the autoscaler moves it again
+        (Numaflow's vertex controller sets ``lastScaledAt`` when the replicas change, whoever
+        changed them)."""
+        with self._lock:
+            v = self._vertices[vertex]
+            decision = Decision(vertex, now, current, replicas, Rule.EXTERNAL, reason, dict(inputs))
+            v.last_scaled_at = now
+            v.last = decision
+            self.events.record(decision)
+            log.info("%s", decision.explain())
+            return decision
+
+    def note(
+        self, vertex: str, now: float, rule: Rule, current: int, desired: int, reason: str, **inputs: object
+    ) -> None:
+        """A lifecycle change of ``vertex`` (paused, resumed, retuned) in the event log."""
+        with self._lock:
+            decision = Decision(vertex, now, current, desired, rule, reason, dict(inputs))
+            self._vertices[vertex].last = decision
+            self.events.record(decision)
+            log.info("%s", decision.explain())
+
+    def held(self) -> threading.RLock:
+        """The lock ticks take: hold it to change several vertices between two ticks."""
+        return self._lock
+
+    def retune(
+        self, spec: PipelineSpec, changed: Collection[str], policies: Mapping[str, VertexPolicy] | None = None
+    ) -> None:
+        """Take a live edit of ``spec``'s scale blocks, policies and controller settings (the same
+        vertices and edges: :mod:`tidal.spark.operations` refuses the rest). The ``changed``
+        vertices get their new policy (from ``policies``, else Numaflow's with their scale block);
+        every vertex keeps its rates, its last scaling and its lookback history, and the others
+        keep their policy and what it learnt."""
+        if [v.name for v in spec.vertices] != list(self._vertices):
+            raise ValueError("retune keeps the vertices: a changed graph needs a restart")
+        with self._lock:
+            policies = dict(policies or {})
+            for v in spec.vertices:
+                if v.name not in changed:
+                    continue
+                scale = numaflow_scale(v.scale, v.name)
+                state = self._vertices[v.name]
+                state.policy = policies.get(v.name) or NumaflowPolicy(scale)
+                if scale.lookback_seconds != state.configured_lookback:
+                    state.configured_lookback = state.lookback_seconds = scale.lookback_seconds
+            self.spec = spec
+            self._usable = spec.limits.usable_length
+            self._stuck_after = spec.controller.stuck_after_seconds
+
+    def _tick(self, now: float) -> list[Decision]:
         samples: dict[str, ProbeSample | None] = {}
         for name, v in self._vertices.items():
             try:
@@ -187,9 +194,9 @@ class Controller:
             samples[name] = sample
             if sample is not None:
                 v.rater.record(now, self._counters(v, sample), sample.pending)
-                self._watch_progress(v, sample, now)
+                self._report(v, watch_progress(v, sample, now, self._stuck_after), now)
         for v in self._vertices.values():
-            self._adapt_lookback(v, now)
+            adapt_lookback(v, now)
         # Rate and averaged pending once per vertex: the back-pressure loads and the decisions
         # both read them.
         metrics = {name: v.rater.metrics(now, v.lookback_seconds) for name, v in self._vertices.items()}
@@ -229,38 +236,17 @@ class Controller:
             for name, v in self._vertices.items()
         }
 
-    def _watch_progress(self, v: _Vertex, sample: ProbeSample, now: float) -> None:
-        """The "stuck" condition: messages pending and none processed for ``stuckAfterSeconds``
-        (a UDF that hangs, a sink that blocks). It is reported — logged, recorded as an event,
-        shown in the status — not acted on: scaling cannot unstick a hung call."""
-        moved = v.processed is not None and sample.processed > v.processed
-        idle = sample.pending is not None and sample.pending <= 0
-        v.processed = sample.processed
-        if v.progress_at is None or moved or idle:
-            v.progress_at = now
-            if v.stuck_since is not None:
-                v.stuck_since = None
-                self._note(v, now, Rule.UNSTUCK, "processing again")
+    def _report(self, v: VertexState, rule: tuple[Rule, str] | None, now: float) -> None:
+        """A vertex found stuck, or moving again: logged and recorded, not acted on."""
+        if rule is None:
             return
-        quiet = now - v.progress_at
-        if v.stuck_since is None and quiet >= self._stuck_after and (sample.pending or 0) > 0:
-            v.stuck_since = now
-            self._note(
-                v,
-                now,
-                Rule.STUCK,
-                f"{sample.pending:,.0f} messages pending (now) and none processed for {quiet:.0f} s "
-                f"(stuckAfterSeconds {self._stuck_after:g}): a call may hang; see the run's log",
-            )
-
-    def _note(self, v: _Vertex, now: float, rule: Rule, reason: str) -> None:
         replicas = v.last.current if v.last is not None else 0
-        note = Decision(v.name, now, replicas, replicas, rule, reason, {"progressAt": v.progress_at})
-        (log.warning if rule == Rule.STUCK else log.info)("%s", note.explain())
+        note = Decision(v.name, now, replicas, replicas, rule[0], rule[1], {"progressAt": v.progress_at})
+        (log.warning if rule[0] == Rule.STUCK else log.info)("%s", note.explain())
         self.events.record(note)
 
     @staticmethod
-    def _counters(v: _Vertex, sample: ProbeSample) -> Mapping[str, float]:
+    def _counters(v: VertexState, sample: ProbeSample) -> Mapping[str, float]:
         """What the rater records: per pod for a MonoVertex (its daemon's rater reads each pod's
         count), one series for a vertex (one partition, its pods' counts summed, as upstream)."""
         if v.kind == VertexKind.MONOVERTEX and sample.read_counts is not None:
@@ -270,26 +256,6 @@ class Controller:
     def lookbacks(self) -> Mapping[str, float]:
         """The lookback in use per vertex (Numaflow's dynamic lookback, §3.4)."""
         return {name: v.lookback_seconds for name, v in self._vertices.items()}
-
-    @staticmethod
-    def _adapt_lookback(v: _Vertex, now: float) -> None:
-        """Numaflow's dynamic lookback, every 30 s: stretch the window over the vertex's longest
-        quiet spell (a slow, bursty UDF is not judged idle between two outputs), back toward the
-        configured value when the spells shorten."""
-        if v.lookback_adapted_at is not None and now - v.lookback_adapted_at < ADAPT_LOOKBACK_EVERY:
-            return
-        v.lookback_adapted_at = now
-        pending = v.rater.latest_pending()
-        idle = pending is None or pending <= 0  # nothing known to wait: a quiet spell is not slowness
-        granularity = min(60.0, v.configured_lookback)
-        adapted = adaptive_lookback(
-            v.rater, now, v.lookback_seconds, v.configured_lookback, idle=idle, granularity=granularity
-        )
-        if adapted != v.lookback_seconds:
-            log.info(
-                "vertex %s: lookback %g s → %g s (longest quiet spell)", v.name, v.lookback_seconds, adapted
-            )
-            v.lookback_seconds = adapted
 
     def _wake_paths(self, views: Mapping[str, PolicyInput], decisions: dict[str, Decision]) -> None:
         """Every vertex that woke on pending wakes the vertices at zero downstream of it."""
@@ -305,7 +271,7 @@ class Controller:
 
     def _view(
         self,
-        v: _Vertex,
+        v: VertexState,
         sample: ProbeSample,
         metrics: tuple[float | None, float | None],
         now: float,
@@ -371,16 +337,15 @@ class Controller:
         """Tick every ``controller.intervalSeconds`` until :meth:`stop` (blocking). With ``ready``,
         the first tick waits until it says yes (the runtime: every query ran its first
         micro-batch, so Spark's warm-up is not mistaken for an idle pipeline)."""
-        interval = self.spec.controller.interval_seconds
         next_at = clock()
         while not self._stop.is_set():
             try:
-                if ready is None or ready():
+                if (ready is None or ready()) and not self.paused:
                     ready = None
                     self.tick(clock())
             except Exception:  # keep autoscaling alive; the traceback goes to the log
                 log.exception("controller tick failed")
-            next_at += interval
+            next_at += self.spec.controller.interval_seconds  # read each time: a live edit may change it
             if self._poked.wait(max(0.0, next_at - clock())) and not self._stop.is_set():
                 self._poked.clear()
                 next_at = clock()  # a poke: tick now, then on the interval from here

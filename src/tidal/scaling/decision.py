@@ -31,6 +31,9 @@ class Rule(StrEnum):
     INTO_BOUNDS = "into-bounds"  # current outside [min, max] → clamp at once
     CRON_MIN = "cron-min"
     CRON_MAX = "cron-max"
+    EXTERNAL = "external"  # written from outside (the scale subresource, tidal scale)
+    PAUSED = "paused"  # the pipeline paused: every vertex to 0, sources closed
+    RESUMED = "resumed"  # the pipeline resumed: the replicas it had before the pause
     # -- holds and skips (desired == current) ----------------------------------------------
     STEADY = "steady"
     DISABLED = "disabled"
@@ -57,6 +60,7 @@ class Rule(StrEnum):
     KPA_ACTIVATING = "kpa-activating"
     STUCK = "stuck"
     UNSTUCK = "unstuck"
+    RETUNED = "retuned"  # a live edit (tidal apply) changed its scale block, policy or bounds
     KPA_ACTIVATION_TIMEOUT = "kpa-activation-timeout"
     # -- peers that tidal.sim compares against (not used by the runtime) ----------------------
     STATIC_PEAK = "static-peak"  # provisioned once for the peak, never changed

@@ -1,0 +1,88 @@
+"""What the controller keeps per vertex between ticks, and the two things it works out from it
+besides a decision: whether the vertex is stuck, and its lookback (Numaflow's dynamic lookback).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+
+from tidal.controller.policy import VertexPolicy
+from tidal.controller.ports import ProbeSample
+from tidal.scaling import Decision, Rater, Rule, VertexKind, adaptive_lookback
+
+__all__ = ["ADAPT_LOOKBACK_EVERY", "VertexState", "adapt_lookback", "watch_progress"]
+
+log = logging.getLogger("tidal.controller")
+
+ADAPT_LOOKBACK_EVERY = 30.0  # Numaflow's daemon re-computes the dynamic lookback every 30 s
+
+
+@dataclass
+class VertexState:
+    name: str
+    kind: VertexKind
+    lookback_seconds: float  # the lookback in use: the configured one, stretched by adaptive_lookback
+    policy: VertexPolicy
+    rater: Rater
+    # Never scaled: no cooldown holds a first scale-up (Numaflow's lastScaledAt starts empty), so
+    # a pipeline that starts under load scales up at once; a first scale-down waits one down
+    # cooldown from the start (``started_at``), so a vertex is not scaled down before its load had
+    # time to show. On Spark the loop also starts only once every query is past its start
+    # (``ready`` in :meth:`Controller.run`).
+    last_scaled_at: float = -math.inf
+    last: Decision | None = None
+    rate: float | None = None
+    pending: float | None = None
+    configured_lookback: float = 0.0
+    lookback_adapted_at: float | None = None
+    started_at: float | None = None  # the first tick that saw it
+    processed: float | None = None  # the last sample's cumulative count
+    progress_at: float | None = None  # when it last processed something, or had nothing to do
+    stuck_since: float | None = None  # set while pending and no progress for stuck_after seconds
+
+
+def watch_progress(
+    v: VertexState, sample: ProbeSample, now: float, stuck_after: float
+) -> tuple[Rule, str] | None:
+    """The "stuck" condition: messages pending and none processed for ``stuckAfterSeconds``
+    (a UDF that hangs, a sink that blocks). It is reported — logged, recorded as an event,
+    shown in the status — not acted on: scaling cannot unstick a hung call. Returns the
+    note to record when the vertex becomes stuck or moves again."""
+    moved = v.processed is not None and sample.processed > v.processed
+    idle = sample.pending is not None and sample.pending <= 0
+    v.processed = sample.processed
+    if v.progress_at is None or moved or idle:
+        v.progress_at = now
+        if v.stuck_since is not None:
+            v.stuck_since = None
+            return Rule.UNSTUCK, "processing again"
+        return None
+    quiet = now - v.progress_at
+    if v.stuck_since is None and quiet >= stuck_after and (sample.pending or 0) > 0:
+        v.stuck_since = now
+        return (
+            Rule.STUCK,
+            f"{sample.pending:,.0f} messages pending (now) and none processed for {quiet:.0f} s "
+            f"(stuckAfterSeconds {stuck_after:g}): a call may hang; see the run's log",
+        )
+    return None
+
+
+def adapt_lookback(v: VertexState, now: float) -> None:
+    """Numaflow's dynamic lookback, every 30 s: stretch the window over the vertex's longest
+    quiet spell (a slow, bursty UDF is not judged idle between two outputs), back toward the
+    configured value when the spells shorten."""
+    if v.lookback_adapted_at is not None and now - v.lookback_adapted_at < ADAPT_LOOKBACK_EVERY:
+        return
+    v.lookback_adapted_at = now
+    pending = v.rater.latest_pending()
+    idle = pending is None or pending <= 0  # nothing known to wait: a quiet spell is not slowness
+    granularity = min(60.0, v.configured_lookback)
+    adapted = adaptive_lookback(
+        v.rater, now, v.lookback_seconds, v.configured_lookback, idle=idle, granularity=granularity
+    )
+    if adapted != v.lookback_seconds:
+        log.info("vertex %s: lookback %g s → %g s (longest quiet spell)", v.name, v.lookback_seconds, adapted)
+        v.lookback_seconds = adapted
