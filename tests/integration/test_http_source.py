@@ -333,3 +333,37 @@ def test_with_many_receivers_the_scrape_takes_knatives_sample_and_counts_every_m
         run.stop()
     assert sampled == (5, 6)
     assert sorted(got) == sorted(ok)
+
+
+def test_with_auth_token_requests_need_the_bearer_token_and_the_refused_are_counted(
+    spark, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("TIDAL_TEST_HTTP_TOKEN", "s3cret-token")
+    http = {"containerConcurrency": 4, "auth": {"token": {"env": "TIDAL_TEST_HTTP_TOKEN"}}}
+    run = PipelineRun(
+        spec(http, {"min-scale": 1}, replicas=1), tmp_path, spark=spark, trigger_seconds=0.25
+    ).start()
+    try:
+        path = run.requests["in"]
+        wait_ready(path, 1, timeout=60)
+        assert post(path.url, b'[{"n": 1}]', Idempotency_Key="none")[0] == 401
+        assert post(path.url, b'[{"n": 2}]', Idempotency_Key="wrong", Authorization="Bearer nope")[0] == 403
+        status, answer = post(
+            path.url, b'[{"n": 3}]', Idempotency_Key="right", Authorization="Bearer s3cret-token"
+        )
+        assert status == 200, answer
+        assert delivered(tmp_path, {"right/0"}) == ["right/0"]  # nothing of the refused was stored
+        wait_until(lambda: any(s.get("unauthorized") == 2 for s in series(tmp_path)), 60)
+        assert max(s.get("unauthorized", 0) for s in series(tmp_path)) == 2
+    finally:
+        run.stop()
+    # A token the spec points at but that is not there stops the run at start, naming it.
+    monkeypatch.delenv("TIDAL_TEST_HTTP_TOKEN")
+    from tidal import errors
+
+    again = PipelineRun(spec(http), tmp_path / "again", spark=spark)
+    with pytest.raises(errors.SpecError, match=r"source.http.auth.token.*TIDAL_TEST_HTTP_TOKEN is empty"):
+        try:
+            again.start()
+        finally:
+            again.stop()

@@ -100,5 +100,6 @@ def request_line(name: str, r: dict[str, Any]) -> str:
     return (
         f"[bold]{escape(name)}[/] {escape(r['url'])} — {r['rps']:,.0f} req/s, concurrency "
         f"{r['concurrency']:.1f}, {r['held']} held, {r['ready']} receivers, {r['refused']:,} refused (503); "
+        + (f"{r['unauthorized']:,} without the token (401/403); " if r.get("unauthorized") else "")
         + where
     )

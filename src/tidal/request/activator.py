@@ -49,6 +49,7 @@ import aiohttp
 from aiohttp import web
 
 from tidal.request import subsetting
+from tidal.request.auth import load_token, refused
 from tidal.request.breaker import Overloaded
 from tidal.request.receiver import PROXY_HEADER
 from tidal.request.serving import PublicListener, local_port, run, until_stopped
@@ -73,6 +74,8 @@ class ActivatorConfig:
     hold_timeout: float = 30.0
     max_request_bytes: int = 1 << 20
     poke_port: int = 0  # the run's UDP port on 127.0.0.1; 0: do not poke
+    token_file: str | None = None  # source.http.auth.token: where the token is read (never the token)
+    token_env: str | None = None
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -97,6 +100,8 @@ class _Activator:
         self.rejected = 0  # 503s: too many held, or held too long
         self.longest_wait = 0.0  # the longest a request waited for a receiver this period
         self.sent_to: dict[str, int] = {}  # requests forwarded through the throttler, per receiver
+        self.token = load_token(config.token_file, config.token_env)
+        self.unauthorized = 0  # 401s and 403s: no token, or another one
 
     def _poke(self, stat: bool) -> None:
         """Tell the run now: ``stat`` carries the immediate {concurrency 1, one request} of a
@@ -112,6 +117,10 @@ class _Activator:
             self._poker.sendto(message, ("127.0.0.1", self.config.poke_port))
 
     async def handle(self, request: web.Request) -> web.Response:
+        denied = refused(request, self.token)
+        if denied is not None:
+            self.unauthorized += 1
+            return denied
         try:
             body = await request.read()
         except web.HTTPRequestEntityTooLarge:
@@ -201,6 +210,7 @@ class _Activator:
                 "capacity": self.throttler.capacity,
                 "policy": policy_name(self.config.container_concurrency),
                 "rejected": self.rejected,
+                "unauthorized": self.unauthorized,
                 "longest_wait": wait,
             }
         )

@@ -69,6 +69,7 @@ class RequestSample:
     refused: int = 0  # 503s so far: the activator's (held too many or too long) and the receivers'
     longest_wait: float = 0.0  # seconds the longest request of the second waited for a receiver
     accepted: int = 0  # messages stored so far
+    unauthorized: int = 0  # requests refused for their token so far (401, 403: source.http.auth)
 
     def to_dict(self) -> dict[str, Any]:
         return {f: getattr(self, f) for f in self.__dataclass_fields__}
@@ -107,6 +108,7 @@ class RequestPath:
         self._samples: list[RequestSample] = []
         self._accepted_gone = 0  # accepted by receivers that are gone
         self._refused_gone = 0
+        self._unauthorized_gone = 0
         self._peak_gone = 0
         self._series = series  # one line a second: the request path's figures (requests.jsonl)
         self._pushed: tuple[tuple[str, ...], bool] | None = None
@@ -344,6 +346,7 @@ class RequestPath:
                     self._stopping.remove(p)
                 self._accepted_gone += p.accepted
                 self._refused_gone += p.extra.get("refused", 0)
+                self._unauthorized_gone += p.extra.get("unauthorized", 0)
                 self._peak_gone = max(self._peak_gone, p.extra.get("peak_inside", 0))
                 if p.proc.stdout is not None:
                     p.proc.stdout.close()
@@ -399,13 +402,22 @@ class RequestPath:
         concurrency = receivers.concurrency + activators.concurrency
         rps = receivers.rps + activators.rps
         held, in_path, wait = activators.held, activators.in_path, activators.longest_wait
-        refused = activators.rejected
+        refused, unauthorized = activators.rejected, activators.unauthorized
         with self._lock:
-            refused += self._refused_gone + sum(
-                r.extra.get("refused", 0) for r in [*self._receivers, *self._stopping]
-            )
+            alive = [*self._receivers, *self._stopping]
+            refused += self._refused_gone + sum(r.extra.get("refused", 0) for r in alive)
+            unauthorized += self._unauthorized_gone + sum(r.extra.get("unauthorized", 0) for r in alive)
         sample = RequestSample(
-            time.time(), concurrency, rps, held, in_path, self.ready(), refused, wait, self.accepted()
+            time.time(),
+            concurrency,
+            rps,
+            held,
+            in_path,
+            self.ready(),
+            refused,
+            wait,
+            self.accepted(),
+            unauthorized,
         )
         with self._lock:
             self._samples.append(sample)

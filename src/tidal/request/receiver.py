@@ -39,6 +39,7 @@ from aiohttp import web
 
 from tidal import errors
 from tidal.isb.open import open_store
+from tidal.request.auth import load_token, refused
 from tidal.request.breaker import Breaker, Overloaded
 from tidal.request.group_commit import Backpressure, GroupWriter
 from tidal.request.messages import BadRequest, parse
@@ -65,6 +66,8 @@ class ReceiverConfig:
     port: int = 0
     public_host: str = "127.0.0.1"
     public_port: int = 0  # the activator's public port, served directly while it is out of the path
+    token_file: str | None = None  # source.http.auth.token: where the token is read (never the token)
+    token_env: str | None = None
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -95,6 +98,8 @@ class _Receiver:
         self.peak_inside = 0
         self.draining = False
         self.public = PublicListener(config.public_host, config.public_port)
+        self.token = load_token(config.token_file, config.token_env)
+        self.unauthorized = 0  # 401s and 403s on the public port (the activator checks its own)
 
     async def serve(self, request: web.Request) -> web.Response:
         """``{"serve": true}``: listen on the public port too (``SO_REUSEPORT``), the activator
@@ -105,6 +110,11 @@ class _Receiver:
 
     async def handle(self, request: web.Request) -> web.Response:
         proxied = request.headers.get(PROXY_HEADER) == "activator"
+        if self.config.public_port and local_port(request) == self.config.public_port:
+            denied = refused(request, self.token)  # a client's own request, the activator out of the path
+            if denied is not None:
+                self.unauthorized += 1
+                return denied
         self.stats.enter(time.monotonic(), proxied)
         try:
             answer = await self._admitted(request)
@@ -189,6 +199,7 @@ class _Receiver:
                 "in_flight": self.stats.concurrency,
                 "peak_inside": self.peak_inside,
                 "refused": self.refused,
+                "unauthorized": self.unauthorized,
             },
         )
 

@@ -37,6 +37,7 @@ class ActivatorLoad:
     in_path: bool
     longest_wait: float
     rejected: int
+    unauthorized: int = 0  # 401s and 403s (source.http.auth)
 
 
 def scrape_receivers(targets: Sequence[Child], now: float, window: float, rng: random.Random) -> ReceiverLoad:
@@ -60,6 +61,7 @@ def scrape_receivers(targets: Sequence[Child], now: float, window: float, rng: r
         answered += 1
         r.accepted = int(stat["accepted"])
         r.extra["refused"] = int(stat["refused"])
+        r.extra["unauthorized"] = int(stat.get("unauthorized", 0))
         r.extra["peak_inside"] = int(stat["peak_inside"])
         concurrency += stat["concurrency"] - stat["proxied_concurrency"]
         rps += stat["rps"] - stat["proxied_rps"]
@@ -73,7 +75,7 @@ def scrape_activators(activators: Sequence[Child]) -> ActivatorLoad:
     """Every activator's one-second report, summed (Knative's collector adds the activators'
     pushes); one that does not answer counts as in the path, the safe side."""
     concurrency = rps = wait = 0.0
-    held = rejected = 0
+    held = rejected = unauthorized = 0
     in_path = False
     for activator in activators:
         try:
@@ -87,4 +89,5 @@ def scrape_activators(activators: Sequence[Child]) -> ActivatorLoad:
         in_path = in_path or bool(a["in_path"])
         wait = max(wait, float(a["longest_wait"]))
         rejected += int(a["rejected"])
-    return ActivatorLoad(concurrency, rps, held, in_path, wait, rejected)
+        unauthorized += int(a.get("unauthorized", 0))
+    return ActivatorLoad(concurrency, rps, held, in_path, wait, rejected, unauthorized)

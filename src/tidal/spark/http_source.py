@@ -12,9 +12,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from tidal import errors
 from tidal.controller.loop import ProbeSample
 from tidal.isb.control import ControlStore
 from tidal.request.activator import ActivatorConfig
+from tidal.request.auth import load_token
 from tidal.request.path import RequestPath
 from tidal.request.receiver import ReceiverConfig
 from tidal.spark.config import QueryConfig
@@ -38,6 +40,17 @@ def start_request_path(
     v = spec.vertex(config.vertex)
     assert v.source is not None and v.source.http is not None
     http = v.source.http
+    # Where the token is (the processes read it themselves: never on a command line), checked now
+    # so a missing file or variable stops the run at start, naming it.
+    auth = http.auth if not isinstance(http.auth, str) else None
+    token_file = token_env = None
+    if auth is not None:
+        token_file, token_env = auth.token.file, auth.token.env
+        try:
+            load_token(auth.token.file, auth.token.env)
+        except ValueError as exc:
+            problem = str(exc).split(": ", 1)[-1]
+            raise errors.SpecError(f"vertices[{v.name}].source.http.auth.token", problem) from None
     activator = ActivatorConfig(
         vertex=v.name,
         host=http.host,
@@ -46,6 +59,8 @@ def start_request_path(
         max_held=http.max_held,
         hold_timeout=http.hold_timeout_seconds,
         max_request_bytes=http.max_request_bytes,
+        token_file=token_file,
+        token_env=token_env,
     )
     receiver = ReceiverConfig(
         vertex=v.name,
@@ -57,6 +72,8 @@ def start_request_path(
         container_concurrency=http.container_concurrency,
         max_request_bytes=http.max_request_bytes,
         timeout_seconds=http.timeout_seconds,
+        token_file=token_file,
+        token_env=token_env,
     )
     path = RequestPath(
         activator,

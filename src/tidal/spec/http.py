@@ -7,11 +7,44 @@ Knative's ``kpa:`` keys: ``target``, ``target-burst-capacity``, ``window``, …)
 
 from __future__ import annotations
 
-from pydantic import Field
+import ipaddress
+from typing import Literal
+
+from pydantic import Field, model_validator
 
 from tidal.spec.base import Model
 
-__all__ = ["HttpSourceSpec"]
+__all__ = ["HttpAuthSpec", "HttpSourceSpec", "TokenSpec"]
+
+
+class TokenSpec(Model):
+    """Where the bearer token is read from when the run starts: exactly one of ``file`` (its
+    whole content, stripped) or ``env`` (an environment variable's name). Never the token itself:
+    a spec is copied into run directories, logs and dashboards."""
+
+    file: str | None = None
+    env: str | None = Field(None, min_length=1)
+    # Numaflow names a Kubernetes secret (``name``/``key``); there is no secret store here.
+    name: str | None = None
+    key: str | None = None
+
+    @model_validator(mode="after")
+    def _one_place(self) -> TokenSpec:
+        if self.name is not None or self.key is not None:
+            raise ValueError(
+                "a Kubernetes secret (name/key) cannot be read here: put the token in a file (file: PATH, "
+                "mode 0600) or an environment variable (env: NAME)"
+            )
+        if (self.file is None) == (self.env is None):
+            raise ValueError("give exactly one of file (a path) or env (a variable's name)")
+        return self
+
+
+class HttpAuthSpec(Model):
+    """``auth.token``: Numaflow's HTTP source auth. Every request needs ``Authorization: Bearer
+    <token>``: without it 401, with another token 403, both counted (``unauthorized``)."""
+
+    token: TokenSpec
 
 
 class HttpSourceSpec(Model):
@@ -23,7 +56,9 @@ class HttpSourceSpec(Model):
     (Knative's revision ``timeoutSeconds``, 300 by default): a request still waiting for the
     queue-proxy's breaker when it passes gets 503. ``activators``: how many activator processes
     share the public port, each balancing over its own slice of the receivers (Knative's
-    activator subsetting; 1 by default)."""
+    activator subsetting; 1 by default). ``auth``: a bearer token every request must carry
+    (:class:`HttpAuthSpec`); a source on a host other than loopback needs one, or ``auth: none``
+    said on purpose."""
 
     host: str = "127.0.0.1"
     port: int = Field(0, ge=0, le=65_535)
@@ -33,3 +68,24 @@ class HttpSourceSpec(Model):
     max_request_bytes: int = Field(1 << 20, ge=1024, le=1 << 30)
     timeout_seconds: float = Field(300.0, gt=0, le=3600)
     activators: int = Field(1, ge=1, le=20)
+    # None: no token (loopback only); ``none``: no token, said on purpose (any host).
+    auth: HttpAuthSpec | Literal["none"] | None = None
+
+    @model_validator(mode="after")
+    def _no_open_door(self) -> HttpSourceSpec:
+        if self.auth is None and not _loopback(self.host):
+            raise ValueError(
+                f"host {self.host} is not loopback and the source has no auth: anyone who reaches it could "
+                "write into the pipeline; add auth: {token: {file: PATH}} (or {env: NAME}), or say "
+                "auth: none on purpose"
+            )
+        return self
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
