@@ -134,6 +134,13 @@ def test_a_live_run_then_the_finished_run_from_disk(browser, tmp_path):
             return value not in (None, "", "0", "1")
 
         wait_for(scaled_up, 120, "the page to show enrich scaled up", proc)
+        # The selected vertex shows what a replica needs (VPA's recommender over its tasks).
+        wait_for(
+            lambda: "memory" in (js(browser, "return document.querySelector('.vertical').textContent") or ""),
+            120,
+            "the vertical recommendation",
+            proc,
+        )
         shot(browser, "dashboard-live")
         decisions = [json.loads(x) for x in (run_dir / "events.jsonl").read_text().splitlines()]
         up = next(d for d in decisions if d["vertex"] == "enrich" and d["desired"] == int(seen[-1][1]))

@@ -305,6 +305,13 @@ def write_report(run_dir: str | Path) -> Path:
             f"after the request (registered after {_or_dash(cluster.registered_median)} s)\n\n"
         )
         plots += "\n![executors](executors.png)"
+    final = _final(run_dir)
+    from tidal.observe.vertical import vertical_lines
+
+    vertical = vertical_lines(final.values())
+    if vertical:
+        head += "vertical, per replica (VPA's recommender, applied at a restart):\n\n"
+        head += "".join(f"- {line}\n" for line in vertical) + "\n"
     delays = read_delays(run_dir)
     if delays:
         plot_latency(delays, start or min(v[0].at for v in delays.values()), out / "latency.png")

@@ -11,6 +11,7 @@ from tidal.controller import Controller
 from tidal.isb.base import BufferStore
 from tidal.isb.control import ControlStore
 from tidal.scaling.latency import pooled
+from tidal.spark.vertical import VerticalWatch
 from tidal.spec import PipelineSpec
 from tidal.spec.chains import ChainPlan
 
@@ -43,6 +44,9 @@ class VertexStatus:
     # The chain the vertex runs in (``a>b>c``, head first: one query, tidal.spec.chains); None
     # when it is a query of its own.
     chain: str | None = None
+    # Memory (bytes) and cores a replica needs, VPA's way (tidal.scaling.vertical): target, lower
+    # and upper bounds; a chain's at its head; None before its tasks reported any.
+    vertical: dict[str, Any] | None = None
 
 
 class _Run(Protocol):
@@ -54,6 +58,7 @@ class _Run(Protocol):
     buffers: BufferStore | None
     controller: Controller | None
     requests: dict[str, Any]
+    vertical: VerticalWatch
 
     def running(self, vertex: str) -> bool: ...
 
@@ -67,6 +72,7 @@ def vertex_statuses(run: _Run) -> list[VertexStatus]:
     decisions = run.controller.decisions()
     metrics = run.controller.metrics()
     stuck = run.controller.stuck(now)
+    run.vertical.update(run.control)
     out = []
     for v in run.spec.vertices:
         chain = run.plan.chain_of(v.name)
@@ -108,6 +114,7 @@ def vertex_statuses(run: _Run) -> list[VertexStatus]:
                 requests=requests,
                 delay=delay_of(run.control, v.name, now) if v.sink is not None else None,
                 chain=">".join(chain.members) if chain.followers else None,
+                vertical=(r.to_dict() if (r := run.vertical.recommendation(v.name)) is not None else None),
             )
         )
     return out

@@ -40,6 +40,7 @@ from tidal.scaling.latency import TimeSample, delays_at, time_sample
 from tidal.spark import stores
 from tidal.spark.config import QueryConfig
 from tidal.spark.heap import freeze_imports
+from tidal.spark.usage import TaskUsage
 
 __all__ = ["Step", "VertexWriter", "Written", "piece_size", "pieces"]
 
@@ -89,6 +90,8 @@ class Written(WriterCommitMessage):
     busy: float = 0.0  # seconds the task spent reading, transforming and writing
     sample: TimeSample | None = None  # a sink's: the source times of what it wrote
     steps: list[Step] | None = None  # each member's share, in chain order
+    peak_rss: float | None = None  # the task's Python worker at its most (bytes; None: unknown)
+    cpu: float = 0.0  # CPU seconds the task's worker used
 
 
 class VertexWriter(DataSourceStreamArrowWriter):
@@ -153,6 +156,7 @@ class VertexWriter(DataSourceStreamArrowWriter):
         from pyspark import TaskContext
 
         started = time.perf_counter()
+        usage = TaskUsage()
         out_ids: list[Any] = []
         out_payloads: list[Any] = []
         out_times: list[Any] = []
@@ -213,8 +217,18 @@ class VertexWriter(DataSourceStreamArrowWriter):
         context = TaskContext.get()
         partition = context.partitionId() if context else -1
         busy = time.perf_counter() - started
+        peak, cpu = usage.end()
         return Written(
-            written, partition, sink_part, dead_parts, sum(len(d) for d in dead), busy, sample, steps
+            written,
+            partition,
+            sink_part,
+            dead_parts,
+            sum(len(d) for d in dead),
+            busy,
+            sample,
+            steps,
+            peak,
+            cpu,
         )
 
     def _append(self, key: str, ids: Any, payloads: Any, most: int, times: Any = None) -> None:
@@ -288,6 +302,8 @@ class VertexWriter(DataSourceStreamArrowWriter):
             delays=None if chained else delays,
             parts=[max(0, last - first + 1) for first, last in batch.parts] if batch is not None else (),
             members=follow,
+            peak_rss=max((m.peak_rss for m in written if m.peak_rss is not None), default=None),
+            cpu=sum(m.cpu for m in written),
         )
 
     def tasks(self, messages: list[WriterCommitMessage | None], parts: int | None) -> int:

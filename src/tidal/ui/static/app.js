@@ -84,10 +84,21 @@ function panelContent(run) {
   }
   if (!run.graph || run.graph.error) return out;
   out.push(el("section", {}, el("h3", { text: "pipeline" }), graphSvg(run)));
-  if (run.selected) out.push(el("section", {}, el("h3", { text: `vertex ${run.selected}` }), charts(run)));
+  if (run.selected) out.push(el("section", {}, el("h3", { text: `vertex ${run.selected}` }),
+    el("p", { class: "vertical", text: verticalText(statusOf(run, run.selected)) }), charts(run)));
   out.push(el("section", { class: "decision-detail" }, el("h3", { text: "decision" }), detail(run)));
   out.push(el("section", {}, el("h3", { text: "why did it scale? — the event log" }), eventLog(run)));
   return out;
+}
+
+// The vertical recommendation (VPA's recommender) of a replica: memory and cores, with bounds.
+function verticalText(s) {
+  const rec = s && s.vertical;
+  if (!rec) return s && s.chain && s.chain.split(">")[0] !== s.name
+    ? `vertical: see ${s.chain.split(">")[0]}, whose query runs it` : "vertical: no task measured yet";
+  const mib = b => `${fmt(b / 1048576)} MiB`, m = rec.memory_bytes, c = rec.cpu_cores;
+  return `vertical, per replica: memory ${mib(m.target)} (${mib(m.lower)}–${mib(m.upper)}), `
+    + `cores ${fmt(c.target, 2)} (${fmt(c.lower, 2)}–${fmt(c.upper, 2)}), from ${fmt(rec.samples)} micro-batches`;
 }
 
 function statusOf(run, name) {
