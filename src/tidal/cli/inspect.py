@@ -71,13 +71,25 @@ def show_status(run_dir: str | Path) -> int:
     if record.get("state") == "stopped":
         state = f"[yellow]not running[/] (stopped {age:,.0f} s ago)"
     elif age < 5:
-        state = "[green]running[/]"
+        phase = record.get("phase", "Running")
+        state = (
+            "[green]running[/]"
+            if phase == "Running"
+            else f"[yellow]{phase.lower()}[/] (tidal resume to go on)"
+        )
     else:  # no clean stop recorded: killed, or the machine went down
         state = f"[red]not running[/] (no update for {age:,.0f} s; it did not stop cleanly)"
 
     up = record["at"] - record["started_at"]
     console.print(f"pipeline [bold]{record['pipeline']}[/]: {state}, up {up:,.0f} s")
     console.print(status_table([VertexStatus(**v) for v in record["vertices"]], width=console.width))
+    from tidal.observe.vertical import vertical_lines
+
+    lines = vertical_lines(record["vertices"])
+    if lines:
+        console.print("vertical (VPA's recommender; a restart applies it, docs/api.md):")
+        for line in lines:
+            console.print(f"  {escape(line)}")
     report = Path(run_dir) / "report" / "summary.md"
     if report.exists():
         console.print(f"report: {report}")

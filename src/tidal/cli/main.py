@@ -72,6 +72,47 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--ui", action="store_true", help="serve the web dashboard of this run while it runs")
     run.add_argument("--ui-port", type=int, default=8470, help="the dashboard's port on 127.0.0.1 (0 = any)")
 
+    run.add_argument(
+        "--api-port",
+        type=int,
+        default=0,
+        help="the control API's port (default 0: any free port; api.json says)",
+    )
+    run.add_argument("--api-host", default="127.0.0.1", help="the control API's address (default 127.0.0.1)")
+    run.add_argument(
+        "--api-auth",
+        default="token",
+        choices=["token", "none"],
+        help="token (default): writes need the bearer token in RUN_DIR/api.token; none: loopback only",
+    )
+    run.add_argument("--no-api", action="store_true", help="no control API (tidal scale/pause/resume/apply)")
+
+    scale = sub.add_parser("scale", help="set a running vertex's replicas (its scale subresource)")
+    scale.add_argument("run_dir")
+    scale.add_argument("vertex")
+    scale.add_argument("--replicas", type=int, required=True, help="the replica count, within scale.min..max")
+
+    get = sub.add_parser("get", help="read a running pipeline's scale subresources")
+    get.add_argument("what", choices=["scale"])
+    get.add_argument("run_dir")
+    get.add_argument("vertex", nargs="?", default=None, help="one vertex's Scale (default: a table of all)")
+
+    pause = sub.add_parser(
+        "pause", help="pause a running pipeline: sources stop, buffers drain, replicas to 0"
+    )
+    pause.add_argument("run_dir")
+    pause.add_argument("--no-drain", action="store_true", help="do not wait for the buffers to empty")
+    pause.add_argument(
+        "--timeout", type=float, default=120.0, help="seconds to wait for the drain (default 120)"
+    )
+
+    resume = sub.add_parser("resume", help="resume a paused pipeline where it stopped")
+    resume.add_argument("run_dir")
+
+    apply = sub.add_parser("apply", help="apply a changed pipeline spec to a running pipeline (live edit)")
+    apply.add_argument("pipeline", help="the pipeline's YAML file, changed")
+    apply.add_argument("--run-dir", required=True, help="the run directory of the running pipeline")
+
     ui = sub.add_parser("ui", help="a web dashboard of runs, live or finished (read-only)")
     ui.add_argument(
         "run_dirs", nargs="+", metavar="RUN_DIR", help="one or more run directories, side by side"
@@ -149,7 +190,20 @@ def main(argv: list[str] | None = None) -> int:
             master=args.master,
             ui_port=args.ui_port if args.ui else None,
             cluster=args.cluster,
+            api=None if args.no_api else (args.api_port, args.api_host, args.api_auth),
         )
+    if args.command in ("scale", "get", "pause", "resume", "apply"):
+        from tidal.cli import control
+
+        if args.command == "scale":
+            return control.scale(args.run_dir, args.vertex, args.replicas)
+        if args.command == "get":
+            return control.get_scale(args.run_dir, args.vertex)
+        if args.command == "pause":
+            return control.pause(args.run_dir, drain=not args.no_drain, timeout=args.timeout)
+        if args.command == "resume":
+            return control.resume(args.run_dir)
+        return control.apply(args.pipeline, args.run_dir)
     if args.command == "ui":
         from tidal.cli.dashboard import serve
 

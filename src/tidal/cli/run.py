@@ -126,6 +126,7 @@ def _plain_line(statuses: list[Any], elapsed: float) -> str:
         r = getattr(s, "requests", None)
         http = (
             f" req/s={r['rps']:,.0f} held={r['held']} refused={r['refused']} "
+            f"unauthorized={r.get('unauthorized', 0)} "
             f"activator={'in' if r['in_path'] else 'out'}"
             if r and "at" in r
             else ""
@@ -151,6 +152,7 @@ def run_pipeline(
     console: Console | None = None,
     ui_port: int | None = None,
     cluster: str | None = None,
+    api: tuple[int, str, str] | None = (0, "127.0.0.1", "token"),
 ) -> int:
     """Run the pipeline at ``path``; 0 when it ran and stopped cleanly, 1 when a vertex failed
     (or the cluster could not run it), 2 for an invalid pipeline or a run directory that is not
@@ -158,7 +160,8 @@ def run_pipeline(
 
     ``master`` (else ``cluster.master`` in the spec, else ``local[2]``) is where Spark runs;
     ``cluster="local:N"`` starts a standalone cluster of N workers on 127.0.0.1 for this run
-    (under ``RUN_DIR/cluster``) and stops it afterwards."""
+    (under ``RUN_DIR/cluster``) and stops it afterwards. ``api`` is where the control API listens,
+    ``(port, host, auth)`` (:mod:`tidal.cli.serving`); None: no control API."""
     from tidal import log
     from tidal.spec import load_pipeline
 
@@ -171,6 +174,13 @@ def run_pipeline(
     except errors.SpecError as exc:
         console.print(f"[red]invalid pipeline {escape(str(path))}[/]:\n{escape(str(exc))}")
         return 2
+    if api is not None:
+        from tidal.cli.serving import check_api_options
+
+        refused = check_api_options(api[1], api[2])
+        if refused is not None:
+            console.print(f"[red]refused[/]: {escape(refused)}")
+            return 2
     run_dir = Path(run_dir) if run_dir is not None else default_run_dir(spec.name)
     workers = cores = 0
     if cluster is not None:
@@ -236,6 +246,7 @@ def run_pipeline(
                 live,
                 master,
                 until,
+                api,
             )
     finally:
         if embedded is not None:
@@ -259,7 +270,9 @@ def _run(
     live: bool,
     master: str,
     until: Any,
+    api: tuple[int, str, str] | None,
 ) -> int:
+    from tidal.cli.serving import API_FILE, start_api, start_metrics
     from tidal.observe.live import status_table
     from tidal.observe.report import write_report
     from tidal.observe.series import SeriesLog
@@ -268,7 +281,7 @@ def _run(
 
     run = PipelineRun(spec, run_dir, master=master, dry_run=dry_run)
     series = SeriesLog(run_dir)
-    exporter = None
+    exporter = api_server = None
     status = 0
     _TERMINATED.clear()
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
@@ -306,19 +319,9 @@ def _run(
             console.print(f"[red]invalid pipeline {escape(str(path))}[/]:\n{escape(str(exc))}")
             return 2
         if metrics_port is not None:
-            from tidal.observe.metrics import MetricsExporter
-
-            exporter = MetricsExporter(spec.name, run_dir / "events.jsonl")
-            try:
-                port = exporter.serve(metrics_port)
-            except OSError as exc:
-                port = exporter.serve(0)
-                console.print(
-                    f"[yellow]metrics port {metrics_port} is taken[/] ({escape(exc.strerror or str(exc))}): "
-                    f"serving on {port} instead (pass --metrics-port to choose)"
-                )
-            console.print(f"Prometheus metrics: http://127.0.0.1:{port}/metrics")
-            (run_dir / "metrics.port").write_text(str(port))
+            exporter = start_metrics(spec, run_dir, metrics_port, console)
+        if api is not None:
+            api_server = start_api(run, run_dir, api[0], api[1], api[2], console)
 
         def every(r: PipelineRun, statuses: list[VertexStatus]) -> None:
             series.record(statuses)
@@ -370,6 +373,9 @@ def _run(
             run.stop(drain=False)
         if exporter is not None:
             exporter.close()
+        if api_server is not None:
+            api_server.stop()
+            (run_dir / API_FILE).unlink(missing_ok=True)
     interrupt = signal.signal(signal.SIGINT, signal.SIG_IGN)  # the report is written whatever comes
     try:
         summary = write_report(run_dir)

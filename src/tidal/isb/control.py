@@ -119,6 +119,9 @@ class ControlStore:
                 db.execute("ALTER TABLE batches ADD COLUMN delays TEXT")
             if "parts" not in columns:
                 db.execute("ALTER TABLE batches ADD COLUMN parts TEXT")
+            if "peak_rss" not in columns:  # what the tasks used: the vertical recommendations' input
+                db.execute("ALTER TABLE batches ADD COLUMN peak_rss REAL")
+                db.execute("ALTER TABLE batches ADD COLUMN cpu REAL")
             db.execute(
                 "CREATE TABLE IF NOT EXISTS replica_reads (vertex TEXT NOT NULL, replica INTEGER NOT NULL, "
                 "count INTEGER NOT NULL, PRIMARY KEY (vertex, replica))"
@@ -128,16 +131,57 @@ class ControlStore:
                 "error TEXT NOT NULL, at REAL NOT NULL)"
             )
             db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+            if "version" not in {row[1] for row in db.execute("PRAGMA table_info(control)")}:
+                db.execute("ALTER TABLE control ADD COLUMN version INTEGER NOT NULL DEFAULT 1")
 
-    def set_replicas(self, vertex: str, replicas: int) -> None:
+    def set_replicas(self, vertex: str, replicas: int) -> int:
+        """Set the replicas the vertex's reader takes at its next micro-batch; returns the
+        record's version, which bumps at every change (the scale subresource's resourceVersion)."""
         if replicas < 0:
             raise ValueError(f"replicas must be >= 0, got {replicas}")
         with self._store.transaction() as db:
             db.execute(
-                "INSERT INTO control VALUES (?, ?, ?) ON CONFLICT(vertex) DO UPDATE SET "
-                "replicas=excluded.replicas, updated=excluded.updated",
+                "INSERT INTO control (vertex, replicas, updated, version) VALUES (?, ?, ?, 1) "
+                "ON CONFLICT(vertex) DO UPDATE SET replicas=excluded.replicas, updated=excluded.updated, "
+                "version=version + (replicas != excluded.replicas)",
                 (vertex, replicas, time.time()),
             )
+            row = db.execute("SELECT version FROM control WHERE vertex=?", (vertex,)).fetchone()
+        return int(row[0])
+
+    def phase(self) -> str:
+        """The pipeline's lifecycle phase: ``Running``, ``Pausing`` or ``Paused`` (kept across
+        restarts: a run started again on a paused directory stays paused)."""
+        return self.meta("lifecycle:phase") or "Running"
+
+    def set_phase(self, phase: str) -> None:
+        self.set_meta("lifecycle:phase", phase)
+
+    def set_read_batch_size(self, size: int) -> None:
+        """A live edit of ``limits.readBatchSize``: admission takes it from the next micro-batch."""
+        self.set_meta("limits:readBatchSize", str(size))
+
+    def read_batch_size(self, default: int) -> int:
+        """``limits.readBatchSize`` as the run has it now (``default``: the spec's at start)."""
+        value = self.meta("limits:readBatchSize")
+        return int(value) if value else default
+
+    def usage(
+        self, vertex: str, after: int = -1
+    ) -> list[tuple[int, float, float | None, float | None, float, int]]:
+        """The committed batches of ``vertex`` past batch ``after`` that measured what their tasks
+        used: ``(batch_id, at, peak_rss bytes, cpu seconds, busy seconds, tasks)``, in order."""
+        rows = self._store.db.execute(
+            "SELECT batch_id, at, peak_rss, cpu, busy, tasks FROM batches WHERE vertex=? AND batch_id>? "
+            "AND rows > 0 AND (peak_rss IS NOT NULL OR cpu IS NOT NULL) ORDER BY batch_id",
+            (vertex, after),
+        ).fetchall()
+        return [(int(r[0]), float(r[1]), r[2], r[3], float(r[4]), int(r[5])) for r in rows]
+
+    def replicas_version(self, vertex: str) -> int:
+        """The version of the vertex's replicas (0: never set)."""
+        row = self._store.db.execute("SELECT version FROM control WHERE vertex=?", (vertex,)).fetchone()
+        return int(row[0]) if row else 0
 
     def replicas(self, vertex: str, default: int = 1) -> int:
         row = self._store.db.execute("SELECT replicas FROM control WHERE vertex=?", (vertex,)).fetchone()
@@ -165,6 +209,8 @@ class ControlStore:
         delays: DelaySample | None = None,
         parts: Sequence[int] = (),
         members: Sequence[MemberBatch] = (),
+        peak_rss: float | None = None,
+        cpu: float | None = None,
     ) -> None:
         """A committed micro-batch; recording the same batch again (a replay) replaces it.
 
@@ -192,7 +238,7 @@ class ControlStore:
                 )
             db.execute(
                 "INSERT OR REPLACE INTO batches (vertex, batch_id, tasks, rows, at, written, busy, dead, "
-                "delays, parts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "delays, parts, peak_rss, cpu) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     vertex,
                     batch_id,
@@ -204,6 +250,8 @@ class ControlStore:
                     dead,
                     delay_text,
                     json.dumps(reads),
+                    peak_rss,
+                    cpu,
                 ),
             )
             now = time.time()

@@ -83,7 +83,7 @@ def admit(config: QueryConfig, start: int, available: int) -> Admission:
     replicas = control.replicas(config.vertex, default=1)
     if replicas <= 0 or (config.source is not None and control.closing(config.vertex)):
         return Admission(start, replicas)
-    take = replicas * config.read_batch_size
+    take = replicas * control.read_batch_size(config.read_batch_size)  # a live edit may change it
     room = output_room(config)
     if room is not None:
         take = min(take, room)

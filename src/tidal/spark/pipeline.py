@@ -40,6 +40,7 @@ from tidal.spark.queries import query_config
 from tidal.spark.run_status import VertexStatus, vertex_statuses
 from tidal.spark.stores import open_store
 from tidal.spark.vertex import start_vertex, stop_between_batches
+from tidal.spark.vertical import VerticalWatch
 from tidal.spec import PipelineSpec, graph
 from tidal.spec.chains import folded, plan_chains
 
@@ -123,6 +124,8 @@ class PipelineRun:
         self.allocator: Any = None  # the executor allocator, on a cluster manager
         self._refreshers: list[Any] = []  # reference tables read again on their intervals
         self.requests: dict[str, RequestPath] = {}  # an HTTP source's request path, by vertex
+        # Memory and cores per replica, per query (VPA's recommender): shown, not applied.
+        self.vertical = VerticalWatch([v.name for v in self.control_spec.vertices])
 
     @property
     def on_cluster(self) -> bool:
@@ -164,8 +167,8 @@ class PipelineRun:
                 self.buffers.create(name, limits)
             if not self.control.known(v.name):  # a restart keeps the replicas it had
                 self.control.set_replicas(v.name, v.replicas)
-            if v.source is not None:
-                self.control.set_closing(v.name, False)  # the last stop closed it
+            if v.source is not None:  # the last stop closed it; a paused run stays closed
+                self.control.set_closing(v.name, self.control.phase() != "Running")
         configs = {v.name: self.query_config(v.name) for v in self.control_spec.vertices}
         for line in self.plan.describe():
             log.info("chaining: %s", line)
@@ -228,6 +231,7 @@ class PipelineRun:
                 starts_per_tick=self.starts_per_tick,
             ),
         )
+        self.controller.paused = self.control.phase() != "Running"  # paused: no decisions until resumed
         self.controller.start(ready=self.warm)
         log.info(
             "pipeline %s running: %d vertices in %d queries, run directory %s%s",
@@ -344,6 +348,7 @@ class PipelineRun:
             "started_at": self.started_at,
             "at": time.time(),
             "dry_run": self.dry_run,
+            "phase": self.control.phase() if self.control is not None else "Running",
             "vertices": [asdict(s) for s in statuses],
         }
         executors = self.executors()
