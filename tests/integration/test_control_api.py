@@ -175,7 +175,7 @@ def cli(*args: str) -> tuple[int, str]:
 
 
 def test_pause_drains_and_holds_a_restart_stays_paused_resume_delivers_everything_once(tmp_path):
-    total = 40_000
+    total = 20_000
     path = tmp_path / "p.yaml"
     path.write_text(PIPELINE.format(rate=1000, total=total, max=4))
     run_dir = tmp_path / "run"
@@ -230,13 +230,23 @@ def test_pause_drains_and_holds_a_restart_stays_paused_resume_delivers_everythin
         code, text = cli("apply", str(changed), "--run-dir", str(run_dir))
         assert code == 1 and "vertices[1].udf.map" in text and "restart" in text, text
         wait_for(lambda: len(delivered(out)) >= total, 240, "every id after the resume", second)
+        # What needs a restart, with --restart: another function and 1,000 more messages. The run
+        # drains, starts again in the same session and run directory, and goes on from there.
+        more = total + 1000
+        changed.write_text(PIPELINE.format(rate=1000, total=more, max=6).replace("udfs:upper", "udfs:enrich"))
+        code, text = cli("apply", str(changed), "--run-dir", str(run_dir), "--restart")
+        assert code == 0 and "restarted with the edited spec" in text, text
+        wait_for(lambda: len(delivered(out)) >= more, 240, "the messages after the restart", second)
         time.sleep(2)  # anything doubled would show up now
     finally:
         second.send_signal(signal.SIGTERM)
         second.communicate(timeout=120)
-    ids = ids_of(delivered(out))
-    assert len(ids) == len(set(ids)) == total
-    assert set(ids) == {f"work:gen:{n}" for n in range(1, total + 1)}
+    records = delivered(out)
+    ids = ids_of(records)
+    assert len(ids) == len(set(ids)) == more
+    assert set(ids) == {f"work:gen:{n}" for n in range(1, more + 1)}
+    by_id = {r["id"]: r["payload"] for r in records}
+    assert "region=" in by_id[f"work:gen:{more}"] and "region=" not in by_id["work:gen:1"]  # the new code
     events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
     rules = {e["rule"] for e in events}
     assert {"external", "paused", "resumed", "retuned"} <= rules, rules

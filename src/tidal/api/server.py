@@ -6,7 +6,8 @@ Routes (``/apis/tidal.dev/v1``; ``{p}`` the pipeline's name, ``{v}`` a vertex's)
 ``PATCH /pipelines/{p}``                    ``{"spec": {"lifecycle": {"desiredPhase": "Paused"}}}``: pause
                                             (``"Running"``: resume), as Numaflow's pipelines do
 ``PUT   /pipelines/{p}``                    a whole pipeline spec (JSON): a live edit
-                                            (:mod:`tidal.spark.operations`)
+                                            (:mod:`tidal.spark.operations`); ``?restart=true``:
+                                            what needs a restart too, by a drain and a restart
 ``GET   /pipelines/{p}/vertices``           every vertex's ``Scale``, as a ``ScaleList``
 ``GET   /pipelines/{p}/vertices/{v}/scale`` the scale subresource (:mod:`tidal.api.scale`)
 ``PUT   /pipelines/{p}/vertices/{v}/scale`` write it: a whole ``Scale``
@@ -70,7 +71,9 @@ class Operable(Protocol):
 
     def resume(self, caller: Caller) -> str: ...
 
-    def apply(self, new: Any, caller: Caller) -> list[str]: ...
+    def apply(self, new: Any, caller: Caller, *, restart: bool = False) -> list[str]: ...
+
+    def generation(self) -> tuple[int, int]: ...
 
     def spec_document(self) -> Mapping[str, Any]: ...
 
@@ -165,13 +168,14 @@ class _Handler(BaseHTTPRequestHandler):
     @staticmethod
     def _pipeline(operable: Operable) -> dict[str, Any]:
         phase = operable.phase()
+        generation, observed = operable.generation()
         return {
             "kind": "Pipeline",
             "apiVersion": f"{API_GROUP}/{API_VERSION}",
-            "metadata": {"name": operable.pipeline},
+            "metadata": {"name": operable.pipeline, "generation": generation},
             "spec": {**operable.spec_document(),
                      "lifecycle": {"desiredPhase": "Running" if phase == "Running" else "Paused"}},
-            "status": {"phase": phase},
+            "status": {"phase": phase, "observedGeneration": observed},
         }  # fmt: skip
 
     def _on_pipeline(self, method: str, query: str, body: bytes, caller: Caller) -> tuple[int, Any]:
@@ -230,7 +234,8 @@ class _Handler(BaseHTTPRequestHandler):
                 new = parse_pipeline(spec)
             except errors.SpecError as exc:
                 raise ApiError(422, "Invalid", str(exc)) from None
-            changes = operable.apply(new, caller)
+            restart = "restart=true" in query.split("&")
+            changes = operable.apply(new, caller, restart=restart)
             message = "; ".join(changes) if changes else "nothing to change"
             return 200, {
                 **status(200, "Applied" if changes else "Unchanged", message),
@@ -296,11 +301,22 @@ class ControlServer:
     """``ControlServer(operable, token).start(port, host)`` … ``stop()``."""
 
     def __init__(self, operable: Operable, token: str | None) -> None:
-        self.operable = operable
+        self._operable = operable
         self.token = token
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
         self.host = "127.0.0.1"
+
+    @property
+    def operable(self) -> Operable:
+        return self._operable
+
+    @operable.setter
+    def operable(self, operable: Operable) -> None:
+        """The run the API answers for: a restart (``tidal apply --restart``) hands it the new one."""
+        self._operable = operable
+        if self._server is not None:
+            self._server.operable = operable
 
     def start(self, port: int = 0, host: str = "127.0.0.1") -> ControlServer:
         """Listen on ``host:port`` (0: a free port). A non-loopback ``host`` without a token is

@@ -163,20 +163,39 @@ def resume(run_dir: str | Path, console: Console | None = None) -> int:
     return _run(console, act)
 
 
-def apply(pipeline: str | Path, run_dir: str | Path, console: Console | None = None) -> int:
-    """``tidal apply PIPELINE.yaml --run-dir D``: a live edit of the running pipeline."""
+def apply(
+    pipeline: str | Path, run_dir: str | Path, *, restart: bool = False, timeout: float = 600.0,
+    console: Console | None = None,
+) -> int:  # fmt: skip
+    """``tidal apply PIPELINE.yaml --run-dir D [--restart]``: a live edit of the running pipeline;
+    with ``--restart``, what needs a restart too (a drain, then a restart), waited for."""
     console = console or Console()
 
     def act() -> int:
         import yaml
 
         document = yaml.safe_load(Path(pipeline).read_text())
-        answer = _call(Path(run_dir), "PUT", "", document)
+        answer = _call(Path(run_dir), "PUT", "?restart=true" if restart else "", document)
         changes = answer.get("details", {}).get("changes", [])
         if not changes:
             console.print("nothing to change: the running pipeline already has these settings")
         for line in changes:
             console.print(f"applied: {escape(line)}")
+        if restart and changes and changes[0].startswith("restarting"):
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                try:
+                    state = _call(Path(run_dir), "GET")
+                except _Refused:  # between the two runs
+                    state = {"metadata": {"generation": 1}, "status": {"observedGeneration": 0}}
+                if state["status"]["observedGeneration"] >= state["metadata"]["generation"]:
+                    console.print("restarted with the edited spec")
+                    return 0
+                time.sleep(0.5)
+            console.print(
+                f"[yellow]not restarted after {timeout:g} s[/]: tidal status {escape(str(run_dir))}"
+            )
+            return 1
         return 0
 
     return _run(console, act)

@@ -112,6 +112,12 @@ def build_parser() -> argparse.ArgumentParser:
     apply = sub.add_parser("apply", help="apply a changed pipeline spec to a running pipeline (live edit)")
     apply.add_argument("pipeline", help="the pipeline's YAML file, changed")
     apply.add_argument("--run-dir", required=True, help="the run directory of the running pipeline")
+    apply.add_argument(
+        "--restart",
+        action="store_true",
+        help="also apply what needs a restart (a step's code or options, buffer limits, the trigger): "
+        "the run drains and starts again with the new spec on the same run directory",
+    )
 
     ui = sub.add_parser("ui", help="a web dashboard of runs, live or finished (read-only)")
     ui.add_argument(
@@ -203,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
             return control.pause(args.run_dir, drain=not args.no_drain, timeout=args.timeout)
         if args.command == "resume":
             return control.resume(args.run_dir)
-        return control.apply(args.pipeline, args.run_dir)
+        return control.apply(args.pipeline, args.run_dir, restart=args.restart)
     if args.command == "ui":
         from tidal.cli.dashboard import serve
 

@@ -17,14 +17,13 @@ and CI get a plain line per vertex every few seconds).
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +32,7 @@ from rich.live import Live
 from rich.markup import escape
 
 from tidal import errors
+from tidal.cli.spark_log import spark_output_to
 
 __all__ = ["default_run_dir", "run_pipeline"]
 
@@ -76,45 +76,6 @@ def _terminated(until: Callable[[], bool] | None) -> Callable[[], bool]:
     return check
 
 
-@contextlib.contextmanager
-def _spark_output_to(path: Path) -> Iterator[None]:
-    """Send whatever writes to file descriptor 2 — the JVM Spark starts, its Python workers,
-    their stack traces — to ``path``, and so does Python's root logger (py4j logs a call that a
-    Ctrl-C interrupts there, with its traceback, through ``logging.exception``); Python's own
-    ``sys.stderr`` (Tidal's log lines) keeps pointing at the terminal."""
-    sys.stderr.flush()
-    terminal = os.dup(2)
-    spark_log = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    original = sys.stderr
-    stream = os.fdopen(terminal, "w", buffering=1, closefd=False)
-    tidal_logger = logging.getLogger("tidal")
-    handlers = [h for h in tidal_logger.handlers if isinstance(h, logging.StreamHandler)]
-    root = logging.getLogger()
-    root_file = open(path, "a", buffering=1)  # noqa: SIM115 - closed in the finally below
-    root_handler = logging.StreamHandler(root_file)
-    root_handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
-    root.addHandler(root_handler)  # a root with a handler is never configured onto the terminal
-    try:
-        os.dup2(spark_log, 2)
-        sys.stderr = stream
-        for handler in handlers:
-            if getattr(handler, "stream", None) is original:
-                handler.setStream(stream)
-        yield
-    finally:
-        sys.stderr.flush()
-        os.dup2(terminal, 2)
-        sys.stderr = original
-        for handler in handlers:
-            if getattr(handler, "stream", None) is stream:
-                handler.setStream(original)
-        stream.close()
-        os.close(terminal)
-        os.close(spark_log)
-        root.removeHandler(root_handler)
-        root_file.close()
-
-
 def _plain_line(statuses: list[Any], elapsed: float) -> str:
     parts = []
     for s in statuses:
@@ -135,6 +96,27 @@ def _plain_line(statuses: list[Any], elapsed: float) -> str:
         delay = f" delay p50={d['p50']:.2f}s p99={d['p99']:.2f}s" if d else ""
         parts.append(f"{s.name} r={replicas} pending={pending} done={s.processed:,}{stuck}{http}{delay}")
     return f"[{elapsed:6.0f} s] " + " | ".join(parts)
+
+
+def _restart(run: Any, run_dir: Path, master: str, dry_run: bool, console: Console) -> Any:
+    """Drain ``run``, then start its requested spec in the same Spark session and run directory
+    (the checkpoints, buffers and sinks' batch identities carry over: the layout is the same)."""
+    import json
+
+    import yaml
+
+    from tidal.spark import rundir
+    from tidal.spark.pipeline import PipelineRun
+
+    new = run.restart_requested
+    console.print("[yellow]restarting[/] to apply the edit: sources stopped, draining the buffers")
+    spark = run.stop(drain=True, keep_spark=True)
+    rundir.adopt(run_dir, new)
+    document = json.loads(new.model_dump_json(by_alias=True, exclude_none=True))
+    (run_dir / "pipeline.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
+    fresh = PipelineRun(new, run_dir, spark=spark, own_spark=True, master=master, dry_run=dry_run).start()
+    console.print("restarted with the edited spec")
+    return fresh
 
 
 def run_pipeline(
@@ -232,7 +214,7 @@ def run_pipeline(
             assert embedded.info is not None
             master = embedded.info.master
             console.print(f"cluster up: {master} (its logs: {escape(str(run_dir / 'cluster' / 'logs'))})")
-        with _spark_output_to(run_dir / "spark.log"):
+        with spark_output_to(run_dir / "spark.log"):
             return _run(
                 spec,
                 path,
@@ -329,7 +311,7 @@ def _run(
             if exporter is not None:
                 exporter.update(statuses)
                 exporter.update_delays(
-                    r.delivered_delays, [v.name for v in spec.vertices if v.sink is not None]
+                    r.delivered_delays, [v.name for v in r.spec.vertices if v.sink is not None]
                 )
                 if executors is not None:
                     exporter.update_executors(*executors)
@@ -345,7 +327,21 @@ def _run(
 
         if view is not None:
             view.start()
-        run.wait(duration, every=every, until=_terminated(until))
+        deadline = None if duration is None else time.monotonic() + duration
+        while True:  # a restart asked through the control API (tidal apply --restart) goes round again
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+
+            def asked(current: PipelineRun = run) -> bool:
+                return current.restart_requested is not None or bool(until is not None and until())
+
+            run.wait(left, every=every, until=_terminated(asked))
+            if run.restart_requested is None:
+                break
+            run = _restart(run, run_dir, master, dry_run, console)
+            if api_server is not None:
+                from tidal.spark.operations import RunOperations
+
+                api_server.operable = RunOperations(run)
     except KeyboardInterrupt:
         console.print(
             "[yellow]stopping[/] (interrupted)" + ("; draining — Ctrl-C again to stop now" if drain else "")

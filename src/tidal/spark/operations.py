@@ -34,87 +34,18 @@ from tidal.api.auth import Caller
 from tidal.api.scale import ApiError, ScaleView, check_bounds
 from tidal.scaling import Rule
 from tidal.spark.config import input_buffer
-from tidal.spec import PipelineSpec, numaflow_scale
+from tidal.spec import PipelineSpec, edits, numaflow_scale
 from tidal.spec.chains import folded, plan_chains
 from tidal.spec.kpa import kpa_spec
 
 if TYPE_CHECKING:
     from tidal.spark.pipeline import PipelineRun
 
-__all__ = ["LIVE_FIELDS", "RunOperations", "restart_needed"]
+__all__ = ["RunOperations"]
 
 log = logging.getLogger("tidal.operations")
 
 PAUSED_REPLICAS_KEY = "lifecycle:replicas"
-# What a live edit may change; everything else in the spec needs a restart.
-LIVE_FIELDS = (
-    "vertices[].scale",
-    "vertices[].policy",
-    "vertices[].kpa",
-    "vertices[].replicas",
-    "policy",
-    "controller",
-    "cluster.minExecutors",
-    "cluster.maxExecutors",
-    "cluster.shrinkWaitSeconds",
-    "limits.readBatchSize",
-)
-
-
-def _without_live(spec: PipelineSpec) -> dict[str, Any]:
-    data = spec.model_dump(by_alias=True)
-    for key in ("policy", "controller"):
-        data.pop(key, None)
-    for key in ("minExecutors", "maxExecutors", "shrinkWaitSeconds"):
-        data["cluster"].pop(key, None)
-    data["limits"].pop("readBatchSize", None)
-    for vertex in data["vertices"]:
-        for key in ("scale", "policy", "kpa", "replicas"):
-            vertex.pop(key, None)
-    return data
-
-
-def _differences(a: Any, b: Any, path: str = "") -> list[str]:
-    if isinstance(a, dict) and isinstance(b, dict):
-        out = []
-        for key in sorted(set(a) | set(b), key=str):
-            out += _differences(a.get(key), b.get(key), f"{path}.{key}" if path else str(key))
-        return out
-    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
-        return [
-            d for i, (x, y) in enumerate(zip(a, b, strict=True)) for d in _differences(x, y, f"{path}[{i}]")
-        ]
-    return [] if repr(a) == repr(b) else [path or "(the whole spec)"]
-
-
-def restart_needed(old: PipelineSpec, new: PipelineSpec) -> list[str]:
-    """What in ``new`` differs from ``old`` beyond :data:`LIVE_FIELDS`, each with why it needs a
-    restart; empty: ``new`` can be applied to the running pipeline."""
-    reasons = []
-    if new.name != old.name:
-        return [f"name: {old.name} → {new.name} is another pipeline (use another --run-dir)"]
-    if [v.name for v in new.vertices] != [v.name for v in old.vertices] or [
-        (e.from_, e.to) for e in new.edges
-    ] != [(e.from_, e.to) for e in old.edges]:
-        reasons.append("the vertices or edges changed: the graph is laid out in queries and buffers at start")
-    else:
-        for field in _differences(_without_live(old), _without_live(new)):
-            if field.startswith("limits.") or field.startswith("buffers"):
-                why = "buffers and queries are created with them"
-            elif ".source" in field or ".udf" in field or ".sink" in field:
-                why = "the step's code and connections are loaded when its query starts"
-            elif ".chain" in field:
-                why = "chaining decides which queries run"
-            else:
-                why = "it is read when the run starts"
-            reasons.append(f"{field}: {why}")
-    was, now = plan_chains(old).signature or "none", plan_chains(new).signature or "none"
-    if not reasons and was != now:
-        reasons.append(
-            f"the chains change ({was} → {now}): members asking for different settings are not "
-            "chained, and a chain is one query"
-        )
-    return reasons
 
 
 class RunOperations:
@@ -311,15 +242,42 @@ class RunOperations:
 
     # -- live edits ----------------------------------------------------------------------------
 
-    def apply(self, new: PipelineSpec, caller: Caller) -> list[str]:
-        """Apply ``new`` to the running pipeline when only :data:`LIVE_FIELDS` differ; the changes
-        made, one line each. Refused (422) naming what needs a restart otherwise."""
+    def generation(self) -> tuple[int, int]:
+        """``(metadata.generation, status.observedGeneration)``: the spec's version, bumped by
+        every accepted edit, and the version the run runs (behind it while a restart is on)."""
+        wanted = int(self.control.meta("spec:generation") or 1)
+        return wanted, wanted - (1 if self.run.restart_requested is not None else 0)
+
+    def apply(self, new: PipelineSpec, caller: Caller, *, restart: bool = False) -> list[str]:
+        """Apply ``new`` to the running pipeline when only :data:`~tidal.spec.edits.LIVE_FIELDS`
+        differ; the changes made, one line each. Otherwise, with ``restart``, ask the run to
+        drain and start again with ``new`` (``tidal run`` does it between two waits) when a
+        restart can carry the changes; refused (422) naming each field and why, else."""
         from tidal.controller.choose import spec_policies
         from tidal.scaling.executors import ExecutorBounds
 
         with self._busy:
             old = self.run.spec
-            needed = restart_needed(old, new)
+            needed = edits.restart_needed(old, new)
+            if needed and restart:
+                refused = edits.restart_refused(old, new)
+                if refused:
+                    raise ApiError(
+                        422, "Invalid",
+                        "a restart on this run directory cannot carry: " + "; ".join(refused)
+                        + " (start the changed pipeline in a new --run-dir)",
+                    )  # fmt: skip
+                if self.run.restart_requested is not None:
+                    raise ApiError(409, "Conflict", "a restart is already on its way: wait for it")
+                self.run.restart_requested = new
+                self.control.set_meta("spec:generation", str(self.generation()[0] + 1))
+                log.info(
+                    "pipeline %s: restart asked by %s for %s",
+                    self.pipeline,
+                    caller.describe(),
+                    "; ".join(needed),
+                )
+                return [f"restarting (drain, then start again) for: {line}" for line in needed]
             if needed:
                 raise ApiError(
                     422,
@@ -327,9 +285,10 @@ class RunOperations:
                     "these changes need a restart: " + "; ".join(needed)
                     + " (tidal apply --restart drains the pipeline and starts it again with them)",
                 )  # fmt: skip
-            changes = _changes(old, new)
+            changes = edits.changes(old, new)
             if not changes:
                 return []
+            self.control.set_meta("spec:generation", str(self.generation()[0] + 1))
             control_spec = folded(new, plan_chains(new))
             before = {v.name: v for v in self.run.control_spec.vertices}
             pipeline_wide = any(not line.startswith("vertices[") for line in changes)
@@ -373,30 +332,3 @@ class RunOperations:
                     )  # fmt: skip
             log.info("pipeline %s retuned by %s: %s", self.pipeline, caller.describe(), "; ".join(changes))
             return changes
-
-
-def _changes(old: PipelineSpec, new: PipelineSpec) -> list[str]:
-    """The live fields that differ, one line each (``vertices[enrich].scale.max: 6 → 8``)."""
-    out = []
-    a, b = old.model_dump(by_alias=True), new.model_dump(by_alias=True)
-    for va, vb in zip(a["vertices"], b["vertices"], strict=True):
-        for key in ("scale", "policy", "kpa", "replicas"):
-            out += [f"vertices[{va['name']}].{d}" for d in _described(va.get(key), vb.get(key), key)]
-    for key in ("policy", "controller"):
-        out += _described(a.get(key), b.get(key), key)
-    for key in ("minExecutors", "maxExecutors", "shrinkWaitSeconds"):
-        out += _described(a["cluster"].get(key), b["cluster"].get(key), f"cluster.{key}")
-    out += _described(
-        a["limits"].get("readBatchSize"), b["limits"].get("readBatchSize"), "limits.readBatchSize"
-    )
-    return out
-
-
-def _described(a: Any, b: Any, path: str) -> list[str]:
-    def at(value: Any, field: str) -> Any:
-        for part in field.split(".")[1:] if field != path else []:
-            value = value.get(part) if isinstance(value, dict) else None
-        return value
-
-    return [f"{field}: {json.dumps(at(a, field), default=str)} → {json.dumps(at(b, field), default=str)}"
-            for field in _differences(a, b, path)]  # fmt: skip

@@ -97,7 +97,10 @@ class PipelineRun:
         dry_run: bool = False,
         trigger_seconds: float | None = None,
         buffers_url: str | None = None,
+        own_spark: bool | None = None,
     ) -> None:
+        """``spark``: a session to run in (one is built otherwise); ``own_spark``: whether this run
+        stops it when it stops (by default, only the one it built)."""
         self.spec = spec
         # Adjacent vertices on one-to-one edges run as one query (tidal.spec.chains); the
         # controller scales each chain as one vertex, its head.
@@ -111,7 +114,7 @@ class PipelineRun:
         # The spec's limits.triggerSeconds unless the caller (a test, a benchmark) says otherwise.
         self.trigger_seconds = spec.limits.trigger_seconds if trigger_seconds is None else trigger_seconds
         self._spark = spark
-        self._own_spark = spark is None
+        self._own_spark = spark is None if own_spark is None else own_spark
         self._master = master
         self._url = buffers_url or spec.buffers.url
         self._nats: Any = None
@@ -124,6 +127,9 @@ class PipelineRun:
         self.allocator: Any = None  # the executor allocator, on a cluster manager
         self._refreshers: list[Any] = []  # reference tables read again on their intervals
         self.requests: dict[str, RequestPath] = {}  # an HTTP source's request path, by vertex
+        # A spec the control API asked the run to restart with (tidal apply --restart): the
+        # runner drains this run and starts another with it (tidal.cli.run).
+        self.restart_requested: PipelineSpec | None = None
         # Memory and cores per replica, per query (VPA's recommender): shown, not applied.
         self.vertical = VerticalWatch([v.name for v in self.control_spec.vertices])
 
@@ -369,14 +375,16 @@ class PipelineRun:
                 return False
         return not any(q.isActive and q.status.get("isTriggerActive") for q in self.queries.values())
 
-    def stop(self, *, drain: bool = False, drain_timeout: float = 300.0) -> None:
+    def stop(self, *, drain: bool = False, drain_timeout: float = 300.0, keep_spark: bool = False) -> Any:
         """Stop in order: the sources' queries first (nothing new enters), then — with ``drain`` —
         wait until every buffer is empty (the controller keeps scaling meanwhile, so a vertex at
         zero wakes for what is left), then the controller, then every other query between two
         micro-batches, and only then the final status, counted from what the batches committed.
-        Idempotent: a second call (a second Ctrl-C) stops at once and still writes the status."""
+        Idempotent: a second call (a second Ctrl-C) stops at once and still writes the status.
+        ``keep_spark``: leave the Spark session running and return it (a restart runs the next
+        spec in it)."""
         if self._released:
-            return
+            return None
         for path in self.requests.values():  # HTTP sources: the activator and receivers close first
             path.stop()
         sources = [v.name for v in self.spec.vertices if v.source is not None]
@@ -403,7 +411,11 @@ class PipelineRun:
                 self.write_status("stopped")
             except Exception as exc:  # a status that cannot be read must not block the stop
                 log.debug("final status: %s", exc)
+        session = self._spark if keep_spark else None
+        if keep_spark:
+            self._own_spark = False
         self._release()
+        return session
 
     def _stop_query(self, name: str) -> None:
         query = self.queries.get(name)

@@ -26,7 +26,7 @@ from tidal import errors
 from tidal.spec import PipelineSpec
 from tidal.spec.chains import plan_chains
 
-__all__ = ["IDENTITY_FILE", "claim", "identity", "reset", "run_id"]
+__all__ = ["IDENTITY_FILE", "adopt", "claim", "identity", "reset", "run_id"]
 
 IDENTITY_FILE = "identity.json"
 _SCALING_ONLY = {"scale", "replicas", "policy"}
@@ -109,6 +109,20 @@ def claim(run_dir: str | Path, spec: PipelineSpec) -> bool:
     run_dir.mkdir(parents=True, exist_ok=True)
     recorded_file.write_text(json.dumps(mine))
     return False
+
+
+def adopt(run_dir: str | Path, spec: PipelineSpec) -> None:
+    """Record ``spec`` as the run directory's pipeline after a drained restart that changed what
+    its steps compute (``tidal apply --restart``; :func:`tidal.spec.edits.restart_refused` has
+    checked the layout is the same): the run keeps its id, so its sinks keep their batch
+    identities, and its queries continue from their checkpoints."""
+    path = Path(run_dir) / IDENTITY_FILE
+    recorded = json.loads(path.read_text())
+    mine = identity(spec)
+    if recorded.get("chains", "") != mine["chains"] or recorded.get("pipeline") != mine["pipeline"]:
+        raise errors.RunDirectoryError(str(run_dir), "a restart cannot change the pipeline or its chains", "")
+    recorded["data_hash"] = mine["data_hash"]
+    path.write_text(json.dumps(recorded))
 
 
 def run_id(run_dir: str | Path) -> str:
