@@ -39,7 +39,7 @@ from tidal.scaling.executors import (
     ready_slots,
 )
 
-__all__ = ["ExecutorAllocator", "SparkExecutors", "read_executor_log"]
+__all__ = ["ExecutorAllocator", "SparkExecutors", "read_executor_log", "start_allocator"]
 
 log = logging.getLogger("tidal.executors")
 
@@ -287,3 +287,27 @@ def read_executor_log(where: str | Path) -> dict[str, list[dict[str, Any]]]:
             continue
         out.setdefault(record.get("kind", ""), []).append(record)
     return out
+
+
+def start_allocator(
+    spark: Any, spec: Any, vertices: Mapping[str, int], control: Any, run_dir: Path, db: str
+) -> ExecutorAllocator:
+    """The allocator of a run on a cluster manager: ``cluster:``'s bounds, over the replicas the
+    controller sets for ``vertices`` (each with the count it starts with)."""
+    from tidal.spark.session import check_no_dynamic_allocation
+
+    check_no_dynamic_allocation(spark)
+    c = spec.cluster
+    bounds = ExecutorBounds(c.executor_cores, c.min_executors, c.max_executors, c.shrink_wait_seconds)
+
+    def replicas() -> dict[str, int]:
+        return {n: control.replicas(n, default=start) for n, start in vertices.items()}
+
+    return ExecutorAllocator(
+        SparkExecutors(spark),
+        bounds,
+        replicas,
+        run_dir / "executors.jsonl",
+        backend=spec.buffers.backend,
+        db=db,
+    ).start()

@@ -21,7 +21,6 @@ import functools
 import json
 import logging
 import os
-import re
 import time
 from collections.abc import Callable
 from dataclasses import asdict
@@ -39,7 +38,7 @@ from tidal.spark.config import QueryConfig, input_buffer
 from tidal.spark.queries import query_config
 from tidal.spark.run_status import VertexStatus, vertex_statuses
 from tidal.spark.stores import open_store
-from tidal.spark.vertex import start_vertex, stop_between_batches
+from tidal.spark.vertex import failure_reason, past_start, start_vertex, stop_between_batches
 from tidal.spark.vertical import VerticalWatch
 from tidal.spec import PipelineSpec, graph
 from tidal.spec.chains import folded, plan_chains
@@ -62,26 +61,6 @@ class DryRunActuator:
 
     def set_replicas(self, vertex: str, replicas: int) -> None:
         self.recommended[vertex] = replicas
-
-
-def _past_start(query: Any) -> bool:
-    if not query.isActive or query.lastProgress is not None:
-        return True
-    message = str(query.status.get("message", ""))
-    return bool(message) and not message.startswith("Initializing")
-
-
-def _reason(exc: object) -> str:
-    """The useful part of a failed query's exception (Spark wraps the Python traceback in JVM
-    frames): Tidal's error with the user's frames that follow it, else the last Python error."""
-    text = str(exc)
-    found = re.findall(r"tidal\.errors\.\w+: (.+(?:\n  .*)*)", text)
-    if found:
-        return str(found[-1]).strip()
-    found = re.findall(r"(\w+(?:Error|Exception): .+)", text)
-    if found:
-        return str(found[-1]).strip()
-    return text.strip().splitlines()[0] if text.strip() else repr(exc)
 
 
 class PipelineRun:
@@ -250,33 +229,16 @@ class PipelineRun:
         return self
 
     def _start_allocator(self) -> None:
-        from tidal.scaling.executors import ExecutorBounds
-        from tidal.spark.executors import ExecutorAllocator, SparkExecutors
-        from tidal.spark.session import check_no_dynamic_allocation
-
-        check_no_dynamic_allocation(self._spark)
-        c = self.spec.cluster
-        bounds = ExecutorBounds(c.executor_cores, c.min_executors, c.max_executors, c.shrink_wait_seconds)
-        control = self.control
-        assert control is not None
+        from tidal.spark.executors import start_allocator
         from tidal.spark.http_source import http_sources
 
+        assert self.control is not None
         # An HTTP source's replicas are receiver processes on this host, not tasks: no executors.
         served = set(http_sources(self.spec))
-        names = [v.name for v in self.control_spec.vertices if v.name not in served]
-        initial = {v.name: v.replicas for v in self.control_spec.vertices}
-
-        def replicas() -> dict[str, int]:
-            return {n: control.replicas(n, default=initial[n]) for n in names}
-
-        self.allocator = ExecutorAllocator(
-            SparkExecutors(self._spark),
-            bounds,
-            replicas,
-            self.run_dir / "executors.jsonl",
-            backend=self.spec.buffers.backend,
-            db=str(self.db),
-        ).start()
+        vertices = {v.name: v.replicas for v in self.control_spec.vertices if v.name not in served}
+        self.allocator = start_allocator(
+            self._spark, self.spec, vertices, self.control, self.run_dir, str(self.db)
+        )
 
     # -- while it runs -------------------------------------------------------------------------
 
@@ -287,7 +249,7 @@ class PipelineRun:
         ``WARM_UP_LIMIT`` seconds it decides anyway."""
         if time.time() - self.started_at > WARM_UP_LIMIT:
             return True
-        return all(_past_start(q) for q in self.queries.values())
+        return all(past_start(q) for q in self.queries.values())
 
     def executors(self) -> tuple[int, int] | None:
         """(executors, cores) registered now on a cluster manager; None in local mode."""
@@ -312,7 +274,7 @@ class PipelineRun:
         for name, query in self.queries.items():
             exc = query.exception()
             if exc is not None:
-                raise errors.PipelineError(name, _reason(exc))
+                raise errors.PipelineError(name, failure_reason(exc))
 
     def wait(
         self,

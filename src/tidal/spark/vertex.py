@@ -7,13 +7,14 @@ the checkpoint, and the scheduler pool named after the vertex.
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 from typing import Any
 
 from tidal.spark.config import QueryConfig
 
-__all__ = ["start_vertex", "stop_between_batches"]
+__all__ = ["failure_reason", "past_start", "start_vertex", "stop_between_batches"]
 
 
 def start_vertex(
@@ -56,3 +57,25 @@ def stop_between_batches(query: Any, timeout: float = 10.0) -> None:
     while query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline:
         time.sleep(0.05)
     query.stop()
+
+
+def past_start(query: Any) -> bool:
+    """The query ran a micro-batch, or its first trigger found nothing and it now waits (or it
+    failed): Spark's warm-up is over."""
+    if not query.isActive or query.lastProgress is not None:
+        return True
+    message = str(query.status.get("message", ""))
+    return bool(message) and not message.startswith("Initializing")
+
+
+def failure_reason(exc: object) -> str:
+    """The useful part of a failed query's exception (Spark wraps the Python traceback in JVM
+    frames): Tidal's error with the user's frames that follow it, else the last Python error."""
+    text = str(exc)
+    found = re.findall(r"tidal\.errors\.\w+: (.+(?:\n  .*)*)", text)
+    if found:
+        return str(found[-1]).strip()
+    found = re.findall(r"(\w+(?:Error|Exception): .+)", text)
+    if found:
+        return str(found[-1]).strip()
+    return text.strip().splitlines()[0] if text.strip() else repr(exc)
