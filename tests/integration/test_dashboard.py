@@ -13,6 +13,8 @@ import json
 import re
 import shutil
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -148,6 +150,29 @@ def test_a_live_run_then_the_finished_run_from_disk(browser, tmp_path):
         print(
             f"dashboard: first load {first_load:.2f} s; replicas shown {shown_after:.2f} s after the decision"
         )
+
+        # A pause from outside shows on the page as the phase, and a resume takes it back.
+        def badge() -> str:
+            return str(
+                js(browser, "return (document.querySelector('.run .badge[data-phase]') || {}).textContent")
+            )
+
+        paused = subprocess.run(
+            [sys.executable, "-m", "tidal", "pause", str(run_dir), "--no-drain"],
+            check=False,
+            capture_output=True,
+            text=True,
+        )
+        assert paused.returncode == 0, paused.stdout + paused.stderr
+        wait_for(lambda: badge() == "paused", 60, "the page to show the pipeline paused", proc)
+        resumed = subprocess.run(
+            [sys.executable, "-m", "tidal", "resume", str(run_dir)],
+            check=False,
+            capture_output=True,
+            text=True,
+        )
+        assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+        wait_for(lambda: badge() == "running", 60, "the page to show it running again", proc)
         archive = run_dir / "archive.jsonl"
         wait_for(
             lambda: archive.exists() and len(archive.read_text().splitlines()) >= 40000, 180, "the end", proc

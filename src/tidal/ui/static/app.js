@@ -70,7 +70,10 @@ function stateBadge(status) {
   if (!status || status.error) return el("span", { class: "badge dead", text: "no status" });
   const age = Date.now() / 1000 - status.at;
   if (status.state === "stopped") return el("span", { class: "badge stopped", text: "finished" });
-  if (age < 5) return el("span", { class: "badge running", text: "running" });
+  // A pause (tidal pause, the control API) shows as Pausing / Paused, as Numaflow's phases.
+  if (age < 5 && status.phase && status.phase !== "Running")
+    return el("span", { class: "badge paused", "data-phase": status.phase, text: status.phase.toLowerCase() });
+  if (age < 5) return el("span", { class: "badge running", "data-phase": "Running", text: "running" });
   return el("span", { class: "badge dead", text: `not running (no update for ${fmt(age)} s)` });
 }
 
