@@ -203,7 +203,8 @@ def test_a_live_run_then_the_finished_run_from_disk(browser, tmp_path):
         )
         assert not any("Traceback" in e for e in errors)
         # A decision's reason is shown on click: a dot on the replicas chart.
-        marker = browser.find_elements("css selector", "#run-0 .decision-marker.up")[-1]  # drawn last: on top
+        # The last scale-up (a resume is an up too, but says who asked, not what the policy saw).
+        marker = browser.find_elements("css selector", "#run-0 .decision-marker.up[data-rule='scale-up']")[-1]
         rule = marker.get_attribute("data-rule")
         marker.click()
         wait_for(
