@@ -119,3 +119,23 @@ def test_floors_are_upstreams_minimums():
     r.observe(START, 1e6, 0.001)
     rec = r.recommend()
     assert rec is not None and rec.memory.target == MIN_MEMORY and rec.cpu.target == 0.025
+
+
+def test_the_lines_show_bounds_only_once_ten_minutes_back_them():
+    from tidal.observe.vertical import vertical_lines
+
+    r = VerticalRecommender()
+    for t in range(0, 120, 5):
+        r.observe(START + t, 300e6, 0.5)
+    young = r.recommend()
+    assert young is not None
+    (line,) = vertical_lines([{"name": "enrich", "vertical": young.to_dict()}])
+    assert line.startswith("enrich: memory") and "bounds after 10 min" in line and "upper" not in line
+    for t in range(120, 900, 5):
+        r.observe(START + t, 300e6, 0.5)
+    old = r.recommend()
+    assert old is not None
+    (line,) = vertical_lines(
+        [{"name": "enrich", "vertical": old.to_dict()}, {"name": "gen", "vertical": None}]
+    )
+    assert "upper" in line and "lower" in line

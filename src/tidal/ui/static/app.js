@@ -100,8 +100,11 @@ function verticalText(s) {
   if (!rec) return s && s.chain && s.chain.split(">")[0] !== s.name
     ? `vertical: see ${s.chain.split(">")[0]}, whose query runs it` : "vertical: no task measured yet";
   const mib = b => `${fmt(b / 1048576)} MiB`, m = rec.memory_bytes, c = rec.cpu_cores;
+  const from = `from ${fmt(rec.samples)} micro-batches over ${fmt(rec.history_seconds / 60, 1)} min`;
+  if (rec.history_seconds < 600)  // VPA's bounds stay wide open on a young history: the target alone
+    return `vertical, per replica: memory ${mib(m.target)}, cores ${fmt(c.target, 2)}, ${from} (bounds after 10 min)`;
   return `vertical, per replica: memory ${mib(m.target)} (${mib(m.lower)}–${mib(m.upper)}), `
-    + `cores ${fmt(c.target, 2)} (${fmt(c.lower, 2)}–${fmt(c.upper, 2)}), from ${fmt(rec.samples)} micro-batches`;
+    + `cores ${fmt(c.target, 2)} (${fmt(c.lower, 2)}–${fmt(c.upper, 2)}), ${from}`;
 }
 
 function statusOf(run, name) {
