@@ -125,9 +125,10 @@ def _wave_spec(root: Path, static: bool) -> Path:
 
     spec = yaml.safe_load((Path(tidal.examples.__file__).parent / "wave.yaml").read_text())
     if static:  # every vertex at its max from the start; executors for all of them, always
-        for v in spec["vertices"]:
-            v["replicas"] = v["scale"]["max"]
-            v["scale"] = {"disabled": True}
+        for v in spec["vertices"]:  # a vertex without a scale block runs in its chain's query
+            if "scale" in v:
+                v["replicas"] = v["scale"]["max"]
+                v["scale"] = {"disabled": True}
         spec["cluster"]["minExecutors"] = spec["cluster"]["maxExecutors"]
     path = root / f"wave-{'static' if static else 'tidal'}.yaml"
     path.write_text(yaml.safe_dump(spec))

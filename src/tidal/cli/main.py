@@ -20,6 +20,8 @@ BENCHMARKS = {
     "policies-defaults": "policies:main_numaflow_defaults",
     "policies-cluster": "policies:main_cluster",
     "policies-chaining": "policies:main_chaining",
+    "peers": "peers",
+    "peers-waves": "peers:main_waves",
     "http": "http",
     "latency": "latency",
 }

@@ -12,8 +12,12 @@ long run does not sum floats. The simulator (issue #7) uses the same shapes.
 | step | rate, peak, at | rate before ``at``, peak after |
 | ramp | rate, peak, at, duration | linear from rate to peak over [at, at + duration], then peak |
 | sine | rate, peak, period | oscillates between rate and peak, starting at rate |
-| square | rate, peak, period | peak in the first half of every period, rate in the second |
-| bursty | rate, peak, period, duration | peak for ``duration`` at the start of every period |
+| square | rate, peak, period, at | peak in the first half of every period, rate in the second |
+| bursty | rate, peak, period, duration, at | peak for ``duration`` at the start of every period |
+
+For ``square`` and ``bursty``, ``at`` delays the pattern: ``rate`` until ``at``, then the periods
+(0, the default, starts with the first period at once). A step up and back down is ``bursty``
+with ``at`` the step and ``duration`` its length, and a ``period`` longer than the run.
 """
 
 from __future__ import annotations
@@ -64,9 +68,13 @@ class LoadShape:
             case Shape.SINE:
                 return base + (peak - base) * (1 - math.cos(2 * math.pi * t / self.period)) / 2
             case Shape.SQUARE:
-                return peak if (t % self.period) < self.period / 2 else base
+                return (
+                    base if t < self.at else peak if ((t - self.at) % self.period) < self.period / 2 else base
+                )
             case Shape.BURSTY:
-                return peak if (t % self.period) < self.duration else base
+                return (
+                    base if t < self.at else peak if ((t - self.at) % self.period) < self.duration else base
+                )
         raise AssertionError(self.shape)
 
     def integral(self, t: float) -> float:
@@ -93,13 +101,16 @@ class LoadShape:
                 w = 2 * math.pi / self.period
                 return base * t + (peak - base) / 2 * (t - math.sin(w * t) / w)
             case Shape.SQUARE:
-                return self._periodic(t, self.period / 2)
+                return base * min(t, self.at) + self._periodic(t - self.at, self.period / 2)
             case Shape.BURSTY:
-                return self._periodic(t, min(self.duration, self.period))
+                return base * min(t, self.at) + self._periodic(t - self.at, min(self.duration, self.period))
         raise AssertionError(self.shape)
 
     def _periodic(self, t: float, high: float) -> float:
-        """Integral of ``peak`` for the first ``high`` seconds of every period, ``rate`` after."""
+        """Integral of ``peak`` for the first ``high`` seconds of every period, ``rate`` after
+        (0 for ``t <= 0``)."""
+        if t <= 0:
+            return 0.0
         per_period = self.peak * high + self.rate * (self.period - high)
         full, rest = divmod(t, self.period)
         return full * per_period + self.peak * min(rest, high) + self.rate * max(0.0, rest - high)
