@@ -19,3 +19,20 @@ def test_each_policies_setting_is_a_command() -> None:
     assert {n for n in BENCHMARKS if n.startswith("policies")} == set(SETTINGS)
     assert all(name == s.name for name, s in SETTINGS.items())
     assert SETTINGS["policies-cluster"].cluster and SETTINGS["policies-cluster"].master is None
+
+
+def test_every_peers_trace_makes_a_valid_pipeline_for_every_tidal_job(tmp_path):
+    """The peers bench's Tidal jobs: each trace's load in the demo's pipeline, under each policy
+    and static provisioning, is a pipeline `tidal run` takes, chained as the demo is."""
+    from tidal.bench import peers
+    from tidal.spec import load_pipeline
+    from tidal.spec.chains import plan_chains
+
+    for trace in peers.TRACES:
+        for job in (j for j in peers.JOBS if j != "spark-da"):
+            spec = load_pipeline(peers.tidal_spec(tmp_path, job, trace))
+            assert plan_chains(spec).signature == "enrich>archive", (trace, job)
+            if job == "static":
+                assert spec.cluster.min_executors == spec.cluster.max_executors == 4
+            else:
+                assert spec.policy == job

@@ -37,6 +37,14 @@ def test_square_and_bursty():
     assert b.total(10) == 101 + 9
 
 
+def test_at_delays_the_square_and_bursty_patterns_a_step_up_and_back():
+    step = LoadShape(Shape.BURSTY, rate=225, peak=900, at=60, duration=120, period=1e6)
+    assert [step.rate_at(t) for t in (0, 59.9, 60, 179.9, 180, 239)] == [225, 225, 900, 900, 225, 225]
+    assert step.total(240) == 225 * 120 + 900 * 120
+    sq = LoadShape(Shape.SQUARE, rate=0, peak=10, period=4, at=3)
+    assert [sq.rate_at(t) for t in (0, 2.9, 3, 4.9, 5, 7)] == [0, 0, 10, 10, 0, 10]
+
+
 def test_sine_oscillates_between_rate_and_peak():
     s = LoadShape(Shape.SINE, rate=10, peak=30, period=60)
     assert s.rate_at(0) == pytest.approx(10) and s.rate_at(30) == pytest.approx(30)
