@@ -26,6 +26,7 @@ class Rule(StrEnum):
     SCALE_TO_ZERO = "scale-to-zero"
     WAKE_ON_PENDING = "wake-on-pending"  # UDF/sink at 0 with messages in its buffer → 1
     WAKE_ON_PATH = "wake-on-path"  # at 0 downstream of a vertex that just woke → 1, ahead of the messages
+    PRE_SCALE = "pre-scale"  # a periodic load's next rise is one start-up away: its replicas now
     PEEK = "peek"  # source at 0 after zeroReplicaSleepSeconds → 1
     BACK_PRESSURE_DIRECT = "back-pressure-direct"  # wanted up, direct downstream full → −1
     INTO_BOUNDS = "into-bounds"  # current outside [min, max] → clamp at once

@@ -15,6 +15,8 @@ The shapes (``TRACES``), each chosen because autoscalers are known to get it wro
   traces' inter-arrival shape (Shahrad et al., "Serverless in the Wild", USENIX ATC 2020):
   cold starts and wasted idle replicas.
 * ``idle`` — short bursts between 10-minute idle spells: scale to zero and back.
+* ``waves`` — the demo's: 40 s of load every 110 s, nothing between: periodic, so a policy that
+  learns the period can have its replicas ready when each wave comes.
 """
 
 from __future__ import annotations
@@ -172,6 +174,23 @@ def idle(
     )
 
 
+def waves(
+    seed: int = 0,
+    rate: float = 1800.0,
+    on: int = 40,
+    period: int = 110,
+    first: int = 30,
+    duration: int = 1800,
+) -> Trace:
+    rates = [0.0] * duration
+    starts = []
+    for t in range(first, duration, period):
+        starts.append(float(t))
+        for s in range(t, min(duration, t + on)):
+            rates[s] = rate
+    return Trace("waves", tuple(rates), tuple(starts), seed, f"{on} s at {rate:g}/s every {period} s")
+
+
 TRACES: dict[str, Callable[..., Trace]] = {
     "step-x2": step_x2,
     "step-x0.5": step_half,
@@ -181,6 +200,7 @@ TRACES: dict[str, Callable[..., Trace]] = {
     "diurnal": diurnal,
     "bursty": bursty,
     "idle": idle,
+    "waves": waves,
 }
 
 

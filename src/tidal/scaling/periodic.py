@@ -1,0 +1,161 @@
+"""When will the load rise next? Rises of a periodic load, learnt from the arrivals.
+
+A load that rises on a schedule (the demo's waves every 110 s, a batch upstream every hour, a
+square wave) is predictable after one period, and none of Numaflow, Knative or Spark's dynamic
+allocation uses that: each sees the rise when it comes and then pays a start-up (on a cluster a
+new executor runs its first task 11-21 s after the request) with the backlog growing meanwhile.
+:class:`RiseWatch` learns when the arrivals rise and how many replicas the last rise needed, so a
+policy can ask for them one start-up ahead (:mod:`tidal.controller.adaptive` does).
+
+What counts as a rise: the arrival rate goes from *low* (at most ``low_share`` of the recent
+peak) to *high* (at least ``high_share`` of it), after being low for ``quiet_seconds`` at least;
+in between, it stays what it was (a Schmitt trigger, so a peak that decays through a long low
+spell does not lose the spell).
+The quiet spell is what keeps a micro-batch runtime from inventing rises: measured once a second,
+a steady stream on Spark reads 0 on a tick with no batch committed and the full rate on the next.
+The peak decays with a half-life of ``peak_half_life`` seconds, so a load that settles lower is
+measured against what it does now.
+
+When the next rise is due: the last rise plus the period between the last two. Trusted after one
+period (two rises); a rise that does not come within ``tolerance`` of the period (or ``quiet``
+seconds, if more) is a *miss*, and after a miss the watch predicts again only once two
+consecutive periods agree within ``tolerance``: on a trace of random bursts (Pareto gaps) it pays
+for one early start, not one per burst.
+
+Pure: time is an argument, nothing is read from a clock.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from itertools import pairwise
+
+__all__ = ["Forecast", "RiseWatch"]
+
+
+@dataclass(frozen=True, slots=True)
+class Forecast:
+    """The next rise: due at ``at`` (seconds), every ``period`` s so far over ``rises`` rises, and
+    ``replicas`` is what the arrivals alone needed at the last one (its most over the high phase)."""
+
+    at: float
+    period: float
+    rises: int
+    replicas: int
+
+    def reason(self, now: float) -> str:
+        due = self.at - now
+        when = f"due in {due:.0f} s" if due >= 0.5 else f"due {-due:.0f} s ago"
+        return (
+            f"the load rose every {self.period:.0f} s ({self.rises} rises), the next rise is {when}; "
+            f"the last one needed {self.replicas}"
+        )
+
+
+class RiseWatch:
+    """Learns the rises of the arrivals at one vertex; see the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        high_share: float = 0.5,
+        low_share: float = 0.25,
+        quiet_seconds: float = 5.0,
+        tolerance: float = 0.2,
+        min_period: float = 10.0,
+        peak_half_life: float = 600.0,
+        remember: int = 4,
+    ) -> None:
+        if not 0 < low_share < high_share <= 1:
+            raise ValueError(f"need 0 < low_share < high_share <= 1, got {low_share} and {high_share}")
+        self.high_share, self.low_share = high_share, low_share
+        self.quiet, self.tolerance, self.min_period = quiet_seconds, tolerance, min_period
+        self.half_life = peak_half_life
+        self._peak = 0.0
+        self._at: float | None = None  # the last observation
+        self._low_since: float | None = None  # low since then (None: not low now)
+        self._high = False
+        self._rises: deque[float] = deque(maxlen=remember)
+        self._needs: deque[int] = deque(maxlen=remember)  # the most needed in each rise's high phase
+        self._trusted = True  # False after a miss, until two periods agree
+
+    @property
+    def rises(self) -> tuple[float, ...]:
+        """When the load rose, oldest first (the last ``remember``)."""
+        return tuple(self._rises)
+
+    def note_needed(self, replicas: int) -> None:
+        """What the arrivals alone needed at the last observation: the most of a rise's high
+        phase is what the next rise is given ahead of time."""
+        if self._high and self._needs:
+            self._needs[-1] = max(self._needs[-1], replicas)
+
+    def observe(self, now: float, rate: float) -> bool:
+        """Arrivals ``rate``/s at ``now``. True when a rise starts at this observation."""
+        if self._at is not None and now > self._at:
+            self._peak *= 0.5 ** ((now - self._at) / self.half_life)
+        self._at = now
+        self._peak = max(self._peak, rate)
+        self._check_miss(now)
+        if self._peak <= 0:  # nothing yet: quiet, so the first load to come is a rise
+            self._low_since = now if self._low_since is None else self._low_since
+            return False
+        rose = False  # a Schmitt trigger: low until high, high until low; in between, as it was
+        if rate <= self.low_share * self._peak:
+            self._high = False
+            if self._low_since is None:
+                self._low_since = now
+        elif rate >= self.high_share * self._peak:
+            quiet_long = self._low_since is not None and now - self._low_since >= self.quiet
+            if quiet_long and not self._high:
+                rose = self._rise(now)
+            self._high, self._low_since = True, None
+        return rose
+
+    def _rise(self, now: float) -> bool:
+        if self._rises and now - self._rises[-1] < self.min_period:
+            return False
+        self._rises.append(now)
+        self._needs.append(0)
+        periods = self._periods()
+        if not self._trusted and len(periods) >= 2:
+            self._trusted = self._agree(periods[-2], periods[-1])
+        return True
+
+    def _check_miss(self, now: float) -> None:
+        """A rise overdue by more than the grace is a miss: distrust until two periods agree."""
+        periods = self._periods()
+        if self._trusted and periods and not self._high:
+            self._trusted = now <= self._rises[-1] + periods[-1] + self._grace(periods[-1])
+
+    def _periods(self) -> list[float]:
+        return [b - a for a, b in pairwise(self._rises)]
+
+    def _agree(self, a: float, b: float) -> bool:
+        return abs(a - b) <= self.tolerance * max(a, b)
+
+    def _grace(self, period: float) -> float:
+        return max(self.tolerance * period, self.quiet)
+
+    def forecast(self, now: float) -> Forecast | None:
+        """The next rise, or ``None``: fewer than two rises, a miss not yet made up for, or
+        the rise due is overdue by more than the grace (which makes it a miss)."""
+        periods = self._periods()
+        if not periods or not self._trusted:
+            return None
+        period = periods[-1]
+        due = self._rises[-1] + period
+        if now > due + self._grace(period) and not self._high:
+            return None  # it did not come (the next observation makes it a miss)
+        return Forecast(due, period, len(self._rises), max(1, self._needs[-1]))
+
+    def due_within(self, now: float, lead: float) -> Forecast | None:
+        """The forecast if its rise is due within ``lead`` seconds from ``now`` (or came due
+        within the grace and the load has not risen yet), else ``None``."""
+        if self._high:
+            return None  # risen already: the policy sees the load itself
+        forecast = self.forecast(now)
+        if forecast is None or forecast.at - now > lead:
+            return None
+        return forecast

@@ -1,0 +1,114 @@
+"""RiseWatch: the rises of a periodic load, learnt from the arrivals, and the misses."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tidal.scaling.periodic import RiseWatch
+
+
+def feed(watch: RiseWatch, rates: list[float], start: float = 0.0, needed: int | None = None) -> list[float]:
+    """One observation a second; the seconds at which a rise started."""
+    rose = []
+    for i, rate in enumerate(rates):
+        if watch.observe(start + i, rate):
+            rose.append(start + i)
+        if needed is not None:
+            watch.note_needed(needed)
+    return rose
+
+
+def waves(
+    on: int = 40, period: int = 110, first: int = 30, count: int = 3, rate: float = 900.0
+) -> list[float]:
+    rates = [0.0] * (first + period * count)
+    for k in range(count):
+        for t in range(first + k * period, first + k * period + on):
+            rates[t] = rate
+    return rates
+
+
+def test_the_waves_rise_every_period_and_the_next_is_due_one_period_after_the_last():
+    watch = RiseWatch()
+    assert feed(watch, waves(count=2), needed=4) == [30.0, 140.0]
+    forecast = watch.forecast(200.0)
+    assert forecast is not None
+    assert (forecast.at, forecast.period, forecast.rises, forecast.replicas) == (250.0, 110.0, 2, 4)
+    assert forecast.reason(238.0) == (
+        "the load rose every 110 s (2 rises), the next rise is due in 12 s; the last one needed 4"
+    )
+
+
+def test_one_rise_predicts_nothing():
+    watch = RiseWatch()
+    feed(watch, waves(count=1))
+    assert watch.rises == (30.0,)
+    assert watch.forecast(100.0) is None
+
+
+def test_due_within_a_lead_and_not_while_the_load_is_up():
+    watch = RiseWatch()
+    rates = waves(count=2)
+    feed(watch, rates)  # ends at 249, low
+    assert watch.due_within(240.0, lead=10.0) is not None
+    assert watch.due_within(230.0, lead=10.0) is None  # 20 s away
+    watch.observe(250.0, 900.0)  # risen: the policy sees the load itself
+    assert watch.due_within(250.0, lead=10.0) is None
+
+
+def test_a_micro_batch_that_reads_zero_mid_wave_is_not_a_rise():
+    """On Spark a tick with no batch committed reads 0 arrivals: without the quiet spell each such
+    tick would start a new rise, and the period would be a second."""
+    rates = waves(count=2)
+    for t in range(35, 70, 4):
+        rates[t] = 0.0  # in both waves
+        rates[t + 110] = 0.0
+    watch = RiseWatch()
+    assert feed(watch, rates) == [30.0, 140.0]
+
+
+def test_a_rise_that_does_not_come_is_a_miss_and_prediction_waits_for_two_agreeing_periods():
+    watch = RiseWatch()
+    feed(watch, waves(count=2))  # rises 30, 140: the next due at 250, grace 22 s
+    assert watch.forecast(271.0) is not None
+    feed(watch, [0.0] * 60, start=250.0)  # nothing by 309: a miss
+    assert watch.forecast(310.0) is None
+    feed(watch, [900.0] * 10 + [0.0] * 90, start=310.0)  # a rise at 310 (170 s after 140)
+    assert watch.rises[-1] == 310.0
+    assert watch.forecast(320.0) is None  # 110 then 170: they do not agree
+    feed(watch, [900.0] * 10 + [0.0] * 160, start=480.0)  # 170 s again
+    forecast = watch.forecast(500.0)
+    assert forecast is not None and forecast.at == 650.0
+
+
+def test_a_load_that_settles_lower_is_measured_against_its_new_peak():
+    """A square wave 400 ↔ 2000: the first 400/s read as high (nothing higher was seen), the
+    low spells after the first high one are low however far the peak decays meanwhile."""
+    rates = ([400.0] * 300 + [2000.0] * 300) * 3
+    watch = RiseWatch()
+    assert feed(watch, rates) == [900.0, 1500.0]
+
+
+def test_shares_must_be_ordered():
+    with pytest.raises(ValueError, match="low_share < high_share"):
+        RiseWatch(low_share=0.6, high_share=0.5)
+
+
+@given(
+    period=st.integers(min_value=20, max_value=600),
+    on_share=st.floats(min_value=0.05, max_value=0.8),
+    first=st.integers(min_value=6, max_value=100),  # quiet before the first rise
+    rate=st.floats(min_value=1.0, max_value=1e6),
+)
+def test_any_square_wave_is_predicted_to_the_second_after_two_rises(
+    period: int, on_share: float, first: int, rate: float
+) -> None:
+    on = max(1, min(period - 6, round(period * on_share)))  # at least the quiet spell between
+    watch = RiseWatch()
+    feed(watch, waves(on=on, period=period, first=first, count=2, rate=rate))
+    forecast = watch.forecast(first + period + on + 1.0)
+    assert forecast is not None
+    assert forecast.at == first + 2 * period
+    assert forecast.period == period
