@@ -169,10 +169,15 @@ def run(master: str, shape: dict[str, Any], duration: float, out: Path, *, max_e
 
     from tidal.bench.latency import LatencyProbe, _read_probe
     from tidal.scaling.latency import pooled
+    from tidal.spark import cds
 
+    # The class-data archive Tidal's JVMs get, for this job's too: its executors start as fast.
+    java = {"spark.driver.extraJavaOptions": cds.driver_options(),
+            "spark.executor.extraJavaOptions": cds.executor_options(master)}  # fmt: skip
     builder = SparkSession.builder.appName("tidal-peer-dynamic-allocation").master(master)
     for key, value in {**dynamic_allocation_conf(max_executors, executor_cores, idle_timeout),
-                       "spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2"}.items():  # fmt: skip
+                       "spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2",
+                       **{k: v for k, v in java.items() if v}}.items():  # fmt: skip
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.dataSource.register(ShapeSource)

@@ -164,7 +164,7 @@ class PipelineRun:
                 from tidal.spark.session import check_master, cluster_conf
 
                 check_master(self._master)
-                extra = cluster_conf(self.spec.cluster)
+                extra = cluster_conf(self.spec.cluster, self._master)
             else:
                 extra = None
             self._spark = build_session(f"tidal-{self.spec.name}", self._master, extra=extra)

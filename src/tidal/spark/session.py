@@ -25,8 +25,11 @@ def build_session(
     Nothing listens beyond 127.0.0.1 unless the caller asks: the UI is off by default and the
     driver binds to loopback.
     """
+    from tidal.spark import cds
+
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    java = f"-Dlog4j2.level=ERROR {cds.driver_options()}".strip()  # the class-data archive, if built
     builder = (
         SparkSession.builder.master(master)
         .appName(app_name)
@@ -38,7 +41,7 @@ def build_session(
         .config("spark.scheduler.mode", "FAIR")
         .config("spark.pyspark.python", sys.executable)
         .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=ERROR")
+        .config("spark.driver.extraJavaOptions", java)
         # Streaming checkpoints (every query's offset and commit logs) are written through
         # Hadoop's FileContext; on file:// its default (ChecksumFs) writes a .crc beside every
         # log file. The raw local FS keeps the write-then-rename that makes a log entry atomic
@@ -72,11 +75,14 @@ def check_master(master: str, timeout: float = 3.0) -> None:
         ) from None
 
 
-def cluster_conf(cluster: Any) -> dict[str, str]:
+def cluster_conf(cluster: Any, master: str = "") -> dict[str, str]:
     """Spark settings for a pipeline on a cluster manager (``cluster:`` in the spec): Spark's
     dynamic allocation off (Tidal requests and kills executors), executor size, at most
-    ``maxExecutors`` executors' cores, and the driver's ``PYTHONPATH`` for the executors (the
-    pipeline's UDF modules)."""
+    ``maxExecutors`` executors' cores, the driver's ``PYTHONPATH`` for the executors (the
+    pipeline's UDF modules), and the class-data archive for executors on this machine
+    (:mod:`tidal.spark.cds`), unless the spec's own ``conf`` sets their Java options."""
+    from tidal.spark import cds
+
     conf = {
         **cluster.conf,
         "spark.dynamicAllocation.enabled": "false",
@@ -87,6 +93,9 @@ def cluster_conf(cluster: Any) -> dict[str, str]:
     }
     if os.environ.get("PYTHONPATH"):
         conf["spark.executorEnv.PYTHONPATH"] = os.environ["PYTHONPATH"]
+    java = cds.executor_options(master)
+    if java and "spark.executor.extraJavaOptions" not in conf:
+        conf["spark.executor.extraJavaOptions"] = java
     return conf
 
 
