@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tidal.isb.control import ControlStore
 from tidal.spark.cluster import StandaloneCluster
@@ -275,3 +276,36 @@ def test_an_unreachable_master_is_refused_with_the_fix(tmp_path):
     out = stop_when_done(proc, timeout=60)
     assert proc.returncode == 1, out
     assert "cannot reach the Spark master at spark://127.0.0.1:9" in out and "tidal cluster up" in out
+
+
+def test_a_cluster_too_small_for_the_executors_asked_for_is_refused_at_start(tmp_path, cluster):
+    """Two alive 2-core workers: 4-core executors can never start, and 5 of 1 core cannot be
+    kept; Spark would wait for them in silence. Through the master's own state, at start."""
+    from tidal import errors
+    from tidal.spark.cluster import check_capacity, master_state
+    from tidal.spec import parse_pipeline
+
+    base = yaml.safe_load(pipeline(tmp_path, rate=1, total=1).read_text())
+    assert len([w for w in master_state(cluster.web)["workers"] if w["state"] == "ALIVE"]) == 2
+
+    def sized(**shape: int):
+        return parse_pipeline({**base, "cluster": shape}).cluster
+
+    big = sized(executorCores=4, maxExecutors=2)
+    with pytest.raises(errors.ClusterError, match=r"executorCores is 4 but the largest alive worker has 2"):
+        check_capacity(big, cluster.master, cluster.web)
+    many = sized(executorCores=1, minExecutors=5, maxExecutors=8)
+    with pytest.raises(errors.ClusterError, match=r"minExecutors is 5 but 2 alive workers have room for 4"):
+        check_capacity(many, cluster.master, cluster.web)
+    assert check_capacity(sized(executorCores=2, minExecutors=2, maxExecutors=2), cluster.master, cluster.web)
+
+
+def test_tidal_run_refuses_its_own_cluster_when_too_small_naming_the_fix(tmp_path):
+    spec = pipeline(tmp_path, rate=1, total=1)
+    spec.write_text(spec.read_text().replace("minExecutors: 1,", "minExecutors: 3,"))
+    proc = tidal("run", str(spec), "--run-dir", str(tmp_path / "run"), "--cluster", "local:1x2",
+                 "--no-metrics", "--no-live")  # fmt: skip
+    out = stop_when_done(proc, timeout=180)
+    assert proc.returncode == 1, out
+    assert "minExecutors is 3 but 1 alive worker has room for 2 executors of 1 core" in out, out
+    assert "lower minExecutors to 2 or add workers" in out

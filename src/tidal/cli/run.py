@@ -213,6 +213,13 @@ def run_pipeline(
                 return 1
             assert embedded.info is not None
             master = embedded.info.master
+            from tidal.spark.cluster import check_capacity
+
+            try:
+                check_capacity(spec.cluster, master, embedded.info.web)
+            except errors.ClusterError as exc:
+                console.print(f"[red]the cluster cannot run this pipeline[/]: {escape(str(exc))}")
+                return 1
             console.print(f"cluster up: {master} (its logs: {escape(str(run_dir / 'cluster' / 'logs'))})")
         with spark_output_to(run_dir / "spark.log"):
             return _run(

@@ -30,6 +30,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -73,6 +74,58 @@ def master_state(web_url: str, timeout: float = 2.0) -> dict[str, Any]:
     with urllib.request.urlopen(f"{web_url}/json/", timeout=timeout) as response:
         state: dict[str, Any] = json.load(response)
         return state
+
+
+DEFAULT_WEB_PORT = 8080  # a standalone master's web UI unless spark.master.ui.port says otherwise
+
+
+def capacity_problem(state: Mapping[str, Any], cluster: Any) -> str | None:
+    """What stops the master's alive workers from running ``cluster``'s executors, or ``None``.
+
+    An executor takes ``executorCores`` cores on one worker, so a worker with fewer never hosts
+    one: with every worker that small, Spark would wait for an executor forever, in silence.
+    ``minExecutors`` is kept from the start, so the workers must hold that many executors."""
+    workers = [w for w in state.get("workers", []) if w.get("state") == "ALIVE"]
+    each = cluster.executor_cores
+    slots = sum(int(w.get("cores", 0)) // each for w in workers)
+    biggest = max((int(w.get("cores", 0)) for w in workers), default=0)
+    if not workers:
+        return "the master has no alive worker: start one (tidal cluster up, or start-worker.sh)"
+    if slots == 0:
+        return (
+            f"cluster.executorCores is {each} but the largest alive worker has {biggest} cores, so no "
+            f"executor can start: lower executorCores to {biggest} or add bigger workers"
+        )
+    if cluster.min_executors > slots:
+        have = "has" if len(workers) == 1 else "have"
+        room = f"{_count(len(workers), 'alive worker')} {have} room for {_count(slots, 'executor')}"
+        return (
+            f"cluster.minExecutors is {cluster.min_executors} but {room} of {_count(each, 'core')}: "
+            f"lower minExecutors to {slots} or add workers"
+        )
+    return None
+
+
+def _count(n: int, thing: str) -> str:
+    return f"{n} {thing}" + ("" if n == 1 else "s")
+
+
+def check_capacity(cluster: Any, master: str, web_url: str | None = None) -> bool:
+    """Refuse at start a cluster too small for ``cluster`` (:func:`capacity_problem`). The master's
+    state comes from its web UI: ``web_url``, else Spark's default port on the master's host; a
+    master whose UI does not answer there is not checked (False), one that answers is (True)."""
+    host = master.removeprefix("spark://").rpartition(":")[0]
+    url = web_url or f"http://{host}:{DEFAULT_WEB_PORT}"
+    try:
+        state = master_state(url)
+    except (OSError, ValueError):
+        if web_url is not None:
+            raise errors.ClusterError(f"the Spark master's web UI at {web_url} does not answer") from None
+        return False
+    problem = capacity_problem(state, cluster)
+    if problem is not None:
+        raise errors.ClusterError(f"the cluster at {master} cannot run this pipeline: {problem}")
+    return True
 
 
 @dataclass

@@ -161,9 +161,11 @@ class PipelineRun:
             from tidal.spark.session import build_session
 
             if self.on_cluster:
+                from tidal.spark.cluster import check_capacity
                 from tidal.spark.session import check_master, cluster_conf
 
                 check_master(self._master)
+                check_capacity(self.spec.cluster, self._master)
                 extra = cluster_conf(self.spec.cluster, self._master)
             else:
                 extra = None

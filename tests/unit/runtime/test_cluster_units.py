@@ -63,3 +63,38 @@ def test_cluster_shorthand(text, expected):
 def test_a_bad_cluster_shorthand_names_the_option(text):
     with pytest.raises(errors.SpecError, match="--cluster"):
         parse_cluster(text)
+
+
+def _state(*cores: int, dead: int = 0) -> dict:
+    alive = [{"state": "ALIVE", "cores": c} for c in cores]
+    return {"workers": alive + [{"state": "DEAD", "cores": 64}] * dead}
+
+
+def test_a_cluster_that_can_hold_the_executors_passes():
+    from tidal.spark.cluster import capacity_problem
+
+    spec = parse_pipeline({**BASE, "cluster": {"executorCores": 2, "minExecutors": 2, "maxExecutors": 4}})
+    assert capacity_problem(_state(2, 2), spec.cluster) is None
+    assert capacity_problem(_state(4), spec.cluster) is None  # two executors on one 4-core worker
+
+
+def test_executors_bigger_than_every_worker_are_named_with_the_fix():
+    from tidal.spark.cluster import capacity_problem
+
+    spec = parse_pipeline({**BASE, "cluster": {"executorCores": 4, "maxExecutors": 2}})
+    problem = capacity_problem(_state(2, 3, dead=1), spec.cluster)  # a dead 64-core worker counts not
+    assert problem is not None
+    assert "executorCores is 4 but the largest alive worker has 3 cores" in problem
+    assert "lower executorCores to 3" in problem
+
+
+def test_min_executors_beyond_the_workers_room_and_no_worker_at_all():
+    from tidal.spark.cluster import capacity_problem
+
+    spec = parse_pipeline({**BASE, "cluster": {"executorCores": 2, "minExecutors": 3, "maxExecutors": 4}})
+    problem = capacity_problem(_state(2, 3), spec.cluster)  # 1 + 1: a 3-core worker holds one
+    assert problem == (
+        "cluster.minExecutors is 3 but 2 alive workers have room for 2 executors of 2 cores: "
+        "lower minExecutors to 2 or add workers"
+    )
+    assert "no alive worker" in (capacity_problem(_state(dead=2), spec.cluster) or "")
