@@ -329,11 +329,26 @@ class AdaptivePolicy(VertexPolicy):
     def _due(self, now: float, lead: float) -> Forecast | None:
         return None if self.rises is None else self.rises.due_within(now, lead)
 
+    def _measured(self, view: PolicyInput) -> bool:
+        """Was this tick's arrival rate measured, not read as 0 for want of samples? On Spark a
+        query restarting for a replica change reports no pending for several seconds: read as
+        "nothing arrives", the first wave on a cluster rose twice, 18 s apart, and a period of
+        18 s never agreed with the next one (``tidal bench peers``, the waves, 540 s)."""
+        if len(self._samples) < 2 or self._samples[-1][0] != view.now:
+            return False
+        before, last = self._samples[-2], self._samples[-1]
+        if last[0] - before[0] > self.panic + self.tick + 1e-9:
+            return False  # a gap: the window's rate spans it
+        if self._origin is None:  # sized on its own arrivals (a source, or no sources' counts)
+            return True
+        return last[2] is not None and before[2] is not None  # on the sources': both known
+
     def _ahead(self, view: PolicyInput, lately: float) -> Decision | None:
         """Learn the rises, and ask for the next one's replicas a start-up before it is due."""
         if self.rises is None:
             return None
-        self.rises.observe(view.now, lately)
+        if self._measured(view):
+            self.rises.observe(view.now, lately)
         due = self._due(view.now, self.startup + self.tick)
         if due is None:
             return None

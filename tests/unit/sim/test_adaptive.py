@@ -391,3 +391,18 @@ def test_random_bursts_cost_at_most_a_few_early_starts() -> None:
         result = simulate(spec, make_trace("bursty", seed), "tidal")
         early = [d for d in result.changes if d.rule == Rule.PRE_SCALE and d.vertex == "work"]
         assert len(early) <= 3
+
+
+def test_a_query_restarting_mid_wave_is_not_a_new_rise() -> None:
+    """On Spark a query that restarts for a replica change reports no pending for a while: those
+    ticks measure nothing, and the wave that goes on after them is the same wave."""
+    policy = AdaptivePolicy(NumaflowScale(max=10), batch_guess_seconds=0)
+    arrived = 0.0
+    for t in range(130):
+        in_wave = 10 <= t < 50 or t >= 120
+        arrived += 900 if in_wave else 0
+        restarting = 20 <= t < 32  # no pending known: the query is restarting
+        pending = None if restarting else 0.0
+        policy.decide(view(t, 2, arrived, pending, arrived / 900))
+    assert policy.rises is not None
+    assert policy.rises.rises == (10.0, 120.0)
