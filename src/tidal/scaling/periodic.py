@@ -43,6 +43,7 @@ class Forecast:
     period: float
     rises: int
     replicas: int
+    agreed: bool = False  # the last two periods agree: seen twice, not once
 
     def reason(self, now: float) -> str:
         due = self.at - now
@@ -148,7 +149,8 @@ class RiseWatch:
         due = self._rises[-1] + period
         if now > due + self._grace(period) and not self._high:
             return None  # it did not come (the next observation makes it a miss)
-        return Forecast(due, period, len(self._rises), max(1, self._needs[-1]))
+        agreed = len(periods) >= 2 and self._agree(periods[-2], periods[-1])
+        return Forecast(due, period, len(self._rises), max(1, self._needs[-1]), agreed)
 
     def due_within(self, now: float, lead: float) -> Forecast | None:
         """The forecast if its rise is due within ``lead`` seconds from ``now`` (or came due

@@ -41,6 +41,16 @@ def test_the_waves_rise_every_period_and_the_next_is_due_one_period_after_the_la
     )
 
 
+def test_a_forecast_says_whether_two_periods_agree():
+    watch = RiseWatch()
+    feed(watch, waves(count=2))
+    two = watch.forecast(200.0)
+    assert two is not None and not two.agreed  # one period: seen once
+    feed(watch, waves(count=3)[250:], start=250.0)
+    three = watch.forecast(300.0)
+    assert three is not None and three.agreed and three.at == 360.0
+
+
 def test_one_rise_predicts_nothing():
     watch = RiseWatch()
     feed(watch, waves(count=1))
