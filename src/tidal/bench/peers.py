@@ -19,8 +19,12 @@ executor list, every half second, for every job), p50/p99/max delivery delay (so
 sink's commit, measured the same way for every job), messages delivered, and the changes of the
 executor count. A plot per trace draws the executors over time of each job (the first round).
 
-Run: ``tidal bench peers`` (every trace, 3 rounds: about 5 hours) or
-``tidal bench peers-waves`` (the waves, 3 rounds: about 70 minutes). Numbers go to
+``DURATION`` is 540 s: five waves, so a policy that learns the period (``policy: tidal``, which
+predicts from the third wave on and releases early from the fourth) is measured past its
+learning; 240 s held two waves and a third's start.
+
+Run: ``tidal bench peers`` (every trace, 3 rounds: about 10 hours) or
+``tidal bench peers-waves`` (the waves, 3 rounds: about 2.5 hours). Numbers go to
 ``docs/benchmarks.md``.
 """
 
@@ -39,7 +43,7 @@ import yaml
 
 from tidal.bench import RESULTS, write_result
 
-DURATION = 240.0
+DURATION = 540.0
 ROUNDS = 3
 JOBS = ("static", "spark-da", "numaflow", "tidal", "kpa")
 WORKERS, CORES = 4, 2

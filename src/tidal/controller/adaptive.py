@@ -316,7 +316,7 @@ class AdaptivePolicy(VertexPolicy):
             # Gone now, they would be asked for again within a start-up of coming back.
             return self._hold(view, Rule.STEADY, f"idle {idle:.0f} s, kept: {due.reason(view.now)}")
         ahead = None if self.rises is None else self.rises.forecast(view.now)
-        far = ahead is not None and ahead.at - view.now > 2 * self.startup + self.tick
+        far = ahead is not None and ahead.at - ahead.spread - view.now > 2 * self.startup + self.tick
         if ahead is not None and ahead.agreed and far and view.replicas > low and idle >= self.rises_quiet:
             # The next rise is known (two periods agree) and far: stopped now and asked for again
             # a start-up before it, the replicas cost a start-up instead of the whole quiet spell

@@ -16,7 +16,8 @@ a steady stream on Spark reads 0 on a tick with no batch committed and the full 
 The peak decays with a half-life of ``peak_half_life`` seconds, so a load that settles lower is
 measured against what it does now.
 
-When the next rise is due: the last rise plus the period between the last two. Trusted after one
+When the next rise is due: the last rise plus the median of the last three periods that agree
+with the latest one, brought forward by how far they spread. Trusted after one
 period (two rises); a rise that does not come within ``tolerance`` of the period (or ``quiet``
 seconds, if more) is a *miss*, and after a miss the watch predicts again only once two
 consecutive periods agree within ``tolerance``: on a trace of random bursts (Pareto gaps) it pays
@@ -27,6 +28,7 @@ Pure: time is an argument, nothing is read from a clock.
 
 from __future__ import annotations
 
+import statistics
 from collections import deque
 from dataclasses import dataclass
 from itertools import pairwise
@@ -44,6 +46,7 @@ class Forecast:
     rises: int
     replicas: int
     agreed: bool = False  # the last two periods agree: seen twice, not once
+    spread: float = 0.0  # how far the recent periods fell from ``period``: the rise may come that early
 
     def reason(self, now: float) -> str:
         due = self.at - now
@@ -145,19 +148,24 @@ class RiseWatch:
         periods = self._periods()
         if not periods or not self._trusted:
             return None
-        period = periods[-1]
+        # The median of the last periods that agree with the latest, and how far they spread: on
+        # Spark a rise is seen 0-20 s after the load rose (the source's pending is stale while
+        # its query restarts), so the periods of a 110 s wave read 111, 120, 106.
+        recent = [x for x in periods[-3:] if self._agree(x, periods[-1])]
+        period = statistics.median(recent)
+        spread = max(abs(x - period) for x in recent)
         due = self._rises[-1] + period
         if now > due + self._grace(period) and not self._high:
             return None  # it did not come (the next observation makes it a miss)
         agreed = len(periods) >= 2 and self._agree(periods[-2], periods[-1])
-        return Forecast(due, period, len(self._rises), max(1, self._needs[-1]), agreed)
+        return Forecast(due, period, len(self._rises), max(1, self._needs[-1]), agreed, spread)
 
     def due_within(self, now: float, lead: float) -> Forecast | None:
-        """The forecast if its rise is due within ``lead`` seconds from ``now`` (or came due
-        within the grace and the load has not risen yet), else ``None``."""
+        """The forecast if its rise is due within ``lead`` seconds from ``now``, counting its
+        spread (or came due within the grace and the load has not risen yet), else ``None``."""
         if self._high:
             return None  # risen already: the policy sees the load itself
         forecast = self.forecast(now)
-        if forecast is None or forecast.at - now > lead:
+        if forecast is None or forecast.at - forecast.spread - now > lead:
             return None
         return forecast

@@ -122,3 +122,20 @@ def test_any_square_wave_is_predicted_to_the_second_after_two_rises(
     assert forecast is not None
     assert forecast.at == first + 2 * period
     assert forecast.period == period
+
+
+def test_jittered_rises_give_the_median_period_and_come_forward_by_its_spread():
+    """On Spark the rises of a 110 s wave were seen at 121, 232, 352 and 458 s."""
+    starts = [121, 232, 352, 458]
+    rates = [0.0] * 560
+    for s in starts:
+        for t in range(s, s + 30):
+            rates[t] = 900.0
+    watch = RiseWatch()
+    assert feed(watch, rates) == [float(s) for s in starts]
+    forecast = watch.forecast(559.0)
+    assert forecast is not None
+    assert forecast.period == 111.0 and forecast.spread == 9.0  # median of 111, 120, 106
+    assert forecast.at == 569.0
+    assert watch.due_within(559.0, lead=1.0) is not None  # 10 s ahead: 1 of lead, 9 of spread
+    assert watch.due_within(557.0, lead=1.0) is None
