@@ -15,7 +15,6 @@ browser histories. Every refusal is logged with the caller's address.
 from __future__ import annotations
 
 import hmac
-import ipaddress
 import os
 import secrets
 import stat
@@ -30,7 +29,6 @@ __all__ = [
     "Caller",
     "check_token",
     "ensure_token",
-    "is_loopback",
     "read_token",
     "refuse_query_token",
 ]
@@ -114,12 +112,3 @@ def check_token(header: str | None, token: str | None) -> None:
     if not hmac.compare_digest(given.encode(), token.encode()):
         raise ApiError(403, "Forbidden", "the bearer token is not this run's (see RUN_DIR/api.token)")
 
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` is a loopback address or ``localhost``."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False

@@ -31,7 +31,7 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Protocol
 
-from tidal.api.auth import Caller, check_token, is_loopback, refuse_query_token
+from tidal.api.auth import Caller, check_token, refuse_query_token
 from tidal.api.scale import (
     API_GROUP,
     API_VERSION,
@@ -41,6 +41,7 @@ from tidal.api.scale import (
     scale_object,
     status,
 )
+from tidal.spec.http import is_loopback
 
 __all__ = ["MAX_BODY", "PREFIX", "ControlServer", "Operable"]
 

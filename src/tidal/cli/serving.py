@@ -39,7 +39,7 @@ def start_metrics(spec: Any, run_dir: Path, port: int, console: Console) -> Any:
 
 def check_api_options(host: str, auth: str) -> str | None:
     """Why the control API cannot start as asked (None: it can). Checked before Spark starts."""
-    from tidal.api.auth import is_loopback
+    from tidal.spec.http import is_loopback
 
     if auth not in ("token", "none"):
         return f"--api-auth {auth!r}: use token (the default) or none"

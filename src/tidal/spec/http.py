@@ -14,7 +14,7 @@ from pydantic import Field, model_validator
 
 from tidal.spec.base import Model
 
-__all__ = ["HttpAuthSpec", "HttpSourceSpec", "TokenSpec"]
+__all__ = ["HttpAuthSpec", "HttpSourceSpec", "TokenSpec", "is_loopback"]
 
 
 class TokenSpec(Model):
@@ -73,7 +73,7 @@ class HttpSourceSpec(Model):
 
     @model_validator(mode="after")
     def _no_open_door(self) -> HttpSourceSpec:
-        if self.auth is None and not _loopback(self.host):
+        if self.auth is None and not is_loopback(self.host):
             raise ValueError(
                 f"host {self.host} is not loopback and the source has no auth: anyone who reaches it could "
                 "write into the pipeline; add auth: {token: {file: PATH}} (or {env: NAME}), or say "
@@ -82,7 +82,9 @@ class HttpSourceSpec(Model):
         return self
 
 
-def _loopback(host: str) -> bool:
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is a loopback address or ``localhost`` (the HTTP source's and the control
+    API's test for "nobody else can reach this")."""
     if host == "localhost":
         return True
     try:

@@ -8,8 +8,9 @@ import stat
 
 import pytest
 
-from tidal.api.auth import Caller, check_token, ensure_token, is_loopback, read_token, refuse_query_token
+from tidal.api.auth import Caller, check_token, ensure_token, read_token, refuse_query_token
 from tidal.api.scale import ApiError, ScaleView, check_bounds, replicas_from_body, scale_object
+from tidal.spec.http import is_loopback
 
 J, MERGE, JSON_PATCH = "application/json", "application/merge-patch+json", "application/json-patch+json"
 VIEW = ScaleView("wave", "enrich", replicas=2, running=1, version=7, low=0, high=6, autoscaling=True)
