@@ -154,24 +154,24 @@ def bursty(
     )
 
 
+def _every(rate: float, on: int, period: int, first: int, duration: int) -> tuple[list[float], list[float]]:
+    """``on`` seconds at ``rate`` every ``period`` seconds from ``first``, nothing between: the
+    rates and the seconds at which each burst starts."""
+    rates = [0.0] * duration
+    starts = []
+    for t in range(first, duration, period):
+        starts.append(float(t))
+        for s in range(t, min(duration, t + on)):
+            rates[s] = rate
+    return rates, starts
+
+
 def idle(
     seed: int = 0, rate: float = 800.0, burst: int = 60, gap: int = 600, first: int = 60, duration: int = 1800
 ) -> Trace:
-    rates = [0.0] * duration
-    starts = []
-    t = first
-    while t < duration:
-        starts.append(float(t))
-        for s in range(t, min(duration, t + burst)):
-            rates[s] = rate
-        t += burst + gap
-    return Trace(
-        "idle",
-        tuple(rates),
-        tuple(starts),
-        seed,
-        f"{burst} s at {rate:g}/s every {burst + gap} s, idle between",
-    )
+    rates, starts = _every(rate, burst, burst + gap, first, duration)
+    description = f"{burst} s at {rate:g}/s every {burst + gap} s, idle between"
+    return Trace("idle", tuple(rates), tuple(starts), seed, description)
 
 
 def waves(
@@ -182,12 +182,7 @@ def waves(
     first: int = 30,
     duration: int = 1800,
 ) -> Trace:
-    rates = [0.0] * duration
-    starts = []
-    for t in range(first, duration, period):
-        starts.append(float(t))
-        for s in range(t, min(duration, t + on)):
-            rates[s] = rate
+    rates, starts = _every(rate, on, period, first, duration)
     return Trace("waves", tuple(rates), tuple(starts), seed, f"{on} s at {rate:g}/s every {period} s")
 
 
