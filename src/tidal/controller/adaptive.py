@@ -315,14 +315,15 @@ class AdaptivePolicy(VertexPolicy):
         if due is not None and view.replicas > low and idle >= keep:
             # Gone now, they would be asked for again within a start-up of coming back.
             return self._hold(view, Rule.STEADY, f"idle {idle:.0f} s, kept: {due.reason(view.now)}")
-        ahead = None if self.rises is None else self.rises.forecast(view.now)
-        far = ahead is not None and ahead.at - ahead.spread - view.now > 2 * self.startup + self.tick
-        if ahead is not None and ahead.agreed and far and view.replicas > low and idle >= self.rises_quiet:
-            # The next rise is known (two periods agree) and far: stopped now and asked for again
-            # a start-up before it, the replicas cost a start-up instead of the whole quiet spell
-            # (on a cluster, the executors they hold: 3 × 13 s of 3 executors after every wave).
-            reason = f"idle {idle:.0f} s; {ahead.reason(view.now)}: back a start-up before it"
-            return self._move(view, low, Rule.SCALE_TO_ZERO, reason)
+        if self.rises is not None and view.replicas > low and idle >= self.rises.quiet:
+            ahead = self.rises.forecast(view.now)
+            far = ahead is not None and ahead.at - ahead.spread - view.now > 2 * self.startup + self.tick
+            if ahead is not None and ahead.agreed and far:
+                # The next rise is known (two periods agree) and far: stopped now and asked for
+                # again a start-up before it, the replicas cost a start-up instead of the whole
+                # quiet spell (on a cluster, the executors they hold: 3 × 13 s of 3 after a wave).
+                reason = f"idle {idle:.0f} s; {ahead.reason(view.now)}: back a start-up before it"
+                return self._move(view, low, Rule.SCALE_TO_ZERO, reason)
         if view.replicas > low and idle >= keep:
             # Also with replicas still "starting": on Spark a replica counts as ready once a
             # micro-batch ran on it, which needs messages; one asked for as a wave ended never
@@ -335,11 +336,6 @@ class AdaptivePolicy(VertexPolicy):
             reason = f"idle {idle:.0f} s, {view.replicas - view.ready} starting (to {low} after {keep:.0f} s)"
             return self._hold(view, Rule.NOT_READY, reason)
         return self._hold(view, Rule.STEADY, f"idle {idle:.0f} s (to {low} after {keep:.0f} s)")
-
-    @property
-    def rises_quiet(self) -> float:
-        """How long a quiet spell must last before it counts (the rise watch's own)."""
-        return math.inf if self.rises is None else self.rises.quiet
 
     def _due(self, now: float, lead: float) -> Forecast | None:
         return None if self.rises is None else self.rises.due_within(now, lead)
