@@ -76,7 +76,9 @@ def driver_options(root: Path | None = None) -> str:
 def executor_options(master: str, root: Path | None = None) -> str:
     """Java options for executors: the archive, when the workers run on this machine (their
     Spark is this one, with the same class path); a remote worker has no such file."""
-    host = master.removeprefix("spark://").rpartition(":")[0]
+    from tidal.spark.cluster import master_address
+
+    host, _ = master_address(master)
     if host not in {"127.0.0.1", "localhost", "::1"}:
         return ""
     return driver_options(root)

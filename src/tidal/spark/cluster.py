@@ -76,6 +76,12 @@ def master_state(web_url: str, timeout: float = 2.0) -> dict[str, Any]:
         return state
 
 
+def master_address(master: str) -> tuple[str, str]:
+    """``spark://HOST:PORT`` → ``(HOST, PORT)``, as written (the port is not checked here)."""
+    host, _, port = master.removeprefix("spark://").rpartition(":")
+    return host, port
+
+
 DEFAULT_WEB_PORT = 8080  # a standalone master's web UI unless spark.master.ui.port says otherwise
 
 
@@ -114,7 +120,7 @@ def check_capacity(cluster: Any, master: str, web_url: str | None = None) -> boo
     """Refuse at start a cluster too small for ``cluster`` (:func:`capacity_problem`). The master's
     state comes from its web UI: ``web_url``, else Spark's default port on the master's host; a
     master whose UI does not answer there is not checked (False), one that answers is (True)."""
-    host = master.removeprefix("spark://").rpartition(":")[0]
+    host, _ = master_address(master)
     url = web_url or f"http://{host}:{DEFAULT_WEB_PORT}"
     try:
         state = master_state(url)

@@ -61,8 +61,9 @@ def check_master(master: str, timeout: float = 3.0) -> None:
     import socket
 
     from tidal import errors
+    from tidal.spark.cluster import master_address
 
-    host, _, port = master.removeprefix("spark://").rpartition(":")
+    host, port = master_address(master)
     try:
         with socket.create_connection((host, int(port)), timeout=timeout):
             return
