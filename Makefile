@@ -67,7 +67,7 @@ $(STAMP): pyproject.toml constraints.txt
 	  { echo "Tidal needs Python >= 3.11 (found $$($(PYTHON) --version 2>&1)). Set PYTHON=/path/to/python3.11." >&2; exit 1; }
 	@test -x $(VPY) || $(PYTHON) -m venv $(VENV)
 	$(VPY) -m pip install --quiet --disable-pip-version-check --upgrade pip
-	$(VPY) -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev]'
+	$(VPY) -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev,numaflow]'
 	@touch $(STAMP)
 
 check-java:

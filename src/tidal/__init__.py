@@ -5,6 +5,7 @@ The public surface is small: this module, :mod:`tidal.scaling` (the pure decisio
 :mod:`tidal.testing` (helpers for users' tests). Everything else is runtime machinery.
 """
 
+from tidal.contracts import Message
 from tidal.errors import (
     BufferError,
     BufferFull,
@@ -28,6 +29,7 @@ __all__ = [
     "BufferUnavailable",
     "Decision",
     "KpaSpec",
+    "Message",
     "MessageTooLarge",
     "NumaflowScale",
     "PipelineError",

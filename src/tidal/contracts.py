@@ -17,16 +17,44 @@ method is an error that names the class, the method and the spec field, not an
   ``(id, payload, error)`` triples, when it serves as a UDF's ``deadLetter``.
 * :class:`CommittingSink` — a sink with ``commit(batch_id)``, called once per micro-batch after
   every task wrote: the place to make writes visible or to flush.
+* :class:`Message` — what a map or flatmap UDF may return instead of bytes, to tag the message
+  for conditional forwarding (:mod:`tidal.spec.routing`). pynumaflow's ``Message`` is accepted
+  the same way (anything with ``value`` and ``tags``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Protocol, TypeVar, runtime_checkable
 
 from tidal import errors
 
-__all__ = ["CommittingSink", "DeadLetterSink", "Sink", "Source", "check_sink", "check_source"]
+__all__ = [
+    "DROP",
+    "CommittingSink",
+    "DeadLetterSink",
+    "Message",
+    "Sink",
+    "Source",
+    "check_sink",
+    "check_source",
+]
+
+DROP = "U+005C__DROP__"  # Numaflow's drop tag (pynumaflow's ``DROP``): the message goes nowhere
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """A UDF's output with tags: ``Message(b"42", tags=("even",))``. The edges whose
+    ``conditions`` match the tags take it; ``Message.to_drop()`` goes nowhere (Numaflow's)."""
+
+    value: bytes | str
+    tags: tuple[str, ...] = ()
+
+    @classmethod
+    def to_drop(cls) -> Message:
+        return cls(b"", (DROP,))
 
 
 @runtime_checkable

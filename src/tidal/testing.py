@@ -104,8 +104,10 @@ class BufferRig:
         source: SourceSpec | None = None,
         udf: UdfSpec | None = None,
         sink: SinkSpec | None = None,
+        routes: Sequence[tuple[str, tuple[str, ...]] | None] = (),
     ) -> QueryConfig:
-        """The configuration of ``vertex``'s query over this rig's buffers."""
+        """The configuration of ``vertex``'s query over this rig's buffers (``routes``: each
+        output's conditions, ``(operator, values)``, as :mod:`tidal.spec.routing` has them)."""
         return QueryConfig(
             pipeline=self.pipeline,
             vertex=vertex,
@@ -117,6 +119,7 @@ class BufferRig:
             source=source,
             udf=udf,
             sink=sink,
+            routes=tuple(routes),
         )
 
     def close(self) -> None:

@@ -47,8 +47,8 @@ def test_root_exports_are_pinned():
     assert sorted(tidal.__all__) == sorted(
         [
             "BufferError", "BufferFull", "BufferNotFound", "BufferUnavailable", "Decision", "KpaSpec",
-            "MessageTooLarge", "NumaflowScale", "PipelineError", "Rule", "SourceError", "SpecError",
-            "TidalError", "UdfError", "VertexKind", "__version__",
+            "Message", "MessageTooLarge", "NumaflowScale", "PipelineError", "Rule", "SourceError",
+            "SpecError", "TidalError", "UdfError", "VertexKind", "__version__",
         ]
     )  # fmt: skip
     for name in tidal.__all__:

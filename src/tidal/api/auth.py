@@ -111,4 +111,3 @@ def check_token(header: str | None, token: str | None) -> None:
     given = header[7:].strip()
     if not hmac.compare_digest(given.encode(), token.encode()):
         raise ApiError(403, "Forbidden", "the bearer token is not this run's (see RUN_DIR/api.token)")
-

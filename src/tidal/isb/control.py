@@ -59,6 +59,7 @@ class MemberBatch:
     busy: float = 0.0  # seconds its own step took, summed over the tasks
     dead: int = 0
     delays: DelaySample | None = None  # the chain's sink: delivery delays
+    dropped: int = 0  # tagged DROP, or matched no output edge (tidal.spec.routing)
 
 
 def _delay_text(delays: DelaySample | None) -> str | None:
@@ -119,6 +120,8 @@ class ControlStore:
                 db.execute("ALTER TABLE batches ADD COLUMN delays TEXT")
             if "parts" not in columns:
                 db.execute("ALTER TABLE batches ADD COLUMN parts TEXT")
+            if "dropped" not in columns:  # conditional forwarding's drops
+                db.execute("ALTER TABLE batches ADD COLUMN dropped INTEGER NOT NULL DEFAULT 0")
             if "peak_rss" not in columns:  # what the tasks used: the vertical recommendations' input
                 db.execute("ALTER TABLE batches ADD COLUMN peak_rss REAL")
                 db.execute("ALTER TABLE batches ADD COLUMN cpu REAL")
@@ -211,6 +214,7 @@ class ControlStore:
         members: Sequence[MemberBatch] = (),
         peak_rss: float | None = None,
         cpu: float | None = None,
+        dropped: int = 0,
     ) -> None:
         """A committed micro-batch; recording the same batch again (a replay) replaces it.
 
@@ -238,7 +242,7 @@ class ControlStore:
                 )
             db.execute(
                 "INSERT OR REPLACE INTO batches (vertex, batch_id, tasks, rows, at, written, busy, dead, "
-                "delays, parts, peak_rss, cpu) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "delays, parts, peak_rss, cpu, dropped) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     vertex,
                     batch_id,
@@ -252,13 +256,14 @@ class ControlStore:
                     json.dumps(reads),
                     peak_rss,
                     cpu,
+                    dropped,
                 ),
             )
             now = time.time()
             for m in members:
                 db.execute(
                     "INSERT OR REPLACE INTO batches (vertex, batch_id, tasks, rows, at, written, busy, dead, "
-                    "delays, parts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL)",
+                    "delays, parts, dropped) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?)",
                     (
                         m.vertex,
                         batch_id,
@@ -269,6 +274,7 @@ class ControlStore:
                         m.busy,
                         m.dead,
                         _delay_text(m.delays),
+                        m.dropped,
                     ),
                 )
 
@@ -293,6 +299,14 @@ class ControlStore:
         """Messages the vertex sent to its dead letter, over its committed batches."""
         row = self._store.db.execute(
             "SELECT coalesce(sum(dead), 0) FROM batches WHERE vertex=?", (vertex,)
+        ).fetchone()
+        return int(row[0])
+
+    def dropped(self, vertex: str) -> int:
+        """Messages the vertex dropped (tagged DROP, or taken by no output edge), over its
+        committed batches."""
+        row = self._store.db.execute(
+            "SELECT coalesce(sum(dropped), 0) FROM batches WHERE vertex=?", (vertex,)
         ).fetchone()
         return int(row[0])
 

@@ -55,8 +55,9 @@ def status_table(statuses: Iterable[Any], title: str = "", width: int | None = N
         stuck = getattr(s, "stuck_for", None)
         if stuck:
             state += f" [bold red]STUCK {stuck:.0f} s[/]"
-        dead = getattr(s, "dead", 0)
-        processed = f"{s.processed:,}" + (f" ({dead:,} dead)" if dead else "")
+        dead, dropped = getattr(s, "dead", 0), getattr(s, "dropped", 0)
+        notes = [f"{dead:,} dead"] * bool(dead) + [f"{dropped:,} dropped"] * bool(dropped)
+        processed = f"{s.processed:,}" + (f" ({', '.join(notes)})" if notes else "")
         cells = [
             escape(s.name) + state,
             s.kind,

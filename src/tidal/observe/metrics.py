@@ -56,6 +56,12 @@ class MetricsExporter:
         self.dead = Counter(
             "tidal_vertex_dead_letters", "Messages sent to the dead letter", labels, registry=self.registry
         )
+        self.dropped = Counter(
+            "tidal_vertex_dropped",
+            "Messages dropped: tagged DROP, or matched no output edge's conditions (Numaflow's drop)",
+            labels,
+            registry=self.registry,
+        )
         self.stuck = Gauge(
             "tidal_vertex_stuck_seconds",
             "Seconds with messages pending and none processed, once past stuckAfterSeconds (else 0)",
@@ -101,6 +107,7 @@ class MetricsExporter:
         self._events_at = 0
         self._processed: dict[str, float] = {}
         self._dead: dict[str, float] = {}
+        self._dropped: dict[str, float] = {}
         self.server: Any = None
         self.port = 0
 
@@ -130,6 +137,10 @@ class MetricsExporter:
             if dead > 0:
                 self.dead.labels(*labels).inc(dead)
                 self._dead[s.name] = s.dead
+            dropped = getattr(s, "dropped", 0) - self._dropped.get(s.name, 0)
+            if dropped > 0:
+                self.dropped.labels(*labels).inc(dropped)
+                self._dropped[s.name] = s.dropped
             self.stuck.labels(*labels).set(getattr(s, "stuck_for", None) or 0.0)
             requests = getattr(s, "requests", None)
             if requests and "at" in requests:

@@ -69,6 +69,8 @@ class QueryConfig:
         # A chain's vertices after this one (tidal.spec.chains), in order, each with its function
         # (None: the chain's sink). ``outputs`` and ``sink`` are then the chain's tail's.
         followers: tuple[tuple[str, UdfSpec | None], ...] = (),
+        # Each output's conditions (tidal.spec.routing.Route; None: every message), as ``outputs``.
+        routes: tuple[tuple[str, tuple[str, ...]] | None, ...] = (),
     ) -> None:
         if limits is None:
             from tidal.spec.model import Limits
@@ -80,6 +82,9 @@ class QueryConfig:
         self.run_dir = run_dir
         self.input = input
         self.outputs = tuple(outputs)
+        self.routes = tuple(routes) or (None,) * len(self.outputs)
+        if len(self.routes) != len(self.outputs):
+            raise ValueError(f"{len(self.routes)} routes for {len(self.outputs)} outputs")
         self.backend = backend
         self.url = url
         self.schema = schema

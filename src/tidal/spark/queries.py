@@ -10,6 +10,7 @@ from __future__ import annotations
 from tidal.spark.config import QueryConfig, input_buffer
 from tidal.spec import PipelineSpec
 from tidal.spec.chains import ChainPlan
+from tidal.spec.routing import route
 
 __all__ = ["query_config"]
 
@@ -30,6 +31,7 @@ def query_config(
         run_dir=run_dir,
         input=input_buffer(v),
         outputs=tuple(spec.outputs(tail.name)),
+        routes=tuple(route(e.conditions) for e in spec.edges if e.from_ == tail.name),
         limits=spec.limits,
         backend=spec.buffers.backend,
         url=url,

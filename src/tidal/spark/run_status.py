@@ -36,6 +36,7 @@ class VertexStatus:
     rule: str
     reason: str
     dead: int = 0  # messages sent to the dead letter (after their retries)
+    dropped: int = 0  # tagged DROP or taken by no output edge's conditions (tidal.spec.routing)
     stuck_for: float | None = None  # seconds with pending and no progress, past the threshold
     requests: dict[str, Any] | None = None  # an HTTP source's request path at its last report
     # A sink's delivery delay (source to sink, seconds) over the last DELAY_WINDOW seconds:
@@ -108,6 +109,7 @@ def vertex_statuses(run: _Run) -> list[VertexStatus]:
                 if (path := run.requests.get(v.name))
                 else run.control.processed(v.name),
                 dead=run.control.dead_letters(v.name),
+                dropped=run.control.dropped(v.name),
                 stuck_for=stuck.get(v.name),
                 rule=rule,
                 reason=reason,

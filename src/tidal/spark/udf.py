@@ -31,13 +31,14 @@ import os
 import signal
 import threading
 import traceback
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
 
 from tidal import errors
+from tidal.contracts import DROP
 from tidal.spec.model import UdfKind, UdfSpec
 from tidal.spec.validate import resolve
 
@@ -61,6 +62,9 @@ class Outcome:
     dead: list[tuple[str, bytes, str]] = field(default_factory=list)
     # The input message each output came from (its index in the batch); None: output i is input i.
     origin: pa.Array | None = None
+    # Each output's tags (conditional forwarding, tidal.spec.routing); None: no output has any.
+    tags: list[tuple[str, ...]] | None = None
+    dropped: int = 0  # outputs tagged DROP: gone, counted
 
     def times(self, inputs: pa.Array) -> pa.Array:
         """The outputs' source times: each output keeps its input's (``inputs``, one per input)."""
@@ -75,6 +79,27 @@ def _as_bytes(value: object) -> bytes:
     if isinstance(value, bytearray | memoryview):
         return bytes(value)
     raise TypeError(f"a UDF must return bytes or str, got {type(value).__name__}")
+
+
+Output = bytes | tuple[bytes, tuple[str, ...]]  # a payload, or a payload with its tags
+
+
+def _output(value: object) -> Output:
+    """One output of a UDF: bytes or str, or a message with tags (:class:`tidal.Message`,
+    pynumaflow's ``Message``: anything with ``value`` and ``tags``)."""
+    if isinstance(value, bytes | str | bytearray | memoryview):
+        return _as_bytes(value)
+    payload, tags = getattr(value, "value", None), getattr(value, "tags", None)
+    if payload is None or tags is None or isinstance(tags, str | bytes):
+        raise TypeError(f"a UDF must return bytes, str or a Message, got {type(value).__name__}")
+    return _as_bytes(payload), tuple(str(t) for t in tags)
+
+
+class _Switch(Exception):
+    """The fast map loop met an output that is not plain bytes (a tagged message)."""
+
+    def __init__(self, result: object) -> None:
+        self.result = result
 
 
 def _runtime(filename: str) -> bool:
@@ -139,6 +164,9 @@ class _Collected:
         self.payloads: list[bytes] = []
         self.dead: list[tuple[str, bytes, str]] = []
         self.origin: list[int] = []
+        self.tags: list[tuple[str, ...]] = []
+        self.tagged = False  # some output had tags
+        self.dropped = 0
 
     def outcome(self) -> Outcome:
         return Outcome(
@@ -146,6 +174,8 @@ class _Collected:
             pa.array(self.payloads, pa.binary()),
             self.dead,
             pa.array(self.origin, pa.int64()),
+            self.tags if self.tagged else None,
+            self.dropped,
         )
 
 
@@ -158,17 +188,30 @@ class Transform:
         self.arrow = udf.batch == "arrow"
         self.retries = udf.retries
         self.dead_letter = dead_letter
-        fn: Callable[[Any], Any] = resolve(udf.function, f"vertices[{vertex}].udf.{udf.kind.value}")
+        path = f"vertices[{vertex}].udf.{udf.kind.value}"
+        fn: Callable[[Any], Any] = resolve(udf.function, path)
+        if self.kind is UdfKind.PYNUMAFLOW:
+            from tidal.spark.pynumaflow import map_handler
+
+            fn = map_handler(fn, path)
         self.fn = fn if udf.timeout_seconds is None else _with_timeout(fn, udf.timeout_seconds)
 
-    def apply(self, ids: Any, payloads: Any) -> Outcome:
-        """``ids`` (string) and ``payloads`` (binary), as Arrow arrays or lists."""
+    def apply(self, ids: Any, payloads: Any, times: Any = None) -> Outcome:
+        """``ids`` (string) and ``payloads`` (binary), as Arrow arrays or lists, with their
+        source ``times`` (what a pynumaflow handler sees as the event time; None: now)."""
         ids = ids if isinstance(ids, pa.Array) else pa.array(ids, pa.string())
         payloads = payloads if isinstance(payloads, pa.Array) else pa.array(payloads, pa.binary())
         if len(payloads) == 0:
             return Outcome()
         if self.arrow:
             return self._apply_arrow(ids, payloads)
+        if self.kind is UdfKind.PYNUMAFLOW:
+            from tidal.spark.pynumaflow import datums
+
+            stamps = None if times is None else (times.to_pylist() if hasattr(times, "to_pylist") else times)
+            return self._careful(
+                ids.to_pylist(), datums(payloads.to_pylist(), stamps), 0, _Collected()
+            ).outcome()
         values = payloads.to_pylist()
         if self.kind is UdfKind.MAP:
             return self._fast_map(ids, values)
@@ -184,7 +227,14 @@ class Transform:
         try:
             for value in values:
                 result = fn(value)
-                append(result if type(result) is bytes else _as_bytes(result))
+                if type(result) is bytes:
+                    append(result)
+                elif isinstance(result, str):
+                    append(result.encode())
+                else:
+                    raise _Switch(result)
+        except _Switch as switch:  # a message with tags (or a wrong type): the careful path from here
+            return self._resume(ids, values, [[r] for r in out], None, switch.result)
         except Exception as exc:
             return self._resume(ids, values, [[r] for r in out], exc)
         return Outcome(ids, pa.array(out, pa.binary()))
@@ -205,16 +255,28 @@ class Transform:
         return _filtered(ids, payloads, mask)
 
     def _resume(
-        self, ids: pa.Array, values: list[bytes], done: list[list[bytes] | None], exc: Exception
+        self,
+        ids: pa.Array,
+        values: list[bytes],
+        done: Sequence[Sequence[Output] | None],
+        exc: Exception | None,
+        result: object = None,
     ) -> Outcome:
-        """The fast loop stopped at message ``len(done)`` with ``exc`` (its first attempt): keep
-        what was done, then go message by message from there."""
+        """The fast loop stopped at message ``len(done)``, with ``exc`` (its first attempt) or
+        with a ``result`` it does not take as it is: keep what was done, then go message by
+        message from there."""
         id_list = ids.to_pylist()
         collected = _Collected()
         for at, (message_id, results) in enumerate(zip(id_list, done, strict=False)):
             self._emit(at, message_id, results, collected)
         at = len(done)
-        self._one(at, id_list[at], values[at], collected, self._row, tried=1, last=exc)
+        if exc is None:
+            try:
+                self._emit(at, id_list[at], [_output(result)], collected)
+            except TypeError as wrong:
+                exc = wrong
+        if exc is not None:
+            self._one(at, id_list[at], values[at], collected, self._row, tried=1, last=exc)
         return self._careful(id_list, values, at + 1, collected).outcome()
 
     # -- per message -----------------------------------------------------------------------------
@@ -228,18 +290,19 @@ class Transform:
         assert last is not None
         raise _Failed(last, self.retries + 1)
 
-    def _row(self, payload: bytes) -> list[bytes] | None:
+    def _row(self, payload: Any) -> list[Output] | None:
         """The outputs of one message (None = filtered out), converted so type errors retry too."""
         result = self.fn(payload)
         if self.kind is UdfKind.MAP:
-            return [_as_bytes(result)]
+            return [_output(result)]
         if self.kind is UdfKind.FILTER:
             if not isinstance(result, bool):
                 raise TypeError(f"a filter must return bool, got {type(result).__name__}")
             return [payload] if result else None
         if isinstance(result, str | bytes) or not isinstance(result, Iterable):
-            raise TypeError(f"a flatmap must return an iterable of bytes/str, got {type(result).__name__}")
-        return [_as_bytes(item) for item in result]
+            wanted = "Messages" if self.kind is UdfKind.PYNUMAFLOW else "an iterable of bytes/str"
+            raise TypeError(f"a {self.kind.value} must return {wanted}, got {type(result).__name__}")
+        return [_output(item) for item in result]
 
     def _careful(
         self,
@@ -247,7 +310,7 @@ class Transform:
         values: list[bytes],
         start: int,
         out: _Collected,
-        call: Callable[[bytes], list[bytes] | None] | None = None,
+        call: Callable[[Any], Sequence[Output] | None] | None = None,
     ) -> _Collected:
         for at in range(start, len(values)):
             self._one(at, ids[at], values[at], out, call or self._row)
@@ -259,7 +322,7 @@ class Transform:
         message_id: str,
         payload: bytes,
         out: _Collected,
-        call: Callable[[bytes], list[bytes] | None],
+        call: Callable[[Any], Sequence[Output] | None],
         tried: int = 0,
         last: BaseException | None = None,
     ) -> None:
@@ -271,21 +334,29 @@ class Transform:
             return
         self._emit(at, message_id, results, out)
 
-    def _emit(self, at: int, message_id: str, results: list[bytes] | None, out: _Collected) -> None:
+    def _emit(self, at: int, message_id: str, results: Sequence[Output] | None, out: _Collected) -> None:
+        """Message ``at``'s outputs: a flatmap's ``k``-th is ``<id>.<k>`` (a pynumaflow handler's
+        too, when it returns more than one); a DROP-tagged one is counted and goes nowhere."""
         if not results:
             return
-        out.origin.extend([at] * len(results))
-        if self.kind is UdfKind.FLATMAP:
-            out.ids.extend(f"{message_id}.{k}" for k in range(len(results)))
-        else:
-            out.ids.extend([message_id] * len(results))
-        out.payloads.extend(results)
+        numbered = self.kind is UdfKind.FLATMAP or len(results) > 1
+        for k, item in enumerate(results):
+            payload, tags = item if isinstance(item, tuple) else (item, ())
+            if DROP in tags:
+                out.dropped += 1
+                continue
+            out.origin.append(at)
+            out.ids.append(f"{message_id}.{k}" if numbered else message_id)
+            out.payloads.append(payload)
+            out.tags.append(tags)
+            out.tagged = out.tagged or bool(tags)
 
-    def _fail(self, message_id: str, payload: bytes, failed: _Failed, out: _Collected) -> None:
+    def _fail(self, message_id: str, payload: Any, failed: _Failed, out: _Collected) -> None:
         if not self.dead_letter:
             frames = user_frames(failed.cause)
             raise errors.UdfError(self.vertex, message_id, failed.cause, failed.attempts, frames) from None
-        out.dead.append((message_id, payload, f"{type(failed.cause).__name__}: {failed.cause}"))
+        value = payload if isinstance(payload, bytes) else payload.value  # a pynumaflow Datum's
+        out.dead.append((message_id, value, f"{type(failed.cause).__name__}: {failed.cause}"))
 
     # -- per Arrow batch -------------------------------------------------------------------------
 

@@ -78,6 +78,7 @@ class Step:
     written: int = 0  # messages it passed on
     busy: float = 0.0  # seconds in its function
     dead: int = 0
+    dropped: int = 0  # tagged DROP, or matched no output edge's conditions
 
 
 @dataclass
@@ -175,20 +176,27 @@ class VertexWriter(DataSourceStreamArrowWriter):
         for kpart, a, b, t0 in pieces(iterator, step):
             batch = self.messages(a, b, kpart, t0)
             ids, payloads, times = batch.column("id"), batch.column("payload"), batch.column("t")
+            tags = None
             for i, transform in enumerate(transforms):
                 at = time.perf_counter()
                 steps[i].rows += len(ids)
                 if transform is not None:
-                    outcome = transform.apply(ids, payloads)
+                    outcome = transform.apply(ids, payloads, times)
                     ids, payloads, times = outcome.ids, outcome.payloads, outcome.times(times)
+                    tags = outcome.tags
                     dead[i].extend(outcome.dead)
+                    steps[i].dropped += outcome.dropped
                 if i < tail:  # passed on as the buffer between them would: named by who wrote it
                     ids = pc.binary_join_element_wise(f"{members[i]}:", ids, "")
                 steps[i].written += len(ids)
                 steps[i].busy += time.perf_counter() - at
             if len(ids) and self.config.outputs:
                 key = f"{scope}{a}-{b}" if kpart < 0 else f"{scope}p{kpart}/{a}-{b}"
-                self._append(key, pc.binary_join_element_wise(prefix, ids, ""), payloads, step, times)
+                masks, unrouted = self._routing(tags, len(ids))
+                steps[tail].written -= unrouted
+                steps[tail].dropped += unrouted
+                written -= unrouted
+                self._append(key, pc.binary_join_element_wise(prefix, ids, ""), payloads, step, times, masks)
             written += len(ids)
             if sink is not None:  # kept for the sink's one write per task
                 # A MonoVertex's sink gets its source's ids as a source vertex would pass them on.
@@ -231,26 +239,60 @@ class VertexWriter(DataSourceStreamArrowWriter):
             cpu,
         )
 
-    def _append(self, key: str, ids: Any, payloads: Any, most: int, times: Any = None) -> None:
+    def _routing(self, tags: list[tuple[str, ...]] | None, n: int) -> tuple[list[Any], int]:
+        """Which of ``n`` outputs with ``tags`` each output edge takes (a mask, None: all of
+        them), and how many no edge takes (:mod:`tidal.spec.routing`: dropped, as Numaflow does)."""
+        routes = self.config.routes
+        if all(r is None for r in routes):
+            return [None] * len(routes), 0
+        import pyarrow as pa
+
+        from tidal.spec.routing import tags_match
+
+        seen = tags if tags is not None else [()] * n
+        taken = [False] * n
+        masks: list[Any] = []
+        for r in routes:
+            if r is None:
+                masks.append(None)
+                taken = [True] * n
+                continue
+            operator, values = r
+            mask = [tags_match(operator, values, t) for t in seen]
+            taken = [a or b for a, b in zip(taken, mask, strict=True)]
+            masks.append(pa.array(mask, pa.bool_()))
+        return masks, n - sum(taken)
+
+    def _append(
+        self, key: str, ids: Any, payloads: Any, most: int, times: Any = None, masks: list[Any] | None = None
+    ) -> None:
         """A piece's output to every output buffer (fan-out) under its key, in appends of at most
         ``most`` messages (a flatmap may return many more than it read), with their source
-        ``times`` (None: now); waits while full."""
+        ``times`` (None: now); waits while full. ``masks``: what each output takes (None: all)."""
+        for k, name in enumerate(self.config.outputs):
+            mask = masks[k] if masks is not None else None
+            if mask is None:
+                self._append_to(name, key, ids, payloads, most, times)
+            elif mask.true_count:
+                chosen = None if times is None else times.filter(mask)
+                self._append_to(name, key, ids.filter(mask), payloads.filter(mask), most, chosen)
+
+    def _append_to(self, name: str, key: str, ids: Any, payloads: Any, most: int, times: Any) -> None:
         n = len(ids)
         for j, at in enumerate(range(0, n, most)):
             part = key if n <= most else f"{key}/{j}"
             part_ids, part_payloads = ids.slice(at, most), payloads.slice(at, most)
             part_times = None if times is None else times.slice(at, most)
-            for name in self.config.outputs:
-                out = stores.buffer(self.config, name)
-                deadline = time.monotonic() + _FULL_WAIT_SECONDS
-                while True:
-                    try:
-                        out.append_batch(part, part_ids, part_payloads, part_times)
-                        break
-                    except errors.BufferFull:
-                        if time.monotonic() > deadline:
-                            raise
-                        time.sleep(0.05)  # back pressure: wait for the reader downstream to commit
+            out = stores.buffer(self.config, name)
+            deadline = time.monotonic() + _FULL_WAIT_SECONDS
+            while True:
+                try:
+                    out.append_batch(part, part_ids, part_payloads, part_times)
+                    break
+                except errors.BufferFull:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.05)  # back pressure: wait for the reader downstream to commit
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
         freeze_imports()
@@ -287,6 +329,7 @@ class VertexWriter(DataSourceStreamArrowWriter):
                 busy=sum(m.steps[i].busy for m in written if m.steps),
                 dead=sum(m.steps[i].dead for m in written if m.steps),
                 delays=delays if i == len(members) - 1 else None,
+                dropped=sum(m.steps[i].dropped for m in written if m.steps),
             )
             for i, vertex in enumerate(members)
             if i > 0
@@ -304,6 +347,7 @@ class VertexWriter(DataSourceStreamArrowWriter):
             members=follow,
             peak_rss=max((m.peak_rss for m in written if m.peak_rss is not None), default=None),
             cpu=sum(m.cpu for m in written),
+            dropped=sum(m.steps[0].dropped for m in written if m.steps),
         )
 
     def tasks(self, messages: list[WriterCommitMessage | None], parts: int | None) -> int:

@@ -15,7 +15,7 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from tidal.spec.model import PipelineSpec
@@ -90,6 +90,11 @@ class Pipeline:
     def filter(self, name: str, function: str | Callable[..., Any], **kw: Any) -> Pipeline:
         return self._udf("filter", name, function, **_snake_to_camel(kw))
 
+    def pynumaflow(self, name: str, handler: str | Callable[..., Any], **kw: Any) -> Pipeline:
+        """A handler written for Numaflow's Python SDK (``module:handler``, a function, a
+        ``Mapper`` class or instance); ``kw`` as :meth:`map`, and ``tags`` it may emit."""
+        return self._udf("pynumaflow", name, handler, **_snake_to_camel(kw))
+
     def sql(self, name: str, query: str, **kw: Any) -> Pipeline:
         """A SQL step over the view ``input``; ``kw``: ``reference`` ({name: {path: …}}),
         ``dead_letter``, ``scale``, ``replicas``."""
@@ -119,12 +124,24 @@ class Pipeline:
             body = {kind: {}}
         return self._add(name, {"sink": body}, scale, replicas)
 
-    def edge(self, source: str, to: str, *, schema: str | None = None, chain: bool | None = None) -> Pipeline:
+    def edge(
+        self,
+        source: str,
+        to: str,
+        *,
+        schema: str | None = None,
+        chain: bool | None = None,
+        tags: Sequence[str] | None = None,
+        operator: str = "or",
+    ) -> Pipeline:
         """An edge; ``schema`` declares its records as JSON with that Spark DDL schema; ``chain``
-        as the edge's ``chain:`` key (None: chained where the graph allows)."""
+        as the edge's ``chain:`` key (None: chained where the graph allows); ``tags`` (with
+        ``operator``: or, and, not) makes it conditional (:mod:`tidal.spec.routing`)."""
         edge: dict[str, Any] = {"from": source, "to": to}
         if chain is not None:
             edge["chain"] = chain
+        if tags is not None:
+            edge["conditions"] = {"tags": {"operator": operator, "values": list(tags)}}
         if schema is not None:
             edge["records"] = {"format": "json", "schema": schema}
         self._edges.append(edge)

@@ -30,6 +30,7 @@ from tidal.spec.base import Model as _Model
 from tidal.spec.cluster import ClusterSpec
 from tidal.spec.http import HttpSourceSpec
 from tidal.spec.records import IDENTIFIER, RecordsSpec, ReferenceSpec
+from tidal.spec.routing import ForwardConditions
 from tidal.spec.shapes import LoadShape, Shape
 
 __all__ = [
@@ -198,6 +199,7 @@ class UdfKind(StrEnum):
     MAP = "map"
     FLATMAP = "flatmap"
     FILTER = "filter"
+    PYNUMAFLOW = "pynumaflow"  # a handler written for Numaflow's Python SDK (tidal.spark.pynumaflow)
 
 
 class TableSinkSpec(_Model):
@@ -258,7 +260,8 @@ class SinkSpec(_Model):
 
 
 class UdfSpec(_Model):
-    """``udf:`` — a Python function (exactly one of map, flatmap, filter), or a Spark-native
+    """``udf:`` — a Python function (exactly one of map, flatmap, filter; or ``pynumaflow``, a
+    handler written for Numaflow's Python SDK, :mod:`tidal.spark.pynumaflow`), or a Spark-native
     step: ``sql`` (a query over the view ``input``) or ``dataframe`` (``module:function``,
     ``DataFrame -> DataFrame``), over records with a schema (:mod:`tidal.spec.records`).
 
@@ -272,6 +275,7 @@ class UdfSpec(_Model):
     map: str | Callable[..., Any] | None = None
     flatmap: str | Callable[..., Any] | None = None
     filter: str | Callable[..., Any] | None = None
+    pynumaflow: str | Callable[..., Any] | None = None
     batch: str = Field("row", pattern="^(row|arrow)$")
     retries: int = Field(2, ge=0, le=100)
     timeout_seconds: float | None = Field(None, gt=0, le=86_400)  # per call; None = no limit
@@ -279,6 +283,9 @@ class UdfSpec(_Model):
     sql: str | None = Field(None, min_length=1)
     dataframe: str | Callable[..., Any] | None = None
     reference: dict[str, ReferenceSpec] = Field(default_factory=dict)
+    # The tags the function may put on its messages (tidal.spec.routing). Optional; when given,
+    # a condition on an edge from this vertex naming another tag is a spec error.
+    tags: list[str] | None = None
 
     @model_validator(mode="after")
     def _exactly_one(self) -> UdfSpec:
@@ -287,8 +294,11 @@ class UdfSpec(_Model):
         ]
         if len(chosen) != 1:
             raise ValueError(
-                f"a udf needs exactly one of map, flatmap, filter, sql, dataframe (got {chosen or 'none'})"
+                "a udf needs exactly one of map, flatmap, filter, pynumaflow, sql, dataframe "
+                f"(got {chosen or 'none'})"
             )
+        if self.pynumaflow is not None and self.batch == "arrow":
+            raise ValueError("a pynumaflow handler takes one Datum at a time: remove batch: arrow")
         if self.reference and self.engine == "python":
             raise ValueError(
                 "reference tables are for sql and dataframe steps; a Python function reads its own"
@@ -300,7 +310,7 @@ class UdfSpec(_Model):
 
     @property
     def engine(self) -> str:
-        """``python`` (map, flatmap, filter), ``sql`` or ``dataframe``."""
+        """``python`` (map, flatmap, filter, pynumaflow), ``sql`` or ``dataframe``."""
         return "sql" if self.sql is not None else "dataframe" if self.dataframe is not None else "python"
 
     @property
@@ -367,6 +377,8 @@ class EdgeSpec(_Model):
     # None: chained where the graph allows (tidal.spec.chains); false keeps the buffer; true
     # insists (a spec error where the edge cannot be chained).
     chain: bool | None = None
+    # Numaflow's conditional forwarding: only messages whose tags match (tidal.spec.routing).
+    conditions: ForwardConditions | None = None
 
 
 class BuffersSpec(_Model):

@@ -35,6 +35,7 @@ from pydantic import BaseModel, ValidationError
 
 from tidal import errors
 from tidal.spec import chains, graph
+from tidal.spec.edge_checks import condition_problems
 from tidal.spec.kpa import kpa_spec
 from tidal.spec.model import PipelineSpec, UserClassSpec, VertexSpec
 from tidal.spec.mono import as_pipeline, check_mono, is_mono, mono_error
@@ -101,7 +102,11 @@ def _checked(data: Mapping[str, Any] | PipelineSpec) -> PipelineSpec:
             spec = PipelineSpec.model_validate(dict(data))
         except ValidationError as exc:
             raise _collect([_from_pydantic(e) for e in exc.errors()]) from None
-    problems = [*_check_graph(spec), *_check_vertices(spec)]
+    problems = [
+        *_check_graph(spec),
+        *_check_vertices(spec),
+        *(errors.SpecError(*p) for p in condition_problems(spec)),
+    ]
     if not problems:  # the chains of a graph that holds together
         problems = [
             errors.SpecError(

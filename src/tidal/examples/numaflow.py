@@ -1,0 +1,95 @@
+"""Numaflow's example UDFs as pynumaflow handlers: what its docs' and examples' images run.
+
+Numaflow's example pipelines name container images (``quay.io/numaio/numaflow-go/map-cat``, …)
+whose code lives in numaflow-go's ``examples/``. These are the same functions written against
+Numaflow's Python SDK, so a manifest that names the image runs on Tidal unchanged
+(:mod:`tidal.spec.manifest` maps each image here), and a user can read what each one does.
+Each is a plain ``handler(keys, datum) -> Messages``, as pynumaflow's examples write them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+
+from pynumaflow.mapper import Datum, Message, Messages
+
+__all__ = ["IMAGES", "cat", "even_odd", "filter_id", "flatmap", "number", "retry", "tags_of"]
+
+
+def cat(keys: list[str], datum: Datum) -> Messages:
+    """``map-cat``: the message as it came."""
+    return Messages(Message(datum.value, keys=keys))
+
+
+def even_odd(keys: list[str], datum: Datum) -> Messages:
+    """``map-even-odd``: an integer payload tagged ``even-tag`` or ``odd-tag`` (keyed ``even`` or
+    ``odd``); anything that is not an integer is dropped."""
+    try:
+        num = int(datum.value.decode())
+    except (UnicodeDecodeError, ValueError):
+        return Messages(Message.to_drop())
+    if num % 2 == 0:
+        return Messages(Message(datum.value, keys=["even"], tags=["even-tag"]))
+    return Messages(Message(datum.value, keys=["odd"], tags=["odd-tag"]))
+
+
+def flatmap(keys: list[str], datum: Datum) -> Messages:
+    """``map-flatmap``: one message per comma-separated part."""
+    return Messages(*(Message(part.encode()) for part in datum.value.decode().split(",")))
+
+
+def filter_id(keys: list[str], datum: Datum) -> Messages:
+    """``map-filter-id``: JSON messages whose ``id`` is below 100, as the example's expression
+    ``int(json(payload).id) < 100`` keeps them; anything else is dropped."""
+    try:
+        keep = int(json.loads(datum.value)["id"]) < 100
+    except (ValueError, KeyError, TypeError):
+        keep = False
+    return Messages(Message(datum.value, keys=keys) if keep else Message.to_drop())
+
+
+_counts: dict[bytes, int] = {}
+SUCCESS_ITERATION = 3
+
+
+def retry(keys: list[str], datum: Datum) -> Messages:
+    """``map-retry``: a message is tagged ``retry`` until it has been seen three times, then
+    passed on (numaflow-go's example keeps the counts in memory, per process, as this does)."""
+    seen = _counts.get(datum.value, 0) + 1
+    if seen >= SUCCESS_ITERATION:
+        _counts.pop(datum.value, None)
+        return Messages(Message(datum.value))
+    _counts[datum.value] = seen
+    return Messages(Message(datum.value, tags=["retry"]))
+
+
+def number(keys: list[str], datum: Datum) -> Messages:
+    """Tidal's generator's message (``gen 000000000042 …``) as its number (``42``): what
+    Numaflow's HTTP examples post, for pipelines fed by the generator."""
+    parts = datum.value.split()
+    return Messages(Message(str(int(parts[1])).encode() if len(parts) > 1 else datum.value))
+
+
+# Numaflow's example images (the part after the registry and before the tag) and the handler
+# that does what each one does. Reduce, source and sink images are not mapped yet.
+IMAGES: dict[str, str] = {
+    "numaflow-go/map-cat": "tidal.examples.numaflow:cat",
+    "numaflow-go/map-even-odd": "tidal.examples.numaflow:even_odd",
+    "numaflow-go/map-flatmap": "tidal.examples.numaflow:flatmap",
+    "numaflow-go/map-filter-id": "tidal.examples.numaflow:filter_id",
+    "numaflow-go/map-retry": "tidal.examples.numaflow:retry",
+    "numaflow-python/map-even-odd": "tidal.examples.numaflow:even_odd",
+    "numaflow-python/map-flatmap": "tidal.examples.numaflow:flatmap",
+    "numaflow-python/map-forward-message": "tidal.examples.numaflow:cat",
+}
+
+
+_TAGS = {"even_odd": ("even-tag", "odd-tag"), "retry": ("retry",)}
+
+
+def tags_of(handler: str) -> Iterable[str] | None:
+    """The tags a handler of this module may emit (what the spec checks conditions against);
+    None for any other handler, whose tags Tidal cannot know."""
+    module, _, name = handler.partition(":")
+    return _TAGS.get(name, ()) if module == __name__ else None

@@ -1,0 +1,93 @@
+"""pynumaflow handlers, unchanged, as Tidal steps: no gRPC server, no sidecar, in Spark's workers.
+
+A Numaflow user's Python UDF is written against Numaflow's SDK (``pynumaflow``): a function
+``handler(keys, datum) -> Messages``, a ``Mapper``, ``MapStreamer`` or ``SourceTransformer``
+subclass, or an ``async`` generator for a map stream. Numaflow runs it in a container behind a
+gRPC server; Tidal calls it directly in the task that holds the message (``udf: {pynumaflow:
+module:handler}``). The same module still starts its own server under ``__main__``, so one file
+runs on both.
+
+What the handler gets is a pynumaflow ``Datum``:
+
+- ``value``: the payload; ``keys``: ``[]`` (Tidal does not carry keys between vertices yet;
+  the keys a handler returns are not kept);
+- ``event_time``: the message's source time (when its source produced it);
+- ``watermark``: the earliest source time in the handler's micro-batch. Numaflow's watermark
+  is the earliest event time still to come from upstream; on a buffer read in order this is the
+  closest Tidal has, and it never runs ahead of a message the handler has not seen;
+- ``headers``: ``{}``.
+
+What it returns (``Messages``, or the messages an async generator yields) becomes the vertex's
+output: each ``Message``'s value, with its tags for conditional forwarding
+(:mod:`tidal.spec.routing`); ``Message.to_drop()`` is dropped and counted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+from typing import Any
+
+__all__ = ["datums", "map_handler"]
+
+_loop: asyncio.AbstractEventLoop | None = None  # one per worker process, for async handlers
+
+
+def _run(coro: Any) -> Any:
+    global _loop  # noqa: PLW0603 - the worker's one loop, made on first use
+    if _loop is None or _loop.is_closed():
+        _loop = asyncio.new_event_loop()
+    return _loop.run_until_complete(coro)
+
+
+async def _collect(stream: Any) -> list[Any]:
+    return [message async for message in stream]
+
+
+def _bases(obj: object) -> set[str]:
+    kind = obj if isinstance(obj, type) else type(obj)
+    return {f"{c.__module__}.{c.__qualname__}" for c in kind.__mro__}
+
+
+_CLASSES = ("Mapper", "MapStreamer", "SourceTransformer")
+
+
+def map_handler(obj: Any, path: str) -> Callable[[Any], Iterable[Any]]:
+    """``obj`` (a function, a handler class or an instance) as ``call(datum) -> messages``.
+
+    A class is built with no arguments, as Numaflow's examples build theirs before handing them
+    to the server. ``path`` names the spec field in errors."""
+    if isinstance(obj, type):
+        try:
+            obj = obj()
+        except TypeError as exc:
+            raise TypeError(
+                f"{path}: {obj.__name__}() needs arguments ({exc}); name an instance instead"
+            ) from None
+    names = {name.rsplit(".", 1)[-1] for name in _bases(obj) if name.startswith("pynumaflow.")}
+    fn = obj.handler if names & set(_CLASSES) else obj
+    if not callable(fn):
+        raise TypeError(f"{path}: {type(obj).__name__} is not a pynumaflow handler (a function or a Mapper)")
+    if inspect.isasyncgenfunction(fn):
+        return lambda datum: _run(_collect(fn(list(datum.keys), datum)))
+    if inspect.iscoroutinefunction(fn):
+        return lambda datum: _run(fn(list(datum.keys), datum))
+    return lambda datum: fn(list(datum.keys), datum)
+
+
+def datums(payloads: list[bytes], times: list[float] | None) -> list[Any]:
+    """A pynumaflow ``Datum`` per message: its payload, its source time as the event time, and
+    the batch's earliest source time as the watermark."""
+    from pynumaflow.mapper import Datum
+
+    now = datetime.now(UTC).timestamp()
+    stamps = times if times is not None else [now] * len(payloads)
+    watermark = datetime.fromtimestamp(min(stamps, default=now), UTC)
+    return [
+        Datum(
+            keys=[], value=value, event_time=datetime.fromtimestamp(t, UTC), watermark=watermark, headers={}
+        )
+        for value, t in zip(payloads, stamps, strict=True)
+    ]

@@ -1,0 +1,128 @@
+"""Tagged outputs and pynumaflow handlers through the UDF wrapper: tags kept per output, DROP
+counted, ids deterministic, a Datum that carries the message's payload and source time."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterable
+from datetime import UTC, datetime
+
+import pyarrow as pa
+import pytest
+from pynumaflow.mapper import Datum, Mapper, Message, Messages
+from pynumaflow.mapstreamer import Message as StreamMessage
+
+from tidal import Message as TidalMessage
+from tidal import errors
+from tidal.spark.udf import Transform
+from tidal.spec.model import SinkSpec, UdfSpec
+
+IDS = ["a", "b", "c"]
+PAYLOADS = [b"1", b"2", b"3"]
+TIMES = [100.0, 101.0, 102.5]
+
+
+def make(kind: str, fn, *, dead_letter: bool = False, retries: int = 0) -> Transform:
+    spec = UdfSpec(**{kind: fn}, retries=retries, dead_letter=SinkSpec(blackhole={}) if dead_letter else None)
+    return Transform("v", spec, dead_letter=dead_letter)
+
+
+def parity(payload: bytes) -> TidalMessage:
+    return TidalMessage(payload, tags=("even",) if int(payload) % 2 == 0 else ("odd",))
+
+
+def test_a_map_that_returns_tagged_messages_keeps_each_outputs_tags():
+    out = make("map", parity).apply(IDS, PAYLOADS)
+    assert out.ids.to_pylist() == IDS
+    assert out.payloads.to_pylist() == PAYLOADS
+    assert out.tags == [("odd",), ("even",), ("odd",)]
+
+
+def test_plain_bytes_after_a_tagged_message_are_untagged_and_nothing_is_called_twice():
+    calls: list[bytes] = []
+
+    def mixed(payload: bytes) -> object:
+        calls.append(payload)
+        return TidalMessage(payload, ("x",)) if payload == b"2" else payload
+
+    out = make("map", mixed).apply(IDS, PAYLOADS)
+    assert calls == PAYLOADS  # the switch to the careful path did not call the function again
+    assert out.tags == [(), ("x",), ()]
+
+
+def test_drop_is_counted_and_goes_nowhere():
+    out = make("map", lambda p: TidalMessage.to_drop() if p == b"2" else p).apply(IDS, PAYLOADS)
+    assert out.ids.to_pylist() == ["a", "c"]
+    assert out.dropped == 1
+    assert out.times(pa.array(TIMES)).to_pylist() == [100.0, 102.5]  # each output keeps its input's time
+
+
+def test_a_wrong_return_type_is_a_failed_attempt_with_its_reason():
+    with pytest.raises(errors.UdfError, match="bytes, str or a Message, got int"):
+        make("map", lambda p: 7).apply(IDS, PAYLOADS)
+
+
+def even_odd(keys: list[str], datum: Datum) -> Messages:
+    """numaflow-python's examples/map/even_odd, unchanged but for the number's encoding."""
+    num = int(datum.value)
+    tags = ["even-tag"] if num % 2 == 0 else ["odd-tag"]
+    return Messages(Message(datum.value, keys=["even" if num % 2 == 0 else "odd"], tags=tags))
+
+
+class Flatmap(Mapper):
+    """numaflow-python's examples/map/flatmap."""
+
+    def handler(self, keys: list[str], datum: Datum) -> Messages:
+        messages = Messages()
+        for s in datum.value.decode("utf-8").split(","):
+            messages.append(Message(str.encode(s)))
+        return messages
+
+
+async def stream(_: list[str], datum: Datum) -> AsyncIterable[StreamMessage]:
+    """numaflow-python's examples/mapstream/flatmap_stream (the function form)."""
+    for s in datum.value.decode().split(","):
+        yield StreamMessage(str.encode(s))
+
+
+def test_a_pynumaflow_function_handler_tags_its_messages_and_keeps_ids():
+    out = make("pynumaflow", even_odd).apply(IDS, PAYLOADS, pa.array(TIMES))
+    assert out.ids.to_pylist() == IDS  # one message out: the input's id
+    assert out.tags == [("odd-tag",), ("even-tag",), ("odd-tag",)]
+
+
+def test_a_mapper_class_and_an_async_stream_split_into_numbered_ids():
+    for handler in (Flatmap, Flatmap(), stream):
+        out = make("pynumaflow", handler).apply(["m", "n"], [b"a,b", b"c"])
+        assert out.ids.to_pylist() == ["m.0", "m.1", "n"]
+        assert out.payloads.to_pylist() == [b"a", b"b", b"c"]
+        assert out.tags is None
+
+
+def test_the_datum_carries_the_payload_event_time_and_a_watermark_not_past_it():
+    seen: list[Datum] = []
+
+    def record(keys: list[str], datum: Datum) -> Messages:
+        seen.append(datum)
+        return Messages(Message.to_drop())
+
+    out = make("pynumaflow", record).apply(IDS, PAYLOADS, pa.array(TIMES))
+    assert [d.value for d in seen] == PAYLOADS
+    assert [d.event_time for d in seen] == [datetime.fromtimestamp(t, UTC) for t in TIMES]
+    assert all(d.watermark <= d.event_time for d in seen)
+    assert out.dropped == 3 and len(out.ids) == 0
+
+
+def test_a_pynumaflow_handler_that_raises_goes_to_the_dead_letter_with_its_payload():
+    def boom(keys: list[str], datum: Datum) -> Messages:
+        if datum.value == b"2":
+            raise ValueError("two")
+        return Messages(Message(datum.value))
+
+    out = make("pynumaflow", boom, dead_letter=True, retries=1).apply(IDS, PAYLOADS, pa.array(TIMES))
+    assert out.ids.to_pylist() == ["a", "c"]
+    assert out.dead == [("b", b"2", "ValueError: two")]
+
+
+def test_a_handler_returning_bytes_is_told_to_return_messages():
+    with pytest.raises(errors.UdfError, match="must return Messages"):
+        make("pynumaflow", lambda keys, datum: datum.value).apply(IDS, PAYLOADS)
