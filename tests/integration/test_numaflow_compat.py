@@ -3,6 +3,8 @@ conditions on the edges, as Numaflow's even-odd example pipeline runs them."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from tidal.spark.pipeline import PipelineRun
 from tidal.spec import Pipeline
 from tidal.testing import delivered
@@ -47,3 +49,27 @@ def test_even_odd_routes_each_message_by_its_tags_exactly_once(spark, tmp_path):
         assert len(ids) == len(set(ids)), f"{name}: an id delivered twice"
     # The tagger routed every message somewhere: none counted as dropped.
     assert status["even-or-odd"].dropped == 0 and status["even-or-odd"].processed == N
+
+
+def test_numaflows_retry_loop_example_delivers_every_message_once_after_its_rounds(spark, tmp_path):
+    # numaflow's examples/10-cycle-to-prev.yaml as tidal run reads it; its HTTP source is swapped
+    # for the generator and its log sink for a file, to count what arrives.
+    import yaml
+
+    from tidal.spec import manifest, parse_pipeline
+
+    examples = Path(__file__).parents[1] / "data" / "numaflow"
+    data = manifest.convert(yaml.safe_load((examples / "10-cycle-to-prev.yaml").read_text())).data
+    data["vertices"][0]["source"] = {"generator": {"rate": 2000, "maxMessages": 200, "msgSize": 30}}
+    data["vertices"][3]["sink"] = {"file": {"path": "out.jsonl"}}
+    spec = parse_pipeline(data)
+    out = tmp_path / "out.jsonl"
+    with PipelineRun(spec, tmp_path, spark=spark, trigger_seconds=0.25) as run:
+        run.wait(180, until=lambda: len(delivered(out)) >= 200)
+        rounds = {s.name: s.processed for s in run.status()}
+    records = delivered(out)
+    payloads = [r["payload"] for r in records]
+    assert len(payloads) == 200 and len(set(payloads)) == 200  # each generated message once
+    # retry tags each message until it has seen it three times: every message went round
+    assert rounds["retry"] >= 3 * 200 and rounds["cat"] >= 3 * 200
+    assert all(r["id"].count("retry:") >= 2 for r in records)  # its id names each round's hop

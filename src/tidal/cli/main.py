@@ -89,6 +89,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--no-api", action="store_true", help="no control API (tidal scale/pause/resume/apply)")
 
+    run.add_argument(
+        "--handlers",
+        default=None,
+        metavar="FILE",
+        help="a Numaflow manifest's containers as pynumaflow handlers: YAML of vertex name or image → "
+        "module:handler",
+    )
+
+    convert = sub.add_parser(
+        "convert", help="print a Numaflow Pipeline or MonoVertex manifest as a Tidal spec"
+    )
+    convert.add_argument("manifest", help="the Numaflow manifest's YAML file")
+    convert.add_argument("--handlers", default=None, metavar="FILE", help="as tidal run --handlers")
+
     scale = sub.add_parser("scale", help="set a running vertex's replicas (its scale subresource)")
     scale.add_argument("run_dir")
     scale.add_argument("vertex")
@@ -199,7 +213,12 @@ def main(argv: list[str] | None = None) -> int:
             ui_port=args.ui_port if args.ui else None,
             cluster=args.cluster,
             api=None if args.no_api else (args.api_port, args.api_host, args.api_auth),
+            handlers=args.handlers,
         )
+    if args.command == "convert":
+        from tidal.cli.convert import convert_command
+
+        return convert_command(args.manifest, args.handlers)
     if args.command in ("scale", "get", "pause", "resume", "apply"):
         from tidal.cli import control
 

@@ -135,10 +135,13 @@ def run_pipeline(
     ui_port: int | None = None,
     cluster: str | None = None,
     api: tuple[int, str, str] | None = (0, "127.0.0.1", "token"),
+    handlers: str | None = None,
 ) -> int:
-    """Run the pipeline at ``path``; 0 when it ran and stopped cleanly, 1 when a vertex failed
-    (or the cluster could not run it), 2 for an invalid pipeline or a run directory that is not
-    this pipeline's. ``ui_port`` serves the dashboard of this run meanwhile (``tidal run --ui``).
+    """Run the pipeline at ``path`` (a Tidal spec or a Numaflow manifest, whose containers
+    ``handlers`` may map to pynumaflow handlers: :func:`tidal.cli.convert.read_handlers`); 0 when
+    it ran and stopped cleanly, 1 when a vertex failed (or the cluster could not run it), 2 for an
+    invalid pipeline or a run directory that is not this pipeline's. ``ui_port`` serves the
+    dashboard of this run meanwhile (``tidal run --ui``).
 
     ``master`` (else ``cluster.master`` in the spec, else ``local[2]``) is where Spark runs;
     ``cluster="local:N"`` starts a standalone cluster of N workers on 127.0.0.1 for this run
@@ -151,8 +154,10 @@ def run_pipeline(
     console = console or Console()
     path = Path(path)
     _importable(path)
+    from tidal.cli.convert import read_handlers
+
     try:
-        spec = load_pipeline(path)
+        spec = load_pipeline(path, read_handlers(handlers))
     except errors.SpecError as exc:
         console.print(f"[red]invalid pipeline {escape(str(path))}[/]:\n{escape(str(exc))}")
         return 2

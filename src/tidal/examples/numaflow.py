@@ -3,18 +3,17 @@
 Numaflow's example pipelines name container images (``quay.io/numaio/numaflow-go/map-cat``, …)
 whose code lives in numaflow-go's ``examples/``. These are the same functions written against
 Numaflow's Python SDK, so a manifest that names the image runs on Tidal unchanged
-(:mod:`tidal.spec.manifest` maps each image here), and a user can read what each one does.
+(:mod:`tidal.spec.manifest` maps each image to its handler here), and a user can read what each one does.
 Each is a plain ``handler(keys, datum) -> Messages``, as pynumaflow's examples write them.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
 
 from pynumaflow.mapper import Datum, Message, Messages
 
-__all__ = ["IMAGES", "cat", "even_odd", "filter_id", "flatmap", "number", "retry", "tags_of"]
+__all__ = ["cat", "even_odd", "filter_id", "flatmap", "number", "retry"]
 
 
 def cat(keys: list[str], datum: Datum) -> Messages:
@@ -69,27 +68,3 @@ def number(keys: list[str], datum: Datum) -> Messages:
     Numaflow's HTTP examples post, for pipelines fed by the generator."""
     parts = datum.value.split()
     return Messages(Message(str(int(parts[1])).encode() if len(parts) > 1 else datum.value))
-
-
-# Numaflow's example images (the part after the registry and before the tag) and the handler
-# that does what each one does. Reduce, source and sink images are not mapped yet.
-IMAGES: dict[str, str] = {
-    "numaflow-go/map-cat": "tidal.examples.numaflow:cat",
-    "numaflow-go/map-even-odd": "tidal.examples.numaflow:even_odd",
-    "numaflow-go/map-flatmap": "tidal.examples.numaflow:flatmap",
-    "numaflow-go/map-filter-id": "tidal.examples.numaflow:filter_id",
-    "numaflow-go/map-retry": "tidal.examples.numaflow:retry",
-    "numaflow-python/map-even-odd": "tidal.examples.numaflow:even_odd",
-    "numaflow-python/map-flatmap": "tidal.examples.numaflow:flatmap",
-    "numaflow-python/map-forward-message": "tidal.examples.numaflow:cat",
-}
-
-
-_TAGS = {"even_odd": ("even-tag", "odd-tag"), "retry": ("retry",)}
-
-
-def tags_of(handler: str) -> Iterable[str] | None:
-    """The tags a handler of this module may emit (what the spec checks conditions against);
-    None for any other handler, whose tags Tidal cannot know."""
-    module, _, name = handler.partition(":")
-    return _TAGS.get(name, ()) if module == __name__ else None

@@ -75,7 +75,8 @@ def find_cycle(names: Sequence[str], edges: Sequence[tuple[str, str]]) -> list[s
 
 
 def topological(spec: PipelineSpec) -> list[VertexSpec]:
-    """The vertices, every one after all of its upstreams (Kahn's algorithm, spec order on ties)."""
+    """The vertices, every one after all of its upstreams (Kahn's algorithm, spec order on ties);
+    the vertices of a cycle (a retry loop, :mod:`tidal.spec.routing`) come last, in spec order."""
     incoming = {v.name: 0 for v in spec.vertices}
     for e in spec.edges:
         incoming[e.to] += 1
@@ -90,4 +91,5 @@ def topological(spec: PipelineSpec) -> list[VertexSpec]:
                 incoming[e.to] -= 1
                 if incoming[e.to] == 0:
                     ready.append(e.to)
-    return order
+    placed = {v.name for v in order}
+    return order + [v for v in spec.vertices if v.name not in placed]

@@ -6,10 +6,10 @@ both return a :class:`~tidal.spec.model.PipelineSpec` that passed every check:
   the valid keys at that place.
 - **Scale blocks**: converted to :class:`~tidal.scaling.NumaflowScale`, whose own checks name
   the field (``vertices[2].scale.max: 1 is below min 3``).
-- **The graph**: unique names; edges between known vertices; no duplicate edges; no cycles;
-  sources without inputs and sinks without outputs; every UDF and sink fed by an edge; every
-  source and UDF drained by one. An acyclic graph in which every non-source has an input
-  reaches every vertex from a source, so no vertex can be cut off.
+- **The graph**: unique names; edges between known vertices; no duplicate edges; a cycle only
+  through an edge with conditions (a retry loop); sources without inputs and sinks without
+  outputs; every UDF and sink fed by an edge; every source and UDF drained by one; every vertex
+  reachable from a source.
 - **Code references**: every ``module:function`` and ``module:Class`` imports and has the
   right type.
 - **Policies**: a ``policy: kpa`` vertex's ``kpa`` block makes a valid
@@ -34,8 +34,8 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from tidal import errors
-from tidal.spec import chains, graph
-from tidal.spec.edge_checks import condition_problems
+from tidal.spec import chains, manifest
+from tidal.spec.graph_checks import check_graph, condition_problems
 from tidal.spec.kpa import kpa_spec
 from tidal.spec.model import PipelineSpec, UserClassSpec, VertexSpec
 from tidal.spec.mono import as_pipeline, check_mono, is_mono, mono_error
@@ -46,8 +46,10 @@ log = logging.getLogger("tidal.spec")
 __all__ = ["load_pipeline", "numaflow_scale", "parse_pipeline", "resolve"]
 
 
-def load_pipeline(source: str | Path) -> PipelineSpec:
-    """Read a pipeline from a YAML file (a ``Path``, or a ``str`` naming a file) or YAML text."""
+def load_pipeline(source: str | Path, handlers: Mapping[str, str] | None = None) -> PipelineSpec:
+    """Read a pipeline from a YAML file (a ``Path``, or a ``str`` naming a file) or YAML text: a
+    Tidal spec, or a Numaflow manifest (:mod:`tidal.spec.manifest`; ``handlers`` maps its
+    containers, by vertex name or image, to pynumaflow handlers)."""
     if isinstance(source, Path) or (
         isinstance(source, str) and "\n" not in source and source.endswith((".yaml", ".yml"))
     ):
@@ -79,6 +81,11 @@ def load_pipeline(source: str | Path) -> PipelineSpec:
         raise errors.SpecError(
             "", "a pipeline is a mapping with name, vertices and edges", "see docs/pipeline-spec.md"
         )
+    if manifest.is_manifest(data):
+        converted = manifest.convert(data, handlers)
+        if converted.ignored:
+            log.warning("%s", converted.warning())
+        data = converted.data
     return parse_pipeline(data)
 
 
@@ -103,7 +110,7 @@ def _checked(data: Mapping[str, Any] | PipelineSpec) -> PipelineSpec:
         except ValidationError as exc:
             raise _collect([_from_pydantic(e) for e in exc.errors()]) from None
     problems = [
-        *_check_graph(spec),
+        *check_graph(spec),
         *_check_vertices(spec),
         *(errors.SpecError(*p) for p in condition_problems(spec)),
     ]
@@ -188,105 +195,6 @@ def _model_of(annotation: Any) -> type[BaseModel] | None:
             if found is not None:
                 return found
     return None
-
-
-# -- the graph -----------------------------------------------------------------------------------
-
-
-def _check_graph(spec: PipelineSpec) -> list[errors.SpecError]:
-    problems: list[errors.SpecError] = []
-    index: dict[str, int] = {}
-    for i, v in enumerate(spec.vertices):
-        if v.name in index:
-            problems.append(
-                errors.SpecError(
-                    f"vertices[{i}].name",
-                    f"{v.name!r} is already the name of vertices[{index[v.name]}]",
-                    "give every vertex its own name",
-                )
-            )
-        else:
-            index[v.name] = i
-    names = list(index)
-    seen_edges: dict[tuple[str, str], int] = {}
-    good: list[tuple[str, str]] = []
-    for k, e in enumerate(spec.edges):
-        ok = True
-        for end, name in (("from", e.from_), ("to", e.to)):
-            if name not in index:
-                close = difflib.get_close_matches(name, names, n=1)
-                fix = f"did you mean {close[0]!r}?" if close else f"known vertices: {', '.join(names)}"
-                problems.append(errors.SpecError(f"edges[{k}].{end}", f"no vertex named {name!r}", fix))
-                ok = False
-        if not ok:
-            continue
-        pair = (e.from_, e.to)
-        if pair in seen_edges:
-            problems.append(
-                errors.SpecError(
-                    f"edges[{k}]", f"repeats edges[{seen_edges[pair]}] ({e.from_} → {e.to})", "remove one"
-                )
-            )
-            continue
-        seen_edges[pair] = k
-        if spec.vertices[index[e.to]].source is not None:
-            problems.append(
-                errors.SpecError(
-                    f"edges[{k}].to",
-                    f"{e.to!r} is a source: sources have no inputs",
-                    "point the edge at a udf or sink",
-                )
-            )
-        if spec.vertices[index[e.from_]].sink is not None:
-            problems.append(
-                errors.SpecError(
-                    f"edges[{k}].from",
-                    f"{e.from_!r} is a sink: sinks have no outputs",
-                    "start the edge at a source or udf",
-                )
-            )
-        good.append(pair)
-    cycle = graph.find_cycle(names, good)
-    if cycle:
-        problems.append(
-            errors.SpecError(
-                "edges", f"cycle {' → '.join(cycle)}", "pipelines are acyclic: remove one edge of the cycle"
-            )
-        )
-    for i, v in enumerate(spec.vertices):
-        if v.mono and len(spec.vertices) > 1:
-            problems.append(
-                errors.SpecError(
-                    f"vertices[{i}]",
-                    f"{v.name!r} has both a source and a sink: that is a MonoVertex, which runs alone",
-                    "give each vertex one of source, udf, sink, or write the MonoVertex as its own "
-                    "file (kind: MonoVertex)",
-                )
-            )
-    if not any(v.source is not None for v in spec.vertices):
-        problems.append(
-            errors.SpecError("vertices", "no source vertex", "add a vertex with source: (generator or user)")
-        )
-    has_input = {b for _, b in good}
-    has_output = {a for a, _ in good}
-    for i, v in enumerate(spec.vertices):
-        if v.source is None and v.name not in has_input:
-            problems.append(
-                errors.SpecError(
-                    f"vertices[{i}]",
-                    f"{v.kind} {v.name!r} has no input edge: it would never receive a message",
-                    f"add an edge with to: {v.name}, or remove the vertex",
-                )
-            )
-        if v.sink is None and v.name not in has_output:
-            problems.append(
-                errors.SpecError(
-                    f"vertices[{i}]",
-                    f"{v.kind} {v.name!r} has no output edge: its messages would pile up",
-                    f"add an edge with from: {v.name} to a udf or sink",
-                )
-            )
-    return problems
 
 
 # -- per vertex: scale and code references -----------------------------------------------------

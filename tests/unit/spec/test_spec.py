@@ -10,6 +10,7 @@ import pytest
 from tidal import errors
 from tidal.scaling import NumaflowScale
 from tidal.spec import Pipeline, load_pipeline, numaflow_scale, parse_pipeline, resolve
+from tidal.spec.graph import topological
 
 GOOD = textwrap.dedent(
     """
@@ -163,11 +164,26 @@ def test_edge_to_unknown_vertex_suggests_a_name():
     assert msgs[0] == "edges[1].to: no vertex named 'ot' (did you mean 'out'?)"
 
 
-def test_cycle_is_named():
+def test_a_cycle_without_conditions_is_named():
     text = GOOD.replace("edges:\n", "edges:\n  - {from: upper, to: upper}\n")
-    assert "edges: cycle upper → upper (pipelines are acyclic: remove one edge of the cycle)" in problems(
-        text
+    assert (
+        "edges: cycle upper → upper has no edge with conditions: every message would go round forever "
+        "(put conditions on one edge of the cycle (a retry loop, as Numaflow's examples), or remove it)"
+    ) in problems(text)
+
+
+def test_a_retry_loop_through_a_conditional_edge_is_a_pipeline_and_a_loop_off_the_path_is_not():
+    loop = "edges:\n  - {from: upper, to: upper, conditions: {tags: {values: [retry]}}}\n"
+    spec = load_pipeline(GOOD.replace("edges:\n", loop))
+    assert [v.name for v in topological(spec)] == ["in", "upper", "out"]
+    stray = (
+        "  - name: a\n    udf: {map: tidal.examples.udfs:upper}\n"
+        "  - name: b\n    udf: {map: tidal.examples.udfs:upper}\n"
+        "edges:\n  - {from: a, to: b}\n  - {from: b, to: a, conditions: {tags: {values: [x]}}}\n"
+        "  - {from: b, to: out}\n"
     )
+    msgs = problems(GOOD.replace("edges:\n", stray))
+    assert any("udf 'a' cannot be reached from a source" in m for m in msgs)
 
 
 def test_duplicate_edge():

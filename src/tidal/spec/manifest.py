@@ -1,0 +1,390 @@
+"""Numaflow's own manifests (``apiVersion: numaflow.numaproj.io/v1alpha1``) as Tidal specs.
+
+A Numaflow user brings a ``Pipeline`` or ``MonoVertex`` manifest as it stands; :func:`convert`
+turns it into the mapping Tidal's spec reads (``tidal convert`` prints it, ``tidal run`` runs
+it). What carries over:
+
+- vertices, edges with their ``conditions``, ``scale`` (the same names), the pipeline's
+  ``limits`` (``bufferUsageLimit`` is a percentage in Numaflow, a fraction in Tidal);
+- sources: ``generator`` (``rpu`` per ``duration`` becomes the rate; ``msgSize``), ``http``,
+  ``kafka`` (``brokers``, ``topic``, ``consumerGroup``), a source's ``transformer`` (a vertex of
+  its own after the source, which Tidal chains into the source's query);
+- a ``udf`` or ``transformer`` container: the pynumaflow handler that does what its image does
+  (:data:`tidal.examples.numaflow.IMAGES` for Numaflow's example images), or the one the
+  vertex's annotation ``tidal.dev/handler: module:handler`` or the ``handlers`` mapping (by
+  vertex name or image) names;
+- sinks: ``log``, ``blackhole``, ``kafka``.
+
+What Tidal cannot honour and what it changes is listed in :attr:`Converted.ignored`, one line per
+field with the reason (``tidal run`` logs them as one warning). What would change the results
+silently is refused instead, naming the field and the fix: a reduce (``groupBy``), side inputs,
+a ``udsource``/``udsink`` container, a container without a handler, a builtin other than ``cat``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from tidal import errors
+
+__all__ = ["API_GROUP", "HANDLER_ANNOTATION", "Converted", "convert", "is_manifest"]
+
+API_GROUP = "numaflow.numaproj.io/"
+HANDLER_ANNOTATION = "tidal.dev/handler"
+_IMAGES = {  # Numaflow's example images → the pynumaflow handler shipped with Tidal
+    "numaflow-go/map-cat": "tidal.examples.numaflow:cat",
+    "numaflow-go/map-even-odd": "tidal.examples.numaflow:even_odd",
+    "numaflow-go/map-flatmap": "tidal.examples.numaflow:flatmap",
+    "numaflow-go/map-filter-id": "tidal.examples.numaflow:filter_id",
+    "numaflow-go/map-retry": "tidal.examples.numaflow:retry",
+    "numaflow-python/map-even-odd": "tidal.examples.numaflow:even_odd",
+    "numaflow-python/map-flatmap": "tidal.examples.numaflow:flatmap",
+    "numaflow-python/map-forward-message": "tidal.examples.numaflow:cat",
+}
+_TAGS = {
+    "tidal.examples.numaflow:even_odd": ["even-tag", "odd-tag"],
+    "tidal.examples.numaflow:retry": ["retry"],
+}
+_SCALE = (
+    "disabled", "min", "max", "lookbackSeconds", "scaleUpCooldownSeconds", "scaleDownCooldownSeconds",
+    "zeroReplicaSleepSeconds", "targetProcessingSeconds", "targetBufferAvailability",
+    "replicasPerScaleUp", "replicasPerScaleDown", "replicasPerScale",
+)  # fmt: skip
+# Kubernetes' side of a vertex: where its pods run and what they mount, which Spark decides here.
+_POD = (
+    "containerTemplate", "initContainerTemplate", "initContainers", "sidecars", "volumes", "nodeSelector",
+    "tolerations", "affinity", "imagePullSecrets", "serviceAccountName", "priorityClassName", "priority",
+    "securityContext", "runtimeClassName", "dnsPolicy", "dnsConfig", "resourceClaims",
+    "automountServiceAccountToken", "sideInputsContainerTemplate", "daemonTemplate", "updateStrategy",
+)  # fmt: skip
+
+
+@dataclass
+class Converted:
+    """A manifest as a Tidal spec mapping, and what of it Tidal does not honour (with why)."""
+
+    data: dict[str, Any]
+    ignored: list[str] = field(default_factory=list)
+
+    def warning(self) -> str:
+        return "Numaflow fields Tidal does not honour:\n" + "\n".join(f"  - {line}" for line in self.ignored)
+
+
+def is_manifest(data: Mapping[str, Any]) -> bool:
+    return str(data.get("apiVersion", "")).startswith(API_GROUP)
+
+
+def convert(data: Mapping[str, Any], handlers: Mapping[str, str] | None = None) -> Converted:
+    """``data``, a Numaflow manifest, as Tidal's spec mapping; ``handlers`` maps a vertex name or
+    an image (without its tag) to a pynumaflow handler, ``module:handler``."""
+    kind = data.get("kind")
+    if kind not in ("Pipeline", "MonoVertex"):
+        raise errors.SpecError(
+            "kind", f"{kind!r} is not a Numaflow kind Tidal runs", "give a Pipeline or a MonoVertex manifest"
+        )
+    name = (data.get("metadata") or {}).get("name")
+    if not isinstance(name, str) or not name:
+        raise errors.SpecError("metadata.name", "is missing", "name the pipeline (metadata.name)")
+    spec = data.get("spec")
+    if not isinstance(spec, Mapping):
+        raise errors.SpecError("spec", "is missing", f"a {kind} manifest has its vertices under spec")
+    out = _Converter(name, dict(handlers or {}))
+    result = out.mono(spec) if kind == "MonoVertex" else out.pipeline(spec)
+    return Converted(result, out.ignored)
+
+
+class _Converter:
+    def __init__(self, name: str, handlers: dict[str, str]) -> None:
+        self.name = name
+        self.handlers = handlers
+        self.ignored: list[str] = []
+
+    def skip(self, path: str, why: str) -> None:
+        self.ignored.append(f"{path}: {why}")
+
+    # -- the two kinds ---------------------------------------------------------------------------
+
+    def pipeline(self, spec: Mapping[str, Any]) -> dict[str, Any]:
+        if spec.get("sideInputs"):
+            raise errors.SpecError(
+                "spec.sideInputs",
+                "side inputs are not supported by Tidal",
+                "remove them, or read the data inside the handler",
+            )
+        for key in ("watermark", "lifecycle", "templates", "interStepBuffer", "interStepBufferServiceName",
+                    "ordered"):  # fmt: skip
+            if key in spec:
+                self.skip(f"spec.{key}", _WHY.get(key, "not used by Tidal"))
+        out: dict[str, Any] = {"name": self.name}
+        limits = self.limits(spec.get("limits") or {}, "spec.limits")
+        if limits:
+            out["limits"] = limits
+        vertices, edges, renamed = [], [], {}
+        for i, v in enumerate(spec.get("vertices") or []):
+            converted, transformer = self.vertex(v, f"spec.vertices[{i}]")
+            vertices.append(converted)
+            if transformer is not None:  # source → its transformer, chained by Tidal
+                vertices.append(transformer)
+                edges.append({"from": converted["name"], "to": transformer["name"]})
+                renamed[converted["name"]] = transformer["name"]
+        for k, e in enumerate(spec.get("edges") or []):
+            edges.append(self.edge(e, f"spec.edges[{k}]", renamed))
+        out["vertices"] = vertices
+        out["edges"] = edges
+        return out
+
+    def mono(self, spec: Mapping[str, Any]) -> dict[str, Any]:
+        out: dict[str, Any] = {"kind": "MonoVertex", "name": self.name}
+        source = dict(spec.get("source") or {})
+        transformer = source.pop("transformer", None)
+        out["source"] = self.source(source, "spec.source")
+        if transformer is not None and spec.get("udf"):
+            raise errors.SpecError(
+                "spec.udf",
+                "a MonoVertex with both a source transformer and a udf: Tidal's runs one function",
+                "keep one, or write the two as a Pipeline (source → transformer → udf → sink)",
+            )
+        if transformer is not None:
+            out["transformer"] = self.udf(transformer, "spec.source.transformer", self.name, {})
+        elif spec.get("udf"):
+            out["transformer"] = self.udf(spec["udf"], "spec.udf", self.name, {})
+        out["sink"] = self.sink(spec.get("sink") or {}, "spec.sink")
+        if "scale" in spec:
+            out["scale"] = self.scale(spec["scale"], "spec.scale")
+        limits = self.limits(spec.get("limits") or {}, "spec.limits")
+        if limits:
+            out["limits"] = limits
+        for key in _POD:
+            if key in spec:
+                self.skip(f"spec.{key}", "Kubernetes pod settings: Spark's executors run the work here")
+        return out
+
+    # -- parts -----------------------------------------------------------------------------------
+
+    def limits(self, limits: Mapping[str, Any], at: str) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in limits.items():
+            if key in ("readBatchSize", "bufferMaxLength"):
+                out[key] = value
+            elif key == "bufferUsageLimit":
+                out[key] = float(value) / 100.0  # Numaflow: a percentage; Tidal: a fraction
+            else:
+                self.skip(f"{at}.{key}", _WHY.get(key, "not used by Tidal"))
+        return out
+
+    def scale(self, scale: Mapping[str, Any], at: str) -> dict[str, Any]:
+        unknown = [k for k in scale if k not in _SCALE]
+        if unknown:
+            raise errors.SpecError(
+                f"{at}.{unknown[0]}", "is not a Numaflow scale field", f"use {', '.join(_SCALE)}"
+            )
+        return dict(scale)
+
+    def vertex(self, v: Mapping[str, Any], at: str) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        name = v.get("name")
+        out: dict[str, Any] = {"name": name}
+        annotations = ((v.get("metadata") or {}).get("annotations") or {}) if isinstance(v, Mapping) else {}
+        transformer = None
+        if "source" in v:
+            source = dict(v["source"] or {})
+            body = source.pop("transformer", None)
+            out["source"] = self.source(source, f"{at}.source")
+            if body is not None:
+                udf = self.udf(body, f"{at}.source.transformer", f"{name}-transformer", {})
+                transformer = {"name": f"{name}-transformer", "udf": udf}
+        elif "udf" in v:
+            out["udf"] = self.udf(v["udf"], f"{at}.udf", str(name), annotations)
+        elif "sink" in v:
+            out["sink"] = self.sink(v["sink"], f"{at}.sink")
+        if "scale" in v:
+            out["scale"] = self.scale(v["scale"], f"{at}.scale")
+        for key in v:
+            if key in ("name", "source", "udf", "sink", "scale", "metadata"):
+                continue
+            if key == "limits":
+                self.skip(f"{at}.limits", "Tidal's limits are the pipeline's (spec.limits), not per vertex")
+            elif key == "partitions":
+                self.skip(f"{at}.partitions", _WHY["partitions"])
+            elif key in _POD:
+                self.skip(f"{at}.{key}", "Kubernetes pod settings: Spark's executors run the work here")
+            else:
+                self.skip(f"{at}.{key}", "not used by Tidal")
+        return out, transformer
+
+    def source(self, source: Mapping[str, Any], at: str) -> dict[str, Any]:
+        if "generator" in source:
+            g = source["generator"] or {}
+            rpu, duration = (
+                float(g.get("rpu", 5)),
+                _seconds(g.get("duration", "1s"), f"{at}.generator.duration"),
+            )
+            for key in ("keyCount", "value", "valueBlob", "jitter"):
+                if key in g:
+                    self.skip(f"{at}.generator.{key}", "Tidal's generator writes its own text payloads")
+            return {"generator": {"rate": rpu / duration, "msgSize": int(g.get("msgSize", 8))}}
+        if "http" in source:
+            http = source["http"] or {}
+            out: dict[str, Any] = {}
+            if "service" in http:
+                self.skip(f"{at}.http.service", "no Kubernetes Service: the activator listens on 127.0.0.1")
+            token = ((http.get("auth") or {}).get("token")) or None
+            if token:
+                env = re.sub(
+                    r"[^A-Z0-9]", "_", f"{token.get('name', 'http')}_{token.get('key', 'token')}".upper()
+                )
+                out["auth"] = {"token": {"env": env}}
+                self.skip(
+                    f"{at}.http.auth.token", f"a Kubernetes secret: the token is read from ${env} instead"
+                )
+            return {"http": out}
+        if "kafka" in source:
+            k = source["kafka"] or {}
+            for key in ("config", "tls", "sasl", "kafkaVersion"):
+                if key in k:
+                    self.skip(
+                        f"{at}.kafka.{key}", "Sarama's settings: give librdkafka's as source.kafka.consumer"
+                    )
+            return {
+                "kafka": {
+                    "bootstrapServers": ",".join(k.get("brokers") or []),
+                    "topic": k.get("topic"),
+                    "groupId": k.get("consumerGroup") or f"{self.name}-consumer",
+                }
+            }
+        if "udsource" in source:
+            raise errors.SpecError(
+                f"{at}.udsource",
+                "a user-defined source container cannot run here (pynumaflow's Sourcer is not supported yet)",
+                "write the source as a Tidal user source (source.user, docs/sources.md)",
+            )
+        known = ", ".join(sorted(source)) or "none"
+        raise errors.SpecError(at, f"no source Tidal runs (got {known})", "use generator, http or kafka")
+
+    def udf(
+        self, udf: Mapping[str, Any], at: str, vertex: str, annotations: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        if "groupBy" in udf:
+            raise errors.SpecError(
+                f"{at}.groupBy",
+                "reduce vertices are not supported by Tidal yet",
+                "aggregate in a sink or a SQL step, or run this pipeline on Numaflow",
+            )
+        for key in ("retryStrategy",):
+            if key in udf:
+                self.skip(f"{at}.{key}", "Tidal retries a failing call udf.retries times (default 2)")
+        if "builtin" in udf:
+            builtin = udf["builtin"] or {}
+            if builtin.get("name") == "cat":
+                return {"pynumaflow": "tidal.examples.numaflow:cat"}
+            raise errors.SpecError(
+                f"{at}.builtin.name",
+                f"builtin {builtin.get('name')!r} is not supported (Numaflow removed builtin UDFs in 1.6)",
+                "write it as a Python filter or map (udf.filter: module:function)",
+            )
+        container = udf.get("container") or {}
+        image = str(container.get("image", ""))
+        # Without registry and tag: quay.io/numaio/numaflow-go/map-cat:stable → numaflow-go/map-cat
+        bare = re.sub(r"^[^/]+\.[^/]+/", "", image.split("@", maxsplit=1)[0]).rsplit(":", 1)[0]
+        short = bare.split("/", 1)[-1] if bare.startswith("numaio/") else bare
+        handler = (
+            annotations.get(HANDLER_ANNOTATION)
+            or self.handlers.get(vertex)
+            or self.handlers.get(image)
+            or self.handlers.get(bare)
+            or _IMAGES.get(short)
+        )
+        if not handler:
+            raise errors.SpecError(
+                f"{at}.container.image",
+                f"{image or 'no image'}: no Python handler for this container",
+                f"annotate the vertex {HANDLER_ANNOTATION}: module:handler (a pynumaflow handler), or map "
+                "the image or the vertex in a handlers file (tidal convert --handlers)",
+            )
+        if image:
+            self.skip(
+                f"{at}.container.image", f"no containers: {image} runs as the pynumaflow handler {handler}"
+            )
+        for key in container:
+            if key not in ("image", "imagePullPolicy"):  # a pull policy means nothing without an image
+                self.skip(
+                    f"{at}.container.{key}", _WHY.get(key, "a container setting: the handler runs in Spark")
+                )
+        out: dict[str, Any] = {"pynumaflow": handler}
+        if handler in _TAGS:
+            out["tags"] = _TAGS[handler]
+        return out
+
+    def sink(self, sink: Mapping[str, Any], at: str) -> dict[str, Any]:
+        for key in ("fallback", "onSuccess", "retryStrategy"):
+            if key in sink:
+                self.skip(f"{at}.{key}", _WHY[key])
+        if "log" in sink:
+            return {"log": {}}
+        if "blackhole" in sink:
+            return {"blackhole": {}}
+        if "kafka" in sink:
+            k = sink["kafka"] or {}
+            for key in ("config", "tls", "sasl", "setKey"):
+                if key in k:
+                    self.skip(
+                        f"{at}.kafka.{key}", "Sarama's settings: give librdkafka's as sink.kafka.producer"
+                    )
+            return {"kafka": {"bootstrapServers": ",".join(k.get("brokers") or []), "topic": k.get("topic")}}
+        image = str(((sink.get("udsink") or {}).get("container") or {}).get("image", ""))
+        if re.search(r"numaflow-(rs|go|python)/sink-log(:|$)", image):
+            return {"log": {}}  # Numaflow's example log sinks: what Tidal's log sink does
+        if "udsink" in sink:
+            raise errors.SpecError(
+                f"{at}.udsink",
+                "a user-defined sink container cannot run here (pynumaflow's Sinker is not supported yet)",
+                "write the sink as a Tidal user sink (sink.user, docs/sinks.md)",
+            )
+        known = ", ".join(sorted(sink)) or "none"
+        raise errors.SpecError(at, f"no sink Tidal runs (got {known})", "use log, blackhole or kafka")
+
+    def edge(self, e: Mapping[str, Any], at: str, renamed: Mapping[str, str]) -> dict[str, Any]:
+        source = e.get("from")
+        out: dict[str, Any] = {"from": renamed.get(str(source), source), "to": e.get("to")}
+        if e.get("conditions"):
+            out["conditions"] = e["conditions"]
+        if e.get("onFull") == "discardLatest":
+            self.skip(
+                f"{at}.onFull",
+                "Tidal never discards: a full buffer holds its writer back (retryUntilSuccess)",
+            )
+        if "parallelism" in e:
+            self.skip(f"{at}.parallelism", "deprecated in Numaflow; Tidal's replicas come from scale")
+        return out
+
+
+_WHY = {
+    "watermark": "Tidal carries source times, not Numaflow's watermarks (a handler's Datum.watermark is "
+    "its batch's earliest source time)",
+    "lifecycle": "pause and resume are tidal pause / tidal resume",
+    "templates": "Kubernetes pod templates: Spark's executors run the work here",
+    "interStepBuffer": "Tidal's buffers are set by buffers: (SQLite or JetStream)",
+    "interStepBufferServiceName": "Tidal's buffers are set by buffers: (SQLite or JetStream)",
+    "ordered": "Tidal keeps each buffer's order; ordered processing across partitions is not implemented",
+    "partitions": "a Tidal buffer is one partition; a replica reads its own range of it",
+    "readTimeout": "Tidal reads on a processing-time trigger (limits.triggerSeconds)",
+    "concurrency": "a replica is one Spark task, which processes its range in order",
+    "rateLimit": "not implemented by Tidal",
+    "fallback": "no fallback sink: a failing write fails the batch, which replays",
+    "onSuccess": "no on-success sink",
+    "retryStrategy": "a failing write fails the batch, which Spark retries",
+    "env": "environment variables: set them for the run (the handler reads the driver's and executors')",
+    "resources": "Spark's executors size the work (cluster: executorCores, executorMemory)",
+}
+
+
+def _seconds(value: object, at: str) -> float:
+    """A Kubernetes duration (``1s``, ``500ms``, ``2m``) in seconds."""
+    text = str(value)
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)(ms|s|m|h)?", text)
+    if not match or float(match.group(1)) <= 0:
+        raise errors.SpecError(at, f"{text!r} is not a positive duration", "write it as 1s, 500ms or 2m")
+    scale = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}[match.group(2) or "s"]
+    return float(match.group(1)) * scale

@@ -1,0 +1,118 @@
+"""Numaflow's example manifests (copied from numaproj/numaflow's examples/) as Tidal specs: what
+converts and runs, what is refused with the field and the fix, and what is listed as not honoured."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tidal import errors
+from tidal.cli.convert import convert_command
+from tidal.spec import load_pipeline, manifest, parse_pipeline
+
+EXAMPLES = Path(__file__).parents[2] / "data" / "numaflow"
+
+RUNS = {
+    "1-simple-pipeline": ["in", "cat", "out"],
+    "1-simple-pipeline-keys": ["in", "cat", "out"],
+    "2-even-odd-pipeline": ["in", "even-or-odd", "even-sink", "odd-sink", "number-sink"],
+    "3-pipeline-filter": ["in", "filter", "out"],
+    "5-auto-scaling": ["in", "cat", "out"],
+    "9-multi-partition-pipeline": ["in", "cat", "out"],
+    "10-cycle-to-prev": ["in", "cat", "retry", "out"],
+    "10-cycle-to-self": ["in", "retry", "out"],
+    "11-join-on-map": ["http-in", "kafka-in", "cat", "out"],
+    "11-join-on-sink": ["in", "even-or-odd", "even-cat", "odd-cat", "out"],
+    "20-simple-mono-vertex-builtin": ["simple-mono-vertex-builtin"],
+}
+REFUSED = {
+    "4-udsink-pipeline": "spec.vertices[2].sink.udsink",
+    "6-reduce-fixed-window": "spec.vertices[2].udf.groupBy",
+    "21-simple-mono-vertex": "spec.source.udsource",
+}
+
+
+def _load(name: str) -> dict:
+    return yaml.safe_load((EXAMPLES / f"{name}.yaml").read_text())
+
+
+@pytest.mark.parametrize("name", sorted(RUNS))
+def test_each_runnable_example_becomes_a_valid_spec_with_the_same_vertices(name):
+    spec = load_pipeline(EXAMPLES / f"{name}.yaml")
+    assert [v.name for v in spec.vertices] == RUNS[name]
+
+
+@pytest.mark.parametrize("name", sorted(REFUSED))
+def test_what_tidal_cannot_run_is_refused_naming_the_field(name):
+    with pytest.raises(errors.SpecError) as err:
+        manifest.convert(_load(name))
+    assert err.value.path == REFUSED[name]
+
+
+def test_even_odd_keeps_its_conditions_and_knows_the_handlers_tags():
+    data = manifest.convert(_load("2-even-odd-pipeline")).data
+    assert data["vertices"][1]["udf"] == {
+        "pynumaflow": "tidal.examples.numaflow:even_odd",
+        "tags": ["even-tag", "odd-tag"],
+    }
+    assert data["edges"][3]["conditions"] == {"tags": {"operator": "or", "values": ["odd-tag", "even-tag"]}}
+    bad = _load("2-even-odd-pipeline")
+    bad["spec"]["edges"][1]["conditions"]["tags"]["values"] = ["evn-tag"]
+    with pytest.raises(errors.SpecError, match=r"'evn-tag' is not among the tags 'even-or-odd' emits"):
+        parse_pipeline(manifest.convert(bad).data)
+
+
+def test_generator_rate_limits_and_what_is_not_honoured():
+    m = _load("9-multi-partition-pipeline")
+    m["spec"]["limits"] = {"bufferUsageLimit": 85, "readBatchSize": 100, "readTimeout": "2s"}
+    m["spec"]["vertices"][0]["source"]["generator"].update(rpu=30, duration="500ms")
+    converted = manifest.convert(m)
+    assert converted.data["vertices"][0]["source"]["generator"]["rate"] == 60.0
+    assert converted.data["limits"] == {"bufferUsageLimit": 0.85, "readBatchSize": 100}
+    ignored = "\n".join(converted.ignored)
+    for field in ("spec.limits.readTimeout", "spec.vertices[1].partitions", "generator.keyCount"):
+        assert field in ignored
+    assert "quay.io/numaio/numaflow-go/map-cat:stable runs as the pynumaflow handler" in ignored
+    assert "imagePullPolicy" not in ignored
+
+
+def test_a_users_image_needs_a_handler_from_an_annotation_or_the_handlers_file():
+    m = _load("1-simple-pipeline")
+    m["spec"]["vertices"][1]["udf"]["container"]["image"] = "registry.example.com/team/enrich:1.2"
+    with pytest.raises(errors.SpecError, match=r"tidal\.dev/handler") as err:
+        manifest.convert(m)
+    assert err.value.path == "spec.vertices[1].udf.container.image"
+    by_file = manifest.convert(m, {"team/enrich": "tidal.examples.numaflow:flatmap"}).data
+    assert by_file["vertices"][1]["udf"] == {"pynumaflow": "tidal.examples.numaflow:flatmap"}
+    m["spec"]["vertices"][1]["metadata"] = {
+        "annotations": {"tidal.dev/handler": "tidal.examples.numaflow:cat"}
+    }
+    assert manifest.convert(m).data["vertices"][1]["udf"] == {"pynumaflow": "tidal.examples.numaflow:cat"}
+
+
+def test_a_source_transformer_becomes_a_vertex_the_source_chains_into():
+    m = _load("1-simple-pipeline")
+    m["spec"]["vertices"][0]["source"]["transformer"] = {
+        "container": {"image": "quay.io/numaio/numaflow-go/map-cat:stable"}
+    }
+    spec = parse_pipeline(manifest.convert(m).data)
+    assert spec.inputs("cat") == ["in-transformer"] and spec.inputs("in-transformer") == ["in"]
+
+
+def test_other_kinds_and_apis_are_refused():
+    with pytest.raises(errors.SpecError, match="'InterStepBufferService' is not a Numaflow kind Tidal runs"):
+        manifest.convert({"apiVersion": "numaflow.numaproj.io/v1alpha1", "kind": "InterStepBufferService"})
+    assert not manifest.is_manifest({"name": "tidal-spec"})
+
+
+def test_tidal_convert_prints_a_spec_that_loads_and_lists_what_is_not_honoured(tmp_path, capsys):
+    assert convert_command(str(EXAMPLES / "3-pipeline-filter.yaml")) == 0
+    text = capsys.readouterr().out
+    assert "# Not honoured: spec.vertices[0].source.http.auth.token" in text
+    out = tmp_path / "tidal.yaml"
+    out.write_text(text)
+    spec = load_pipeline(out)
+    assert spec.vertex("in").source.http.auth.token.env == "MY_SECRET_MY_KEY"
+    assert convert_command(str(EXAMPLES / "6-reduce-fixed-window.yaml")) == 2
