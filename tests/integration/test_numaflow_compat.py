@@ -22,6 +22,7 @@ def test_even_odd_routes_each_message_by_its_tags_exactly_once(spark, tmp_path):
         .sink("even-sink", "file", path="even.jsonl")
         .sink("odd-sink", "file", path="odd.jsonl")
         .sink("number-sink", "file", path="number.jsonl")
+        .sink("logged", "pynumaflow", handler="tidal.examples.numaflow:log_sink")
         .sink("never", "file", path="never.jsonl")
         .edge("in", "number")
         .edge("number", "even-or-odd")
@@ -29,12 +30,14 @@ def test_even_odd_routes_each_message_by_its_tags_exactly_once(spark, tmp_path):
         .edge("even-or-odd", "odd-sink", tags=["odd-tag"])
         .edge("even-or-odd", "number-sink", tags=["odd-tag", "even-tag"])
         .edge("even-or-odd", "never", tags=["odd-tag", "even-tag"], operator="and")
+        .edge("even-or-odd", "logged", tags=["even-tag"])
         .build()
     )
     files = {name: tmp_path / f"{name}.jsonl" for name in ("even", "odd", "number", "never")}
     with PipelineRun(spec, tmp_path, spark=spark, trigger_seconds=0.25) as run:
         run.wait(120, until=lambda: len(delivered(files["number"])) >= N)
         run.wait(60, until=lambda: len(delivered(files["even"])) + len(delivered(files["odd"])) >= N)
+        run.wait(60, until=lambda: run.control.processed("logged") >= N // 2)  # numaflow-python's log sink
         status = {s.name: s for s in run.status()}
 
     def numbers(name: str) -> list[int]:

@@ -10,10 +10,16 @@ Each is a plain ``handler(keys, datum) -> Messages``, as pynumaflow's examples w
 from __future__ import annotations
 
 import json
+import logging
+from collections.abc import Iterator
 
 from pynumaflow.mapper import Datum, Message, Messages
+from pynumaflow.sinker import Datum as SinkDatum
+from pynumaflow.sinker import Response, Responses
 
-__all__ = ["cat", "even_odd", "filter_id", "flatmap", "number", "retry"]
+_LOGGER = logging.getLogger(__name__)
+
+__all__ = ["cat", "even_odd", "filter_id", "flatmap", "log_sink", "number", "retry"]
 
 
 def cat(keys: list[str], datum: Datum) -> Messages:
@@ -68,3 +74,12 @@ def number(keys: list[str], datum: Datum) -> Messages:
     Numaflow's HTTP examples post, for pipelines fed by the generator."""
     parts = datum.value.split()
     return Messages(Message(str(int(parts[1])).encode() if len(parts) > 1 else datum.value))
+
+
+def log_sink(datums: Iterator[SinkDatum]) -> Responses:
+    """numaflow-python's ``examples/sink/log`` (the function form): logs each message, all succeed."""
+    responses = Responses()
+    for msg in datums:
+        _LOGGER.info("User Defined Sink %s", msg.value.decode("utf-8", "replace"))
+        responses.append(Response.as_success(msg.id))
+    return responses

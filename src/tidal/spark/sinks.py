@@ -207,5 +207,10 @@ def build_sink(spec: SinkSpec, vertex: str, run_dir: str | Path, at: str, role: 
 
         assert spec.kafka is not None
         return KafkaSink(spec.kafka, vertex)
+    if kind == "pynumaflow":
+        from tidal.spark.pynumaflow import PynumaflowSink
+
+        assert spec.pynumaflow is not None
+        return PynumaflowSink(resolve(spec.pynumaflow, f"{at}.pynumaflow"), f"{at}.pynumaflow")
     assert spec.user is not None
     return UserSink(spec.user, f"{at}.user.class")

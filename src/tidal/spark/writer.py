@@ -208,8 +208,11 @@ class VertexWriter(DataSourceStreamArrowWriter):
         if sink is not None:
             ids = pa.concat_arrays(out_ids) if out_ids else pa.array([], pa.string())
             payloads = pa.concat_arrays(out_payloads) if out_payloads else pa.array([], pa.binary())
-            sink_part = sink.write(ids, payloads)
-            sample = time_sample(pa.concat_arrays(out_times).to_numpy() if out_times else [])
+            times = pa.concat_arrays(out_times) if out_times else pa.array([], pa.float64())
+            # A pynumaflow sink's Datum carries each message's source time as its event time.
+            takes_times = getattr(sink, "takes_times", False)
+            sink_part = sink.write(ids, payloads, times=times) if takes_times else sink.write(ids, payloads)
+            sample = time_sample(times.to_numpy())
         dead_parts: list[Any] = []
         for i, letters in enumerate(dead):
             steps[i].dead = len(letters)

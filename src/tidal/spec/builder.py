@@ -114,9 +114,14 @@ class Pipeline:
         options: Mapping[str, Any] | None = None,
         scale: Mapping[str, Any] | None = None,
         replicas: int = 1,
+        handler: str | Callable[..., Any] | None = None,
     ) -> Pipeline:
+        """``kind``: log, file (``path``), blackhole, user (``user`` class with ``options``), or
+        pynumaflow (``handler``: a Numaflow SDK ``Sinker`` or sink function)."""
         body: dict[str, Any]
-        if user is not None:
+        if handler is not None:
+            body = {"pynumaflow": handler}
+        elif user is not None:
             body = {"user": {"class": user, "options": dict(options or {})}}
         elif kind == "file":
             body = {"file": {"path": path}}

@@ -18,7 +18,9 @@ it). What carries over:
 What Tidal cannot honour and what it changes is listed in :attr:`Converted.ignored`, one line per
 field with the reason (``tidal run`` logs them as one warning). What would change the results
 silently is refused instead, naming the field and the fix: a reduce (``groupBy``), side inputs,
-a ``udsource``/``udsink`` container, a container without a handler, a builtin other than ``cat``.
+a ``udsource`` container, a container without a handler, a builtin other than ``cat``. A ``udsink``
+container runs as a pynumaflow sink handler (``sink: {pynumaflow: …}``) named the same way as a
+``udf``'s; Numaflow's example log sinks become Tidal's log sink.
 """
 
 from __future__ import annotations
@@ -151,7 +153,7 @@ class _Converter:
             out["transformer"] = self.udf(transformer, "spec.source.transformer", self.name, {})
         elif spec.get("udf"):
             out["transformer"] = self.udf(spec["udf"], "spec.udf", self.name, {})
-        out["sink"] = self.sink(spec.get("sink") or {}, "spec.sink")
+        out["sink"] = self.sink(spec.get("sink") or {}, "spec.sink", self.name, {})
         if "scale" in spec:
             out["scale"] = self.scale(spec["scale"], "spec.scale")
         limits = self.limits(spec.get("limits") or {}, "spec.limits")
@@ -198,7 +200,7 @@ class _Converter:
         elif "udf" in v:
             out["udf"] = self.udf(v["udf"], f"{at}.udf", str(name), annotations)
         elif "sink" in v:
-            out["sink"] = self.sink(v["sink"], f"{at}.sink")
+            out["sink"] = self.sink(v["sink"], f"{at}.sink", str(name), annotations)
         if "scale" in v:
             out["scale"] = self.scale(v["scale"], f"{at}.scale")
         for key in v:
@@ -286,16 +288,7 @@ class _Converter:
             )
         container = udf.get("container") or {}
         image = str(container.get("image", ""))
-        # Without registry and tag: quay.io/numaio/numaflow-go/map-cat:stable → numaflow-go/map-cat
-        bare = re.sub(r"^[^/]+\.[^/]+/", "", image.split("@", maxsplit=1)[0]).rsplit(":", 1)[0]
-        short = bare.split("/", 1)[-1] if bare.startswith("numaio/") else bare
-        handler = (
-            annotations.get(HANDLER_ANNOTATION)
-            or self.handlers.get(vertex)
-            or self.handlers.get(image)
-            or self.handlers.get(bare)
-            or _IMAGES.get(short)
-        )
+        handler = self.handler(image, vertex, annotations)
         if not handler:
             raise errors.SpecError(
                 f"{at}.container.image",
@@ -317,7 +310,24 @@ class _Converter:
             out["tags"] = _TAGS[handler]
         return out
 
-    def sink(self, sink: Mapping[str, Any], at: str) -> dict[str, Any]:
+    def handler(self, image: str, vertex: str, annotations: Mapping[str, Any]) -> str | None:
+        """The pynumaflow handler a container runs as: the vertex's annotation, the handlers file
+        (by vertex, image, or image without its registry and tag), else Numaflow's example image."""
+        # Without registry and tag: quay.io/numaio/numaflow-go/map-cat:stable → numaflow-go/map-cat
+        bare = re.sub(r"^[^/]+\.[^/]+/", "", image.split("@", maxsplit=1)[0]).rsplit(":", 1)[0]
+        short = bare.split("/", 1)[-1] if bare.startswith("numaio/") else bare
+        found = (
+            annotations.get(HANDLER_ANNOTATION)
+            or self.handlers.get(vertex)
+            or self.handlers.get(image)
+            or self.handlers.get(bare)
+            or _IMAGES.get(short)
+        )
+        return str(found) if found else None
+
+    def sink(
+        self, sink: Mapping[str, Any], at: str, vertex: str, annotations: Mapping[str, Any]
+    ) -> dict[str, Any]:
         for key in ("fallback", "onSuccess", "retryStrategy"):
             if key in sink:
                 self.skip(f"{at}.{key}", _WHY[key])
@@ -337,11 +347,19 @@ class _Converter:
         if re.search(r"numaflow-(rs|go|python)/sink-log(:|$)", image):
             return {"log": {}}  # Numaflow's example log sinks: what Tidal's log sink does
         if "udsink" in sink:
-            raise errors.SpecError(
-                f"{at}.udsink",
-                "a user-defined sink container cannot run here (pynumaflow's Sinker is not supported yet)",
-                "write the sink as a Tidal user sink (sink.user, docs/sinks.md)",
+            handler = self.handler(image, vertex, annotations)
+            if not handler:
+                raise errors.SpecError(
+                    f"{at}.udsink.container.image",
+                    f"{image or 'no image'}: no Python handler for this sink",
+                    f"annotate the vertex {HANDLER_ANNOTATION}: module:handler (a pynumaflow Sinker or sink "
+                    "function), or map the image or the vertex in a handlers file (tidal convert --handlers)",
+                )
+            self.skip(
+                f"{at}.udsink.container.image",
+                f"no containers: {image} runs as the pynumaflow sink {handler}",
             )
+            return {"pynumaflow": handler}
         known = ", ".join(sorted(sink)) or "none"
         raise errors.SpecError(at, f"no sink Tidal runs (got {known})", "use log, blackhole or kafka")
 

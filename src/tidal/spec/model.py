@@ -230,12 +230,13 @@ class KafkaSinkSpec(_Model):
     producer: dict[str, str | int | float | bool] = Field(default_factory=dict)
 
 
-SINK_KINDS = ("log", "file", "blackhole", "user", "parquet", "delta", "kafka")
+SINK_KINDS = ("log", "file", "blackhole", "user", "parquet", "delta", "kafka", "pynumaflow")
 
 
 class SinkSpec(_Model):
     """``sink:`` (and a UDF's ``deadLetter``): exactly one of log, file, blackhole, user,
-    parquet, delta, kafka."""
+    parquet, delta, kafka, pynumaflow (a Numaflow SDK ``Sinker`` or sink function,
+    :mod:`tidal.spark.pynumaflow`: at least once)."""
 
     log: dict[str, Any] | None = None
     file: dict[str, Any] | None = None
@@ -244,6 +245,7 @@ class SinkSpec(_Model):
     parquet: TableSinkSpec | None = None
     delta: TableSinkSpec | None = None
     kafka: KafkaSinkSpec | None = None
+    pynumaflow: str | Callable[..., Any] | None = None
 
     @model_validator(mode="after")
     def _exactly_one(self) -> SinkSpec:

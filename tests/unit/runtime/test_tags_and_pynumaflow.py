@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterable
 from datetime import UTC, datetime
+from typing import ClassVar
 
 import pyarrow as pa
 import pytest
@@ -126,3 +127,48 @@ def test_a_pynumaflow_handler_that_raises_goes_to_the_dead_letter_with_its_paylo
 def test_a_handler_returning_bytes_is_told_to_return_messages():
     with pytest.raises(errors.UdfError, match="must return Messages"):
         make("pynumaflow", lambda keys, datum: datum.value).apply(IDS, PAYLOADS)
+
+
+class Collect:
+    """A pynumaflow Sinker as numaflow-python's examples write one; fails the ids it is told to."""
+
+    written: ClassVar[list[tuple[str, bytes, datetime]]] = []
+
+    def __init__(self, fail: tuple[str, ...] = ()) -> None:
+        self.fail = fail
+
+    def handler(self, datums):
+        from pynumaflow.sinker import Response, Responses
+
+        responses = Responses()
+        for d in datums:
+            if d.id in self.fail:
+                responses.append(Response.as_failure(d.id, "disk full"))
+            else:
+                Collect.written.append((d.id, d.value, d.event_time))
+                responses.append(Response.as_success(d.id))
+        return responses
+
+
+def test_a_pynumaflow_sink_gets_ids_payloads_and_event_times():
+    from pynumaflow.sinker import Sinker
+
+    from tidal.spark.pynumaflow import PynumaflowSink
+
+    Collect.written = []
+    sinker = type("Sink", (Collect, Sinker), {})()
+    PynumaflowSink(sinker, "sink.pynumaflow").write(pa.array(IDS), pa.array(PAYLOADS), times=pa.array(TIMES))
+    assert Collect.written == [
+        (i, p, datetime.fromtimestamp(t, UTC)) for i, p, t in zip(IDS, PAYLOADS, TIMES, strict=True)
+    ]
+
+
+def test_a_failed_response_fails_the_task_with_the_handlers_reason():
+    from tidal.spark.pynumaflow import PynumaflowSink
+
+    sink = PynumaflowSink(Collect(fail=("b",)).handler, "vertices[out].sink.pynumaflow")
+    with pytest.raises(
+        RuntimeError,
+        match=r"vertices\[out\]\.sink\.pynumaflow: 1 message\(s\) failed, the first 'b': disk full",
+    ):
+        sink.write(IDS, PAYLOADS)

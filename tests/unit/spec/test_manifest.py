@@ -28,7 +28,7 @@ RUNS = {
     "20-simple-mono-vertex-builtin": ["simple-mono-vertex-builtin"],
 }
 REFUSED = {
-    "4-udsink-pipeline": "spec.vertices[2].sink.udsink",
+    "4-udsink-pipeline": "spec.vertices[2].sink.udsink.container.image",  # my-sink:latest: no handler
     "6-reduce-fixed-window": "spec.vertices[2].udf.groupBy",
     "21-simple-mono-vertex": "spec.source.udsource",
 }
@@ -116,3 +116,9 @@ def test_tidal_convert_prints_a_spec_that_loads_and_lists_what_is_not_honoured(t
     spec = load_pipeline(out)
     assert spec.vertex("in").source.http.auth.token.env == "MY_SECRET_MY_KEY"
     assert convert_command(str(EXAMPLES / "6-reduce-fixed-window.yaml")) == 2
+
+
+def test_a_udsink_container_runs_as_the_pynumaflow_sink_its_handler_names():
+    data = manifest.convert(_load("4-udsink-pipeline"), {"my-sink": "tidal.examples.numaflow:log_sink"}).data
+    assert data["vertices"][2]["sink"] == {"pynumaflow": "tidal.examples.numaflow:log_sink"}
+    assert parse_pipeline(data).vertex("out").sink.kind == "pynumaflow"
