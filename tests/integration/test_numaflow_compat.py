@@ -76,3 +76,23 @@ def test_numaflows_retry_loop_example_delivers_every_message_once_after_its_roun
     # retry tags each message until it has seen it three times: every message went round
     assert rounds["retry"] >= 3 * 200 and rounds["cat"] >= 3 * 200
     assert all(r["id"].count("retry:") >= 2 for r in records)  # its id names each round's hop
+
+
+def test_the_sdks_simple_source_feeds_a_pipeline_exactly_once(spark, tmp_path):
+    # numaflow-python's examples/source/simple_source, unchanged, read through the staging buffer.
+    spec = (
+        Pipeline("sdk-source")
+        .source("in", pynumaflow="tidal.examples.numaflow:SimpleSource")
+        .pynumaflow("cat", "tidal.examples.numaflow:cat")
+        .sink("out", "file", path="out.jsonl")
+        .chain("in", "cat", "out")
+        .build()
+    )
+    out = tmp_path / "out.jsonl"
+    with PipelineRun(spec, tmp_path, spark=spark, trigger_seconds=0.25) as run:
+        run.wait(120, until=lambda: len(delivered(out)) >= 500)
+    records = delivered(out)
+    numbers = [int(r["payload"]) for r in records]
+    assert len(numbers) == len(set(numbers))  # no message twice
+    assert sorted(numbers) == list(range(1, len(numbers) + 1))  # and none missing: 1, 2, 3, …
+    assert "cat:in:0:0" in {r["id"] for r in records}  # the offset is the id, named by each hop

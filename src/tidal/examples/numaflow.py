@@ -11,15 +11,29 @@ from __future__ import annotations
 
 import json
 import logging
+import uuid
 from collections.abc import Iterator
+from datetime import datetime
 
 from pynumaflow.mapper import Datum, Message, Messages
+from pynumaflow.shared.asynciter import NonBlockingIterator
 from pynumaflow.sinker import Datum as SinkDatum
 from pynumaflow.sinker import Response, Responses
+from pynumaflow.sourcer import (
+    AckRequest,
+    NackRequest,
+    Offset,
+    PartitionsResponse,
+    PendingResponse,
+    ReadRequest,
+    Sourcer,
+    get_default_partitions,
+)
+from pynumaflow.sourcer import Message as SourceMessage
 
 _LOGGER = logging.getLogger(__name__)
 
-__all__ = ["cat", "even_odd", "filter_id", "flatmap", "log_sink", "number", "retry"]
+__all__ = ["SimpleSource", "cat", "even_odd", "filter_id", "flatmap", "log_sink", "number", "retry"]
 
 
 def cat(keys: list[str], datum: Datum) -> Messages:
@@ -83,3 +97,49 @@ def log_sink(datums: Iterator[SinkDatum]) -> Responses:
         _LOGGER.info("User Defined Sink %s", msg.value.decode("utf-8", "replace"))
         responses.append(Response.as_success(msg.id))
     return responses
+
+
+class SimpleSource(Sourcer):  # type: ignore[misc]  # pynumaflow ships no type information
+    """numaflow-python's ``examples/source/simple_source`` (``AsyncSource``), as the SDK writes it:
+    numbers from 1, each offset kept until it is acknowledged; it reports nothing pending."""
+
+    def __init__(self) -> None:
+        self.read_idx: int = 0
+        self.to_ack_set: set[int] = set()
+        self.nacked: set[int] = set()
+
+    async def read_handler(self, datum: ReadRequest, output: NonBlockingIterator) -> None:
+        if self.to_ack_set:
+            return
+        for _ in range(datum.num_records):
+            if self.nacked:
+                idx = self.nacked.pop()
+            else:
+                idx = self.read_idx
+                self.read_idx += 1
+            headers = {"x-txn-id": str(uuid.uuid4())}
+            await output.put(
+                SourceMessage(
+                    payload=str(self.read_idx).encode(),
+                    offset=Offset.offset_with_default_partition_id(str(idx).encode()),
+                    event_time=datetime.now(),
+                    headers=headers,
+                )
+            )
+            self.to_ack_set.add(idx)
+
+    async def ack_handler(self, ack_request: AckRequest) -> None:
+        for req in ack_request.offsets:
+            self.to_ack_set.remove(int(req.offset))
+
+    async def nack_handler(self, ack_request: NackRequest) -> None:
+        for req in ack_request.offsets:
+            offset = int(req.offset)
+            self.to_ack_set.remove(offset)
+            self.nacked.add(offset)
+
+    async def pending_handler(self) -> PendingResponse:
+        return PendingResponse(count=0)
+
+    async def active_partitions_handler(self) -> PartitionsResponse:
+        return PartitionsResponse(partitions=get_default_partitions())

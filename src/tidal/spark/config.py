@@ -43,7 +43,7 @@ def input_buffer(vertex: VertexSpec) -> str | None:
     staging buffer for a user source, none for the generator."""
     if vertex.source is None:
         return vertex.name
-    if vertex.source is not None and vertex.source.user is not None:
+    if vertex.source is not None and vertex.source.staged:
         return staged_buffer(vertex.name)
     return None
 

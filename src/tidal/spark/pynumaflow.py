@@ -23,6 +23,12 @@ the handler's error: the micro-batch replays, so a pynumaflow sink is **at least
 Numaflow's is), and the ids let it de-duplicate. ``Response.as_fallback`` is a failure too:
 Tidal has no fallback sink.
 
+A ``Sourcer`` (``source: {pynumaflow: module:Class}``) is read as a Tidal user source is:
+``read_handler`` fills the staging buffer, ``ack_handler`` is called once the messages are stored
+there, and ``pending_handler``'s count drives scaling (a negative count is "not available"). Its
+offsets become the messages' ids (``<partition>:<offset>``), so a redelivered offset is stored
+once. The messages' source time is when Tidal stored them, not the ``event_time`` the source set.
+
 What it returns (``Messages``, or the messages an async generator yields) becomes the vertex's
 output: each ``Message``'s value, with its tags for conditional forwarding
 (:mod:`tidal.spec.routing`); ``Message.to_drop()`` is dropped and counted.
@@ -36,7 +42,7 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-__all__ = ["PynumaflowSink", "datums", "map_handler"]
+__all__ = ["PynumaflowSink", "SourcerSource", "datums", "map_handler"]
 
 _loop: asyncio.AbstractEventLoop | None = None  # one per worker process, for async handlers
 
@@ -152,3 +158,61 @@ class PynumaflowSink:
 
     def commit(self, batch_id: int, parts: Any) -> None:
         return None
+
+
+class _Output:
+    """What pynumaflow's ``NonBlockingIterator`` is to a ``read_handler``: ``await put(message)``."""
+
+    def __init__(self) -> None:
+        self.items: list[Any] = []
+
+    async def put(self, item: Any) -> None:
+        self.items.append(item)
+
+
+def _call(result: Any) -> Any:
+    return _run(result) if inspect.isawaitable(result) else result
+
+
+class SourcerSource:
+    """A pynumaflow ``Sourcer`` as a Tidal user source (:class:`tidal.contracts.Source`)."""
+
+    def __init__(self, obj: Any, path: str, timeout_ms: int = 1000) -> None:
+        self._sourcer = obj() if isinstance(obj, type) else obj
+        for method in ("read_handler", "ack_handler", "pending_handler"):
+            if not callable(getattr(self._sourcer, method, None)):
+                raise TypeError(
+                    f"{path}: {type(self._sourcer).__name__} has no {method} (not a pynumaflow Sourcer)"
+                )
+        self._timeout_ms = timeout_ms
+        self._offsets: dict[str, Any] = {}  # Tidal's offset → the source's Offset, until acknowledged
+
+    def read(self, n: int) -> list[tuple[str, bytes]]:
+        from pynumaflow.sourcer import ReadRequest
+
+        out = _Output()
+        _call(self._sourcer.read_handler(ReadRequest(num_records=n, timeout_in_ms=self._timeout_ms), out))
+        read = []
+        for message in out.items:
+            offset = message.offset
+            raw = bytes(offset.offset)
+            try:
+                text = raw.decode()
+            except UnicodeDecodeError:
+                text = raw.hex()
+            key = f"{offset.partition_id}:{text}"
+            self._offsets[key] = offset
+            read.append((key, bytes(message.payload)))
+        return read
+
+    def ack(self, offsets: Any) -> None:
+        from pynumaflow.sourcer import AckRequest
+
+        known = [self._offsets.pop(str(o)) for o in offsets if str(o) in self._offsets]
+        if known:
+            _call(self._sourcer.ack_handler(AckRequest(offsets=known)))
+
+    def pending(self) -> float | None:
+        response = _call(self._sourcer.pending_handler())
+        count = getattr(response, "count", None)
+        return None if count is None or count < 0 else float(count)

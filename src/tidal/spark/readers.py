@@ -176,8 +176,16 @@ class UserSourceReader(BufferReader):
 
     def __init__(self, config: QueryConfig) -> None:
         super().__init__(config)
-        assert config.source is not None and config.source.user is not None
+        assert config.source is not None and config.source.staged
+        if config.source.pynumaflow is not None:
+            from tidal.spark.pynumaflow import SourcerSource
+
+            at = f"vertices[{config.vertex}].source.pynumaflow"
+            sourcer = SourcerSource(resolve(config.source.pynumaflow, at, "class"), at)
+            self.source: contracts.Source = contracts.check_source(sourcer, at)
+            return
         user = config.source.user
+        assert user is not None
         at = f"vertices[{config.vertex}].source.user.class"
         cls = resolve(user.class_, at, "class")
         options = dict(user.options)
@@ -185,7 +193,7 @@ class UserSourceReader(BufferReader):
             state = Path(config.run_dir) / "state" / config.vertex
             state.mkdir(parents=True, exist_ok=True)
             options["state_dir"] = str(state)
-        self.source: contracts.Source = contracts.check_source(cls(**options), at)
+        self.source = contracts.check_source(cls(**options), at)
 
     def pending(self) -> tuple[float | None, str]:
         value, why = ask_pending(self.source.pending)

@@ -67,8 +67,13 @@ class Pipeline:
         options: Mapping[str, Any] | None = None,
         scale: Mapping[str, Any] | None = None,
         replicas: int = 1,
+        pynumaflow: type | str | None = None,
     ) -> Pipeline:
+        """One of ``generator`` (its fields), ``user`` (a class, with ``options``) or
+        ``pynumaflow`` (a Numaflow SDK ``Sourcer`` class)."""
         body: dict[str, Any] = {}
+        if pynumaflow is not None:
+            body["pynumaflow"] = pynumaflow
         if generator is not None:
             body["generator"] = dict(generator)
         if user is not None:

@@ -18,9 +18,9 @@ it). What carries over:
 What Tidal cannot honour and what it changes is listed in :attr:`Converted.ignored`, one line per
 field with the reason (``tidal run`` logs them as one warning). What would change the results
 silently is refused instead, naming the field and the fix: a reduce (``groupBy``), side inputs,
-a ``udsource`` container, a container without a handler, a builtin other than ``cat``. A ``udsink``
-container runs as a pynumaflow sink handler (``sink: {pynumaflow: …}``) named the same way as a
-``udf``'s; Numaflow's example log sinks become Tidal's log sink.
+a container without a handler, a builtin other than ``cat``. A ``udsource`` or ``udsink``
+container runs as a pynumaflow ``Sourcer`` or sink handler (``source``/``sink: {pynumaflow: …}``)
+named the same way as a ``udf``'s; Numaflow's example log sinks become Tidal's log sink.
 """
 
 from __future__ import annotations
@@ -45,6 +45,9 @@ _IMAGES = {  # Numaflow's example images → the pynumaflow handler shipped with
     "numaflow-python/map-even-odd": "tidal.examples.numaflow:even_odd",
     "numaflow-python/map-flatmap": "tidal.examples.numaflow:flatmap",
     "numaflow-python/map-forward-message": "tidal.examples.numaflow:cat",
+    "numaflow-rs/simple-source": "tidal.examples.numaflow:SimpleSource",
+    "numaflow-go/source-simple-source": "tidal.examples.numaflow:SimpleSource",
+    "numaflow-python/simple-source": "tidal.examples.numaflow:SimpleSource",
 }
 _TAGS = {
     "tidal.examples.numaflow:even_odd": ["even-tag", "odd-tag"],
@@ -142,7 +145,7 @@ class _Converter:
         out: dict[str, Any] = {"kind": "MonoVertex", "name": self.name}
         source = dict(spec.get("source") or {})
         transformer = source.pop("transformer", None)
-        out["source"] = self.source(source, "spec.source")
+        out["source"] = self.source(source, "spec.source", self.name, {})
         if transformer is not None and spec.get("udf"):
             raise errors.SpecError(
                 "spec.udf",
@@ -193,7 +196,7 @@ class _Converter:
         if "source" in v:
             source = dict(v["source"] or {})
             body = source.pop("transformer", None)
-            out["source"] = self.source(source, f"{at}.source")
+            out["source"] = self.source(source, f"{at}.source", str(name), annotations)
             if body is not None:
                 udf = self.udf(body, f"{at}.source.transformer", f"{name}-transformer", {})
                 transformer = {"name": f"{name}-transformer", "udf": udf}
@@ -216,7 +219,13 @@ class _Converter:
                 self.skip(f"{at}.{key}", "not used by Tidal")
         return out, transformer
 
-    def source(self, source: Mapping[str, Any], at: str) -> dict[str, Any]:
+    def source(
+        self,
+        source: Mapping[str, Any],
+        at: str,
+        vertex: str = "",
+        annotations: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
         if "generator" in source:
             g = source["generator"] or {}
             rpu, duration = (
@@ -257,10 +266,17 @@ class _Converter:
                 }
             }
         if "udsource" in source:
+            image = str(((source.get("udsource") or {}).get("container") or {}).get("image", ""))
+            handler = self.handler(image, vertex, annotations or {})
+            if handler:
+                why = f"no containers: {image} runs as the pynumaflow Sourcer {handler}"
+                self.skip(f"{at}.udsource.container.image", why)
+                return {"pynumaflow": handler}
             raise errors.SpecError(
-                f"{at}.udsource",
-                "a user-defined source container cannot run here (pynumaflow's Sourcer is not supported yet)",
-                "write the source as a Tidal user source (source.user, docs/sources.md)",
+                f"{at}.udsource.container.image",
+                f"{image or 'no image'}: no Python handler for this source",
+                f"annotate the vertex {HANDLER_ANNOTATION}: module:Class (a pynumaflow Sourcer), or map the "
+                "image or the vertex in a handlers file (tidal convert --handlers)",
             )
         known = ", ".join(sorted(source)) or "none"
         raise errors.SpecError(at, f"no source Tidal runs (got {known})", "use generator, http or kafka")

@@ -184,15 +184,21 @@ class SourceSpec(_Model):
     user: UserClassSpec | None = None
     kafka: KafkaSourceSpec | None = None
     http: HttpSourceSpec | None = None
+    # A Numaflow SDK Sourcer (module:Class), read through the staging buffer as a user source is.
+    pynumaflow: str | type | None = None
 
     @model_validator(mode="after")
     def _exactly_one(self) -> SourceSpec:
-        chosen = [k for k in ("generator", "user", "kafka", "http") if getattr(self, k) is not None]
+        kinds = ("generator", "user", "kafka", "http", "pynumaflow")
+        chosen = [k for k in kinds if getattr(self, k) is not None]
         if len(chosen) != 1:
-            raise ValueError(
-                f"a source needs exactly one of generator, user, kafka, http (got {chosen or 'none'})"
-            )
+            raise ValueError(f"a source needs exactly one of {', '.join(kinds)} (got {chosen or 'none'})")
         return self
+
+    @property
+    def staged(self) -> bool:
+        """A source Tidal reads into a staging buffer (a user's class or a pynumaflow Sourcer)."""
+        return self.user is not None or self.pynumaflow is not None
 
 
 class UdfKind(StrEnum):

@@ -254,6 +254,11 @@ def _check_vertices(spec: PipelineSpec) -> list[errors.SpecError]:
                     resolve(user.class_, path, kind="class")
                 except errors.SpecError as exc:
                     problems.append(exc)
+        if v.source is not None and isinstance(v.source.pynumaflow, str):
+            try:
+                resolve(v.source.pynumaflow, f"{at}.source.pynumaflow", kind="class")
+            except errors.SpecError as exc:
+                problems.append(exc)
         if v.sink is not None and isinstance(v.sink.pynumaflow, str):
             try:
                 resolve(v.sink.pynumaflow, f"{at}.sink.pynumaflow")  # a Sinker class is callable too

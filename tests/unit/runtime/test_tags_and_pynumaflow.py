@@ -172,3 +172,23 @@ def test_a_failed_response_fails_the_task_with_the_handlers_reason():
         match=r"vertices\[out\]\.sink\.pynumaflow: 1 message\(s\) failed, the first 'b': disk full",
     ):
         sink.write(IDS, PAYLOADS)
+
+
+def test_the_sdks_simple_source_reads_acks_and_reports_pending_through_the_adapter():
+    from tidal.examples.numaflow import SimpleSource
+    from tidal.spark.pynumaflow import SourcerSource
+
+    source = SourcerSource(SimpleSource, "source.pynumaflow")
+    first = source.read(3)
+    assert first == [("0:0", b"1"), ("0:1", b"2"), ("0:2", b"3")]
+    assert source.read(3) == []  # the example reads nothing while offsets wait for their ack
+    source.ack([o for o, _ in first])
+    assert source.read(2) == [("0:3", b"4"), ("0:4", b"5")]
+    assert source.pending() == 0.0
+
+
+def test_something_that_is_not_a_sourcer_is_named():
+    from tidal.spark.pynumaflow import SourcerSource
+
+    with pytest.raises(TypeError, match=r"source\.pynumaflow: Flatmap has no read_handler"):
+        SourcerSource(Flatmap, "source.pynumaflow")

@@ -30,7 +30,7 @@ RUNS = {
 REFUSED = {
     "4-udsink-pipeline": "spec.vertices[2].sink.udsink.container.image",  # my-sink:latest: no handler
     "6-reduce-fixed-window": "spec.vertices[2].udf.groupBy",
-    "21-simple-mono-vertex": "spec.source.udsource",
+    "21-simple-mono-vertex": "spec.udf",  # a transformer and a udf: Tidal's MonoVertex runs one
 }
 
 
@@ -122,3 +122,13 @@ def test_a_udsink_container_runs_as_the_pynumaflow_sink_its_handler_names():
     data = manifest.convert(_load("4-udsink-pipeline"), {"my-sink": "tidal.examples.numaflow:log_sink"}).data
     assert data["vertices"][2]["sink"] == {"pynumaflow": "tidal.examples.numaflow:log_sink"}
     assert parse_pipeline(data).vertex("out").sink.kind == "pynumaflow"
+
+
+def test_a_udsource_container_runs_as_the_pynumaflow_sourcer_mapped_to_it():
+    m = _load("21-simple-mono-vertex")
+    del m["spec"]["source"]["transformer"]
+    data = manifest.convert(m).data  # numaflow-rs/simple-source: the SDK's simple source
+    assert data["source"] == {"pynumaflow": "tidal.examples.numaflow:SimpleSource"}
+    assert data["transformer"] == {"pynumaflow": "tidal.examples.numaflow:cat"}
+    assert data["sink"] == {"log": {}}
+    assert parse_pipeline(data).vertices[0].source.staged
