@@ -47,10 +47,12 @@ DROP = "U+005C__DROP__"  # Numaflow's drop tag (pynumaflow's ``DROP``): the mess
 @dataclass(frozen=True, slots=True)
 class Message:
     """A UDF's output with tags: ``Message(b"42", tags=("even",))``. The edges whose
-    ``conditions`` match the tags take it; ``Message.to_drop()`` goes nowhere (Numaflow's)."""
+    ``conditions`` match the tags take it; ``Message.to_drop()`` goes nowhere (Numaflow's).
+    ``keys`` (Numaflow's message keys) replace the input's; None keeps them."""
 
     value: bytes | str
     tags: tuple[str, ...] = ()
+    keys: tuple[str, ...] | None = None
 
     @classmethod
     def to_drop(cls) -> Message:

@@ -213,11 +213,14 @@ def test_read_batch_is_arrow_and_matches_read_range_across_batches(backend):
     before = time.time()
     buf.append(*payloads(5))  # seqs 1..5, entering the pipeline now
     times = pa.array([1000.0 + i for i in range(5)])  # source times kept from upstream
+    keys = [["even"], ["odd"], None, [], ["a", "b"]]  # Numaflow's message keys: none is null
     buf.append_batch(
-        "k", pa.array([f"b-{i}" for i in range(5)]), pa.array([b"p%d" % i for i in range(5)]), times
+        "k", pa.array([f"b-{i}" for i in range(5)]), pa.array([b"p%d" % i for i in range(5)]), times, keys
     )
     batch = buf.read_batch(3, 8)
-    assert batch.schema.names == ["seq", "id", "payload", "t"]
+    assert batch.schema.names == ["seq", "id", "payload", "t", "keys"]
+    assert batch.column("keys").to_pylist() == [None, None, None, ["even"], ["odd"], None]
+    assert buf.read_batch(9, 10).column("keys").to_pylist() == [[], ["a", "b"]]
     assert batch.column("seq").to_pylist() == [3, 4, 5, 6, 7, 8]
     assert batch.column("id").to_pylist() == ["m-2", "m-3", "m-4", "b-0", "b-1", "b-2"]
     stamps = batch.column("t").to_pylist()

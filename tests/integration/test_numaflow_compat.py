@@ -21,6 +21,7 @@ def test_even_odd_routes_each_message_by_its_tags_exactly_once(spark, tmp_path):
         .pynumaflow("even-or-odd", "tidal.examples.numaflow:even_odd", tags=["even-tag", "odd-tag"])
         .sink("even-sink", "file", path="even.jsonl")
         .sink("odd-sink", "file", path="odd.jsonl")
+        .pynumaflow("show-keys", "tidal.examples.numaflow:prefix_keys")
         .sink("number-sink", "file", path="number.jsonl")
         .sink("logged", "pynumaflow", handler="tidal.examples.numaflow:log_sink")
         .sink("never", "file", path="never.jsonl")
@@ -28,7 +29,8 @@ def test_even_odd_routes_each_message_by_its_tags_exactly_once(spark, tmp_path):
         .edge("number", "even-or-odd")
         .edge("even-or-odd", "even-sink", tags=["even-tag"])
         .edge("even-or-odd", "odd-sink", tags=["odd-tag"])
-        .edge("even-or-odd", "number-sink", tags=["odd-tag", "even-tag"])
+        .edge("even-or-odd", "show-keys", tags=["odd-tag", "even-tag"])
+        .edge("show-keys", "number-sink")
         .edge("even-or-odd", "never", tags=["odd-tag", "even-tag"], operator="and")
         .edge("even-or-odd", "logged", tags=["even-tag"])
         .build()
@@ -41,9 +43,12 @@ def test_even_odd_routes_each_message_by_its_tags_exactly_once(spark, tmp_path):
         status = {s.name: s for s in run.status()}
 
     def numbers(name: str) -> list[int]:
-        return sorted(int(r["payload"]) for r in delivered(files[name]))
+        return sorted(int(r["payload"].rpartition(":")[2]) for r in delivered(files[name]))
 
     assert numbers("number") == list(range(1, N + 1))  # every message once (the generator counts from 1)
+    # even_odd keyed each message; the keys travelled through the buffer to the next handler
+    labelled = {r["payload"] for r in delivered(files["number"])}
+    assert labelled == {f"{'even' if n % 2 == 0 else 'odd'}:{n}" for n in range(1, N + 1)}
     assert numbers("even") == list(range(2, N + 1, 2))
     assert numbers("odd") == list(range(1, N + 1, 2))
     assert delivered(files["never"]) == []

@@ -33,7 +33,17 @@ from pynumaflow.sourcer import Message as SourceMessage
 
 _LOGGER = logging.getLogger(__name__)
 
-__all__ = ["SimpleSource", "cat", "even_odd", "filter_id", "flatmap", "log_sink", "number", "retry"]
+__all__ = [
+    "SimpleSource",
+    "cat",
+    "even_odd",
+    "filter_id",
+    "flatmap",
+    "log_sink",
+    "number",
+    "prefix_keys",
+    "retry",
+]
 
 
 def cat(keys: list[str], datum: Datum) -> Messages:
@@ -81,6 +91,12 @@ def retry(keys: list[str], datum: Datum) -> Messages:
         return Messages(Message(datum.value))
     _counts[datum.value] = seen
     return Messages(Message(datum.value, tags=["retry"]))
+
+
+def prefix_keys(keys: list[str], datum: Datum) -> Messages:
+    """The message with the keys it came with in front (``even:42``), keys kept: shows what
+    the upstream handler keyed it by."""
+    return Messages(Message(",".join(keys).encode() + b":" + datum.value, keys=keys))
 
 
 def number(keys: list[str], datum: Datum) -> Messages:

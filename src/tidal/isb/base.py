@@ -126,11 +126,17 @@ class Buffer(Protocol):
         ...
 
     def append_batch(
-        self, key: str, ids: Sequence[str] | Any, payloads: Sequence[bytes] | Any, times: Any = None
+        self,
+        key: str,
+        ids: Sequence[str] | Any,
+        payloads: Sequence[bytes] | Any,
+        times: Any = None,
+        keys: Any = None,
     ) -> AppendResult:
         """Append a batch atomically, skipped whole (``duplicates = n``) when ``key`` was seen.
-        ``ids``, ``payloads`` and the messages' source ``times`` (None: now) are lists or Arrow
-        arrays. Raises ``BufferFull`` like ``append``."""
+        ``ids``, ``payloads``, the messages' source ``times`` (None: now) and their ``keys`` (a
+        list of strings or None each; None: none) are lists or Arrow arrays. Raises
+        ``BufferFull`` like ``append``."""
         ...
 
     def read(self, after: int, limit: int) -> list[Message]:
@@ -139,7 +145,7 @@ class Buffer(Protocol):
 
     def read_batch(self, first: int, last: int) -> Any:
         """Messages with ``first <= seq <= last`` as one ``pyarrow.RecordBatch`` (seq, id, payload,
-        t: the source time)."""
+        t: the source time, keys)."""
         ...
 
     def read_range(self, first: int, last: int) -> list[Message]:

@@ -242,21 +242,27 @@ class JetStreamBuffer:
         check_batch(payloads, ids)
         if not payloads:
             return AppendResult(0, 0, 0, 0)
-        stamps = [repr(time.time())] * len(payloads)  # they enter the pipeline here
+        stamps = [{"Tidal-Time": repr(time.time())}] * len(payloads)  # they enter the pipeline here
         return self._store.run(self._append([bytes(p) for p in payloads], list(ids), None, stamps))
 
-    def append_batch(self, key: str, ids: Any, payloads: Any, times: Any = None) -> AppendResult:
+    def append_batch(
+        self, key: str, ids: Any, payloads: Any, times: Any = None, keys: Any = None
+    ) -> AppendResult:
         """Per-batch de-duplication on JetStream: message ``i`` of the batch is published with
         ``Nats-Msg-Id: <key>#<i>`` (its own id travels in ``Tidal-Id``), so a replayed batch is
         skipped message by message by the server, within the same duplicate window."""
         if not isinstance(key, str) or not key:
             raise TypeError(f"append_batch: the key must be a non-empty str, got {key!r}")
-        batch = segments.as_segment(ids, payloads, times)
+        batch = segments.as_segment(ids, payloads, times, keys)
         if batch.num_rows == 0:
             return AppendResult(0, 0, 0, 0)
         id_list = batch.column(0).to_pylist()
         dedup = [f"{key}#{i}" for i in range(len(id_list))]
-        stamps = [repr(t) for t in batch.column(2).to_pylist()]
+        # Each message's own headers: its source time, and its keys when it has some (JSON).
+        stamps = [
+            {"Tidal-Time": repr(t)} if k is None else {"Tidal-Time": repr(t), "Tidal-Keys": json.dumps(k)}
+            for t, k in zip(batch.column(2).to_pylist(), batch.column(3).to_pylist(), strict=True)
+        ]
         return self._store.run(self._append(batch.column(1).to_pylist(), id_list, dedup, stamps))
 
     async def _append(
@@ -264,9 +270,10 @@ class JetStreamBuffer:
         payloads: list[bytes],
         ids: list[str],
         dedup: list[str] | None,
-        stamps: list[str],
+        stamps: list[dict[str, str]],
     ) -> AppendResult:
-        """Publish the messages with their source times (``stamps``, the ``Tidal-Time`` header)."""
+        """Publish the messages with their own headers (``stamps``: the ``Tidal-Time`` source time,
+        the ``Tidal-Keys`` keys)."""
         state = await self._state()
         if state.messages + len(payloads) > self._limits.max_length:
             raise errors.BufferFull(self._name, state.messages, len(payloads), self._limits.max_length)
@@ -299,15 +306,17 @@ class JetStreamBuffer:
         )
 
     @staticmethod
-    def _headers(ids: list[str], dedup: list[str] | None, stamps: list[str], j: int) -> dict[str, str]:
+    def _headers(
+        ids: list[str], dedup: list[str] | None, stamps: list[dict[str, str]], j: int
+    ) -> dict[str, str]:
         """Message ``j``'s de-duplication id (its own id, or its batch key), for a batch its id,
-        and its source time."""
+        and its source time and keys."""
         headers = {"Nats-Msg-Id": ids[j]} if dedup is None else {"Nats-Msg-Id": dedup[j], "Tidal-Id": ids[j]}
-        headers["Tidal-Time"] = stamps[j]
+        headers.update(stamps[j])
         return headers
 
     async def _atomic(
-        self, payloads: list[bytes], ids: list[str], dedup: list[str] | None, stamps: list[str]
+        self, payloads: list[bytes], ids: list[str], dedup: list[str] | None, stamps: list[dict[str, str]]
     ) -> AppendResult | None:
         nc = self._store.nc
         batch_id = uuid.uuid4().hex
@@ -338,7 +347,7 @@ class JetStreamBuffer:
         raise AssertionError("unreachable")
 
     async def _singles(
-        self, payloads: list[bytes], ids: list[str], dedup: list[str] | None, stamps: list[str]
+        self, payloads: list[bytes], ids: list[str], dedup: list[str] | None, stamps: list[dict[str, str]]
     ) -> AppendResult:
         js = self._store.nc.jetstream()
         first = last = appended = duplicates = 0
@@ -367,10 +376,10 @@ class JetStreamBuffer:
 
     # -- read / commit -------------------------------------------------------------------------
 
-    async def _direct_get(self, seq: int, batch: int) -> list[tuple[int, str, bytes, float]]:
-        """Up to ``batch`` messages from ``seq``: ``(seq, id, payload, source time)``."""
+    async def _direct_get(self, seq: int, batch: int) -> list[tuple[int, str, bytes, float, Any]]:
+        """Up to ``batch`` messages from ``seq``: ``(seq, id, payload, source time, keys)``."""
         nc = self._store.nc
-        out: list[tuple[int, str, bytes, float]] = []
+        out: list[tuple[int, str, bytes, float, Any]] = []
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
         async def on_message(msg: Any) -> None:
@@ -381,7 +390,8 @@ class JetStreamBuffer:
                 return
             message_id = headers.get("Tidal-Id") or headers.get("Nats-Msg-Id", "")
             stamp = float(headers.get("Tidal-Time", "nan"))
-            out.append((int(headers["Nats-Sequence"]), message_id, msg.data, stamp))
+            keys = json.loads(headers["Tidal-Keys"]) if "Tidal-Keys" in headers else None
+            out.append((int(headers["Nats-Sequence"]), message_id, msg.data, stamp, keys))
             if len(out) >= batch and not done.done():
                 done.set_result(None)
 
@@ -400,7 +410,7 @@ class JetStreamBuffer:
             return []
         return [m[:3] for m in self._store.run(self._direct_get(after + 1, limit))]
 
-    def _range(self, first: int, last: int) -> list[tuple[int, str, bytes, float]]:
+    def _range(self, first: int, last: int) -> list[tuple[int, str, bytes, float, Any]]:
         if last < first:
             return []
         messages = self._store.run(self._direct_get(first, last - first + 1))
@@ -413,13 +423,14 @@ class JetStreamBuffer:
         rows = self._range(first, last)
         if not rows:
             return segments.empty()
-        seqs, ids, payloads, times = zip(*rows, strict=True)
+        seqs, ids, payloads, times, keys = zip(*rows, strict=True)
         return pa.RecordBatch.from_arrays(
             [
                 pa.array(seqs, pa.int64()),
                 pa.array(ids, pa.string()),
                 pa.array(payloads, pa.binary()),
                 pa.array(times, pa.float64()),
+                pa.array(keys, segments.KEYS),
             ],
             schema=segments.READ_SCHEMA,
         )

@@ -1,7 +1,8 @@
 """Batches of messages as Arrow: the unit a buffer stores and the runtime moves.
 
 A *segment* is one appended batch: consecutive sequences ``first..last`` whose ids, payloads and
-source times travel as one Arrow record batch (``id string, payload binary, t double``), stored
+source times travel as one Arrow record batch (``id string, payload binary, t double``, and
+``keys list<string>``: Numaflow's message keys, null when a message has none), stored
 as an Arrow IPC stream. ``t`` is the message's **source time** (seconds since the epoch: when its
 source produced it, :mod:`tidal.scaling.latency`); a vertex's outputs keep their input's, so
 the sink can tell how long a message took end to end.
@@ -21,6 +22,7 @@ import pyarrow as pa
 from tidal.isb.base import Message
 
 __all__ = [
+    "KEYS",
     "READ_SCHEMA",
     "SEGMENT_SCHEMA",
     "as_segment",
@@ -29,13 +31,17 @@ __all__ = [
     "encode",
     "join",
     "messages",
+    "no_keys",
     "times_now",
     "with_seqs",
 ]
 
-SEGMENT_SCHEMA = pa.schema([("id", pa.string()), ("payload", pa.binary()), ("t", pa.float64())])
+KEYS = pa.list_(pa.string())  # a message's keys (Numaflow's): null when it has none
+SEGMENT_SCHEMA = pa.schema(
+    [("id", pa.string()), ("payload", pa.binary()), ("t", pa.float64()), ("keys", KEYS)]
+)
 READ_SCHEMA = pa.schema(
-    [("seq", pa.int64()), ("id", pa.string()), ("payload", pa.binary()), ("t", pa.float64())]
+    [("seq", pa.int64()), ("id", pa.string()), ("payload", pa.binary()), ("t", pa.float64()), ("keys", KEYS)]
 )
 
 
@@ -46,13 +52,19 @@ def times_now(n: int) -> pa.Array:
     return pa.repeat(pa.scalar(time.time(), pa.float64()), n)
 
 
+def no_keys(n: int) -> pa.Array:
+    """``n`` messages without keys."""
+    return pa.nulls(n, KEYS)
+
+
 def as_segment(
     ids: Sequence[str] | pa.Array,
     payloads: Sequence[bytes] | pa.Array,
     times: Sequence[float] | pa.Array | None = None,
+    keys: Sequence[Sequence[str] | None] | pa.Array | None = None,
 ) -> pa.RecordBatch:
-    """``ids``, ``payloads`` and source ``times`` (lists or Arrow arrays; times None: now) as one
-    record batch in SEGMENT_SCHEMA."""
+    """``ids``, ``payloads``, source ``times`` and ``keys`` (lists or Arrow arrays; times None:
+    now; keys None: none) as one record batch in SEGMENT_SCHEMA."""
     id_array = ids if isinstance(ids, pa.Array) else pa.array(ids, pa.string())
     payload_array = payloads if isinstance(payloads, pa.Array) else pa.array(payloads, pa.binary())
     if id_array.type != pa.string():
@@ -71,7 +83,15 @@ def as_segment(
             time_array = time_array.cast(pa.float64())
         if len(time_array) != len(id_array):
             raise TypeError(f"append: {len(time_array)} times but {len(id_array)} ids (one time per message)")
-    return pa.RecordBatch.from_arrays([id_array, payload_array, time_array], schema=SEGMENT_SCHEMA)
+    if keys is None:
+        key_array = no_keys(len(id_array))
+    else:
+        key_array = keys if isinstance(keys, pa.Array) else pa.array(keys, KEYS)
+        if key_array.type != KEYS:
+            key_array = key_array.cast(KEYS)
+        if len(key_array) != len(id_array):
+            raise TypeError(f"append: {len(key_array)} keys but {len(id_array)} ids (one list per message)")
+    return pa.RecordBatch.from_arrays([id_array, payload_array, time_array, key_array], schema=SEGMENT_SCHEMA)
 
 
 def encode(batch: pa.RecordBatch) -> pa.Buffer:
@@ -86,10 +106,14 @@ def decode(blob: bytes | pa.Buffer) -> pa.RecordBatch:
     """The segment ``encode`` wrote (zero-copy over ``blob``)."""
     source = blob if isinstance(blob, pa.Buffer) else pa.py_buffer(blob)
     batch = pa.ipc.open_stream(source).read_next_batch()
-    if batch.num_columns == 2:  # written before source times existed: unknown (NaN)
-        unknown = pa.repeat(pa.scalar(float("nan"), pa.float64()), batch.num_rows)
-        batch = pa.RecordBatch.from_arrays([batch.column(0), batch.column(1), unknown], schema=SEGMENT_SCHEMA)
-    return batch
+    if batch.num_columns == 4:
+        return batch
+    # Written before source times (2 columns: unknown, NaN) or keys (3 columns: none) existed.
+    n = batch.num_rows
+    times = batch.column(2) if batch.num_columns > 2 else pa.repeat(pa.scalar(float("nan"), pa.float64()), n)
+    return pa.RecordBatch.from_arrays(
+        [batch.column(0), batch.column(1), times, no_keys(n)], schema=SEGMENT_SCHEMA
+    )
 
 
 def with_seqs(batch: pa.RecordBatch, first: int) -> pa.RecordBatch:
@@ -98,7 +122,7 @@ def with_seqs(batch: pa.RecordBatch, first: int) -> pa.RecordBatch:
 
     seqs = pa.array(np.arange(first, first + batch.num_rows, dtype=np.int64))
     return pa.RecordBatch.from_arrays(
-        [seqs, batch.column(0), batch.column(1), batch.column(2)], schema=READ_SCHEMA
+        [seqs, batch.column(0), batch.column(1), batch.column(2), batch.column(3)], schema=READ_SCHEMA
     )
 
 

@@ -277,10 +277,12 @@ class SqliteBuffer:
 
     # -- append ----------------------------------------------------------------------------------
 
-    def append_batch(self, key: str, ids: Any, payloads: Any, times: Any = None) -> AppendResult:
+    def append_batch(
+        self, key: str, ids: Any, payloads: Any, times: Any = None, keys: Any = None
+    ) -> AppendResult:
         if not isinstance(key, str) or not key:
             raise TypeError(f"append_batch: the key must be a non-empty str, got {key!r}")
-        batch = segments.as_segment(ids, payloads, times)
+        batch = segments.as_segment(ids, payloads, times, keys)
         if batch.num_rows == 0:
             return AppendResult(0, 0, 0, 0)
         # The file is written before the transaction, so the write lock is held for a rename

@@ -9,8 +9,8 @@ runs on both.
 
 What the handler gets is a pynumaflow ``Datum``:
 
-- ``value``: the payload; ``keys``: ``[]`` (Tidal does not carry keys between vertices yet;
-  the keys a handler returns are not kept);
+- ``value``: the payload; ``keys``: the keys the message came with (the ones the handler
+  upstream set on it, carried through the buffers; ``[]`` when none did);
 - ``event_time``: the message's source time (when its source produced it);
 - ``watermark``: the earliest source time in the handler's micro-batch. Numaflow's watermark
   is the earliest event time still to come from upstream; on a buffer read in order this is the
@@ -30,7 +30,7 @@ offsets become the messages' ids (``<partition>:<offset>``), so a redelivered of
 once. The messages' source time is when Tidal stored them, not the ``event_time`` the source set.
 
 What it returns (``Messages``, or the messages an async generator yields) becomes the vertex's
-output: each ``Message``'s value, with its tags for conditional forwarding
+output: each ``Message``'s value and keys, with its tags for conditional forwarding
 (:mod:`tidal.spec.routing`); ``Message.to_drop()`` is dropped and counted.
 """
 
@@ -89,19 +89,26 @@ def map_handler(obj: Any, path: str) -> Callable[[Any], Iterable[Any]]:
     return lambda datum: fn(list(datum.keys), datum)
 
 
-def datums(payloads: list[bytes], times: list[float] | None) -> list[Any]:
-    """A pynumaflow ``Datum`` per message: its payload, its source time as the event time, and
-    the batch's earliest source time as the watermark."""
+def datums(
+    payloads: list[bytes], times: list[float] | None, keys: list[list[str] | None] | None = None
+) -> list[Any]:
+    """A pynumaflow ``Datum`` per message: its payload and keys, its source time as the event
+    time, and the batch's earliest source time as the watermark."""
     from pynumaflow.mapper import Datum
 
     now = datetime.now(UTC).timestamp()
     stamps = times if times is not None else [now] * len(payloads)
     watermark = datetime.fromtimestamp(min(stamps, default=now), UTC)
+    key_lists = keys if keys is not None else [None] * len(payloads)
     return [
         Datum(
-            keys=[], value=value, event_time=datetime.fromtimestamp(t, UTC), watermark=watermark, headers={}
+            keys=list(k or []),
+            value=value,
+            event_time=datetime.fromtimestamp(t, UTC),
+            watermark=watermark,
+            headers={},
         )
-        for value, t in zip(payloads, stamps, strict=True)
+        for value, t, k in zip(payloads, stamps, key_lists, strict=True)
     ]
 
 

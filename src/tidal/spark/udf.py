@@ -39,6 +39,7 @@ import pyarrow as pa
 
 from tidal import errors
 from tidal.contracts import DROP
+from tidal.isb.segments import KEYS
 from tidal.spec.model import UdfKind, UdfSpec
 from tidal.spec.validate import resolve
 
@@ -65,10 +66,22 @@ class Outcome:
     # Each output's tags (conditional forwarding, tidal.spec.routing); None: no output has any.
     tags: list[tuple[str, ...]] | None = None
     dropped: int = 0  # outputs tagged DROP: gone, counted
+    # Each output's keys where its function set them (None in the list: its input's); None: all
+    # outputs keep their input's keys.
+    keys: list[list[str] | None] | None = None
 
     def times(self, inputs: pa.Array) -> pa.Array:
         """The outputs' source times: each output keeps its input's (``inputs``, one per input)."""
         return inputs if self.origin is None else inputs.take(self.origin)
+
+    def keys_of(self, inputs: pa.Array | None) -> pa.Array | None:
+        """The outputs' keys: what the function set, else the input's (``inputs``, one per
+        input; None: the inputs have no keys)."""
+        inherited = None if inputs is None else self.times(inputs)
+        if self.keys is None:
+            return inherited
+        old = inherited.to_pylist() if inherited is not None else [None] * len(self.keys)
+        return pa.array([k if k is not None else o for k, o in zip(self.keys, old, strict=True)], KEYS)
 
 
 def _as_bytes(value: object) -> bytes:
@@ -81,18 +94,20 @@ def _as_bytes(value: object) -> bytes:
     raise TypeError(f"a UDF must return bytes or str, got {type(value).__name__}")
 
 
-Output = bytes | tuple[bytes, tuple[str, ...]]  # a payload, or a payload with its tags
+# A payload, or a payload with its tags and its keys (None: the input's).
+Output = bytes | tuple[bytes, tuple[str, ...], list[str] | None]
 
 
 def _output(value: object) -> Output:
-    """One output of a UDF: bytes or str, or a message with tags (:class:`tidal.Message`,
+    """One output of a UDF: bytes or str, or a message with tags and keys (:class:`tidal.Message`,
     pynumaflow's ``Message``: anything with ``value`` and ``tags``)."""
     if isinstance(value, bytes | str | bytearray | memoryview):
         return _as_bytes(value)
     payload, tags = getattr(value, "value", None), getattr(value, "tags", None)
     if payload is None or tags is None or isinstance(tags, str | bytes):
         raise TypeError(f"a UDF must return bytes, str or a Message, got {type(value).__name__}")
-    return _as_bytes(payload), tuple(str(t) for t in tags)
+    keys = getattr(value, "keys", None)
+    return _as_bytes(payload), tuple(str(t) for t in tags), None if keys is None else [str(k) for k in keys]
 
 
 class _Switch(Exception):
@@ -167,6 +182,8 @@ class _Collected:
         self.tags: list[tuple[str, ...]] = []
         self.tagged = False  # some output had tags
         self.dropped = 0
+        self.keys: list[list[str] | None] = []
+        self.keyed = False  # some output's function set its keys
 
     def outcome(self) -> Outcome:
         return Outcome(
@@ -176,6 +193,7 @@ class _Collected:
             pa.array(self.origin, pa.int64()),
             self.tags if self.tagged else None,
             self.dropped,
+            self.keys if self.keyed else None,
         )
 
 
@@ -196,9 +214,10 @@ class Transform:
             fn = map_handler(fn, path)
         self.fn = fn if udf.timeout_seconds is None else _with_timeout(fn, udf.timeout_seconds)
 
-    def apply(self, ids: Any, payloads: Any, times: Any = None) -> Outcome:
+    def apply(self, ids: Any, payloads: Any, times: Any = None, keys: Any = None) -> Outcome:
         """``ids`` (string) and ``payloads`` (binary), as Arrow arrays or lists, with their
-        source ``times`` (what a pynumaflow handler sees as the event time; None: now)."""
+        source ``times`` and ``keys`` (what a pynumaflow handler sees as the event time and the
+        keys; None: now, none)."""
         ids = ids if isinstance(ids, pa.Array) else pa.array(ids, pa.string())
         payloads = payloads if isinstance(payloads, pa.Array) else pa.array(payloads, pa.binary())
         if len(payloads) == 0:
@@ -209,9 +228,9 @@ class Transform:
             from tidal.spark.pynumaflow import datums
 
             stamps = None if times is None else (times.to_pylist() if hasattr(times, "to_pylist") else times)
-            return self._careful(
-                ids.to_pylist(), datums(payloads.to_pylist(), stamps), 0, _Collected()
-            ).outcome()
+            keyed = None if keys is None else (keys.to_pylist() if hasattr(keys, "to_pylist") else keys)
+            batch = datums(payloads.to_pylist(), stamps, keyed)
+            return self._careful(ids.to_pylist(), batch, 0, _Collected()).outcome()
         values = payloads.to_pylist()
         if self.kind is UdfKind.MAP:
             return self._fast_map(ids, values)
@@ -341,7 +360,7 @@ class Transform:
             return
         numbered = self.kind is UdfKind.FLATMAP or len(results) > 1
         for k, item in enumerate(results):
-            payload, tags = item if isinstance(item, tuple) else (item, ())
+            payload, tags, keys = item if isinstance(item, tuple) else (item, (), None)
             if DROP in tags:
                 out.dropped += 1
                 continue
@@ -350,6 +369,8 @@ class Transform:
             out.payloads.append(payload)
             out.tags.append(tags)
             out.tagged = out.tagged or bool(tags)
+            out.keys.append(keys)
+            out.keyed = out.keyed or keys is not None
 
     def _fail(self, message_id: str, payload: Any, failed: _Failed, out: _Collected) -> None:
         if not self.dead_letter:

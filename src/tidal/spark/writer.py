@@ -176,12 +176,14 @@ class VertexWriter(DataSourceStreamArrowWriter):
         for kpart, a, b, t0 in pieces(iterator, step):
             batch = self.messages(a, b, kpart, t0)
             ids, payloads, times = batch.column("id"), batch.column("payload"), batch.column("t")
+            keys = batch.column("keys") if "keys" in batch.schema.names else None
             tags = None
             for i, transform in enumerate(transforms):
                 at = time.perf_counter()
                 steps[i].rows += len(ids)
                 if transform is not None:
-                    outcome = transform.apply(ids, payloads, times)
+                    outcome = transform.apply(ids, payloads, times, keys)
+                    keys = outcome.keys_of(keys)
                     ids, payloads, times = outcome.ids, outcome.payloads, outcome.times(times)
                     tags = outcome.tags
                     dead[i].extend(outcome.dead)
@@ -196,7 +198,8 @@ class VertexWriter(DataSourceStreamArrowWriter):
                 steps[tail].written -= unrouted
                 steps[tail].dropped += unrouted
                 written -= unrouted
-                self._append(key, pc.binary_join_element_wise(prefix, ids, ""), payloads, step, times, masks)
+                named = pc.binary_join_element_wise(prefix, ids, "")
+                self._append(key, named, payloads, step, times, masks, keys)
             written += len(ids)
             if sink is not None:  # kept for the sink's one write per task
                 # A MonoVertex's sink gets its source's ids as a source vertex would pass them on.
@@ -267,7 +270,14 @@ class VertexWriter(DataSourceStreamArrowWriter):
         return masks, n - sum(taken)
 
     def _append(
-        self, key: str, ids: Any, payloads: Any, most: int, times: Any = None, masks: list[Any] | None = None
+        self,
+        key: str,
+        ids: Any,
+        payloads: Any,
+        most: int,
+        times: Any = None,
+        masks: list[Any] | None = None,
+        keys: Any = None,
     ) -> None:
         """A piece's output to every output buffer (fan-out) under its key, in appends of at most
         ``most`` messages (a flatmap may return many more than it read), with their source
@@ -275,22 +285,26 @@ class VertexWriter(DataSourceStreamArrowWriter):
         for k, name in enumerate(self.config.outputs):
             mask = masks[k] if masks is not None else None
             if mask is None:
-                self._append_to(name, key, ids, payloads, most, times)
+                self._append_to(name, key, ids, payloads, most, times, keys)
             elif mask.true_count:
                 chosen = None if times is None else times.filter(mask)
-                self._append_to(name, key, ids.filter(mask), payloads.filter(mask), most, chosen)
+                chosen_keys = None if keys is None else keys.filter(mask)
+                self._append_to(name, key, ids.filter(mask), payloads.filter(mask), most, chosen, chosen_keys)
 
-    def _append_to(self, name: str, key: str, ids: Any, payloads: Any, most: int, times: Any) -> None:
+    def _append_to(
+        self, name: str, key: str, ids: Any, payloads: Any, most: int, times: Any, keys: Any = None
+    ) -> None:
         n = len(ids)
         for j, at in enumerate(range(0, n, most)):
             part = key if n <= most else f"{key}/{j}"
             part_ids, part_payloads = ids.slice(at, most), payloads.slice(at, most)
             part_times = None if times is None else times.slice(at, most)
+            part_keys = None if keys is None else keys.slice(at, most)
             out = stores.buffer(self.config, name)
             deadline = time.monotonic() + _FULL_WAIT_SECONDS
             while True:
                 try:
-                    out.append_batch(part, part_ids, part_payloads, part_times)
+                    out.append_batch(part, part_ids, part_payloads, part_times, part_keys)
                     break
                 except errors.BufferFull:
                     if time.monotonic() > deadline:

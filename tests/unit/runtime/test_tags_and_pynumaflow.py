@@ -192,3 +192,40 @@ def test_something_that_is_not_a_sourcer_is_named():
 
     with pytest.raises(TypeError, match=r"source\.pynumaflow: Flatmap has no read_handler"):
         SourcerSource(Flatmap, "source.pynumaflow")
+
+
+def test_segments_carry_keys_and_read_the_older_formats_without_them():
+    from tidal.isb import segments
+
+    batch = segments.as_segment(["a", "b"], [b"1", b"2"], [1.0, 2.0], [["k"], None])
+    back = segments.decode(segments.encode(batch))
+    assert back.column("keys").to_pylist() == [["k"], None]
+    old = pa.RecordBatch.from_pydict({"id": ["x"], "payload": [b"p"], "t": [5.0]})
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, old.schema) as writer:
+        writer.write_batch(old)
+    assert segments.decode(sink.getvalue()).to_pylist() == [
+        {"id": "x", "payload": b"p", "t": 5.0, "keys": None}
+    ]
+
+
+def test_keys_a_handler_sets_replace_the_inputs_and_plain_outputs_keep_them():
+    def key_by_parity(keys: list[str], datum: Datum) -> Messages:
+        n = int(datum.value)
+        return Messages(Message(datum.value, keys=["even" if n % 2 == 0 else "odd"]))
+
+    seen: list[list[str]] = []
+
+    def cat(keys: list[str], datum: Datum) -> Messages:
+        seen.append(keys)
+        return Messages(Message(datum.value, keys=keys))
+
+    out = make("pynumaflow", key_by_parity).apply(IDS, PAYLOADS, pa.array(TIMES))
+    keyed = out.keys_of(None)
+    assert keyed.to_pylist() == [["odd"], ["even"], ["odd"]]
+    make("pynumaflow", cat).apply(IDS, PAYLOADS, pa.array(TIMES), keyed)
+    assert seen == [["odd"], ["even"], ["odd"]]  # the next handler's Datum.keys
+    upper = make("map", lambda p: p + b"!").apply(IDS, PAYLOADS)
+    assert upper.keys_of(keyed).to_pylist() == [["odd"], ["even"], ["odd"]]  # a plain map keeps them
+    tagged = make("map", lambda p: TidalMessage(p, keys=("k",)) if p == b"2" else p).apply(IDS, PAYLOADS)
+    assert tagged.keys_of(keyed).to_pylist() == [["odd"], ["k"], ["odd"]]
