@@ -12,10 +12,14 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterable, Iterator
 from datetime import datetime
 
 from pynumaflow.mapper import Datum, Message, Messages
+from pynumaflow.reducer import Datum as ReduceDatum
+from pynumaflow.reducer import Message as ReduceMessage
+from pynumaflow.reducer import Messages as ReduceMessages
+from pynumaflow.reducer import Metadata, Reducer
 from pynumaflow.shared.asynciter import NonBlockingIterator
 from pynumaflow.sinker import Datum as SinkDatum
 from pynumaflow.sinker import Response, Responses
@@ -34,6 +38,7 @@ from pynumaflow.sourcer import Message as SourceMessage
 _LOGGER = logging.getLogger(__name__)
 
 __all__ = [
+    "ReduceCounter",
     "SimpleSource",
     "cat",
     "even_odd",
@@ -42,6 +47,8 @@ __all__ = [
     "log_sink",
     "number",
     "prefix_keys",
+    "reduce_counter",
+    "reduce_sum",
     "retry",
 ]
 
@@ -159,3 +166,44 @@ class SimpleSource(Sourcer):  # type: ignore[misc]  # pynumaflow ships no type i
 
     async def active_partitions_handler(self) -> PartitionsResponse:
         return PartitionsResponse(partitions=get_default_partitions())
+
+
+async def reduce_counter(keys: list[str], datums: AsyncIterable[ReduceDatum], md: Metadata) -> ReduceMessages:
+    """numaflow-python's ``examples/reduce/counter`` (the function form): how many messages the
+    key had in the window, with the window's bounds."""
+    interval_window = md.interval_window
+    counter = 0
+    async for _ in datums:
+        counter += 1
+    msg = (
+        f"counter:{counter} interval_window_start:{interval_window.start} "
+        f"interval_window_end:{interval_window.end}"
+    )
+    return ReduceMessages(ReduceMessage(str.encode(msg), keys=keys))
+
+
+class ReduceCounter(Reducer):  # type: ignore[misc]  # pynumaflow ships no type information
+    """numaflow-python's ``examples/reduce/counter`` (the class form, built with ``init_args``)."""
+
+    def __init__(self, counter: int) -> None:
+        self.counter = counter
+
+    async def handler(
+        self, keys: list[str], datums: AsyncIterable[ReduceDatum], md: Metadata
+    ) -> ReduceMessages:
+        self.counter = 0
+        async for _ in datums:
+            self.counter += 1
+        return ReduceMessages(ReduceMessage(str(self.counter).encode(), keys=keys))
+
+
+async def reduce_sum(keys: list[str], datums: AsyncIterable[ReduceDatum], md: Metadata) -> ReduceMessages:
+    """``reduce-sum`` (numaflow-go's ``examples/reducer/sum``): the sum of the integer values of
+    the key's messages in the window; a value that is not an integer is skipped."""
+    total = 0
+    async for d in datums:
+        try:
+            total += int(d.value.decode())
+        except (UnicodeDecodeError, ValueError):
+            continue
+    return ReduceMessages(ReduceMessage(str(total).encode(), keys=keys))

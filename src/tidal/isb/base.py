@@ -120,8 +120,11 @@ class Buffer(Protocol):
     @property
     def limits(self) -> BufferLimits: ...
 
-    def append(self, payloads: Sequence[bytes], ids: Sequence[str]) -> AppendResult:
-        """Append a batch atomically, its source time now (messages entering the pipeline).
+    def append(
+        self, payloads: Sequence[bytes], ids: Sequence[str], times: Sequence[float] | None = None
+    ) -> AppendResult:
+        """Append a batch atomically (messages entering the pipeline), their source ``times``
+        the event times a source gave them (None: now). An id already stored is skipped.
         Raises ``BufferFull`` (nothing stored) past ``max_length``."""
         ...
 

@@ -238,11 +238,15 @@ class JetStreamBuffer:
 
     # -- append --------------------------------------------------------------------------------
 
-    def append(self, payloads: Sequence[bytes], ids: Sequence[str]) -> AppendResult:
+    def append(
+        self, payloads: Sequence[bytes], ids: Sequence[str], times: Sequence[float] | None = None
+    ) -> AppendResult:
         check_batch(payloads, ids)
         if not payloads:
             return AppendResult(0, 0, 0, 0)
-        stamps = [{"Tidal-Time": repr(time.time())}] * len(payloads)  # they enter the pipeline here
+        # They enter the pipeline here: at the event time their source gave them, else now.
+        now = time.time()
+        stamps = [{"Tidal-Time": repr(now if times is None else float(t))} for t in (times or payloads)]
         return self._store.run(self._append([bytes(p) for p in payloads], list(ids), None, stamps))
 
     def append_batch(

@@ -301,13 +301,21 @@ class SqliteBuffer:
         finally:
             staged[0].unlink(missing_ok=True)  # still there when the batch was refused or known
 
-    def append(self, payloads: Sequence[bytes], ids: Sequence[str]) -> AppendResult:
+    def append(
+        self, payloads: Sequence[bytes], ids: Sequence[str], times: Sequence[float] | None = None
+    ) -> AppendResult:
         check_batch(payloads, ids)
         if not ids:
             return AppendResult(0, 0, 0, 0)
-        return self._run(lambda db: self._append(db, payloads, ids))
+        return self._run(lambda db: self._append(db, payloads, ids, times))
 
-    def _append(self, db: sqlite3.Connection, payloads: Sequence[bytes], ids: Sequence[str]) -> AppendResult:
+    def _append(
+        self,
+        db: sqlite3.Connection,
+        payloads: Sequence[bytes],
+        ids: Sequence[str],
+        times: Sequence[float] | None = None,
+    ) -> AppendResult:
         n = len(ids)
         # Optimistic path: claim every id at once. When all are new (the normal case: a replay
         # is rare) nothing else is needed; a per-id lookup first cost a third of the append.
@@ -319,13 +327,18 @@ class SqliteBuffer:
         # also proves the batch holds no repeats.
         if db.total_changes - before == n:
             db.execute("RELEASE claim")
-            return self._store_segment(db, segments.as_segment(ids, payloads), 0)
+            return self._store_segment(db, segments.as_segment(ids, payloads, times), 0)
         db.execute("ROLLBACK TO claim")
         db.execute("RELEASE claim")
-        return self._append_with_duplicates(db, payloads, ids, now)
+        return self._append_with_duplicates(db, payloads, ids, now, times)
 
     def _append_with_duplicates(
-        self, db: sqlite3.Connection, payloads: Sequence[bytes], ids: Sequence[str], now: float
+        self,
+        db: sqlite3.Connection,
+        payloads: Sequence[bytes],
+        ids: Sequence[str],
+        now: float,
+        times: Sequence[float] | None = None,
     ) -> AppendResult:
         """A batch with known ids (a replay) or repeated ids: store each new id once, in order."""
         seen: set[str] = set()
@@ -335,16 +348,19 @@ class SqliteBuffer:
             seen.update(r[0] for r in db.execute(f"SELECT id FROM {self._ids} WHERE id IN ({marks})", chunk))
         new_ids: list[str] = []
         new_payloads: list[bytes] = []
-        for message_id, payload in zip(ids, payloads, strict=True):
+        new_times: list[float] = []
+        stamps = times if times is not None else [now] * len(ids)
+        for message_id, payload, t in zip(ids, payloads, stamps, strict=True):
             if message_id in seen:
                 continue
             seen.add(message_id)
             new_ids.append(message_id)
             new_payloads.append(payload)
+            new_times.append(t)
         duplicates = len(ids) - len(new_ids)
         if not new_ids:
             return AppendResult(0, 0, 0, duplicates)
-        result = self._store_segment(db, segments.as_segment(new_ids, new_payloads), duplicates)
+        result = self._store_segment(db, segments.as_segment(new_ids, new_payloads, new_times), duplicates)
         db.executemany(
             f"INSERT OR REPLACE INTO {self._ids} (id, at) VALUES (?, ?)", [(i, now) for i in new_ids]
         )

@@ -90,6 +90,8 @@ class QueryConfig:
         self.schema = schema
         # A SQL or DataFrame step: its query carries rows (id, payload) through Spark, not task ranges.
         self.rows = udf is not None and udf.engine != "python"
+        # A reduce vertex: its rows carry source times and keys into Spark's windows (tidal.spark.reduce).
+        self.reduce = udf is not None and udf.engine == "reduce"
         # The chain's vertex names, this one first (just this one when it is not chained).
         self.members: tuple[str, ...] = (vertex, *(name for name, _ in followers))
         self._specs: dict[str, Any] | None = {
@@ -165,7 +167,7 @@ class QueryConfig:
         return config
 
     def options(self) -> dict[str, Any]:
-        return {OPTION: self.encode(), ROWS_OPTION: "1" if self.rows else "0"}
+        return {OPTION: self.encode(), ROWS_OPTION: "2" if self.reduce else "1" if self.rows else "0"}
 
     @property
     def location(self) -> str:

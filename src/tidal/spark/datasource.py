@@ -60,7 +60,12 @@ class VertexDataSource(DataSource):
         return "tidal_vertex"
 
     def schema(self) -> str:
-        return ROWS_SCHEMA if self._options().get(ROWS_OPTION) == "1" else SCHEMA
+        rows = self._options().get(ROWS_OPTION)
+        if rows == "2":
+            from tidal.spark.reduce import REDUCE_ROWS_SCHEMA
+
+            return REDUCE_ROWS_SCHEMA
+        return ROWS_SCHEMA if rows == "1" else SCHEMA
 
     def _options(self) -> dict[str, str]:
         # PySpark hands options over case-insensitively (lower-cased keys): normalise once here.
@@ -86,6 +91,10 @@ class VertexDataSource(DataSource):
         from tidal.spark.writer import VertexWriter
 
         config = _config(self._options(), "writeStream")
+        if config.reduce:
+            from tidal.spark.reduce import ReduceWriter
+
+            return ReduceWriter(config)
         if config.rows:
             from tidal.spark.frame_writer import FrameWriter
 

@@ -320,6 +320,11 @@ def plan_steps(
     refreshers: list[ReferenceRefresher] = []
     try:
         for name, config in configs.items():
+            if config.reduce:
+                from tidal.spark.reduce import plan_reduce
+
+                planned[name] = plan_reduce(spark, config)
+                continue
             if not config.rows or config.udf is None:
                 continue
             refs = config.udf.reference

@@ -195,6 +195,7 @@ class PipelineRun:
                 self.run_dir / "checkpoints" / name,
                 trigger_seconds=self.trigger_seconds,
                 frame=frames.get(name),
+                shuffle_partitions=(self.spec.vertex(name).partitions or 1) if configs[name].reduce else None,
             )
         actuator = DryRunActuator() if self.dry_run else self.control  # the readers consult it
         probe = StoreProbe(

@@ -27,7 +27,7 @@ A ``Sourcer`` (``source: {pynumaflow: module:Class}``) is read as a Tidal user s
 ``read_handler`` fills the staging buffer, ``ack_handler`` is called once the messages are stored
 there, and ``pending_handler``'s count drives scaling (a negative count is "not available"). Its
 offsets become the messages' ids (``<partition>:<offset>``), so a redelivered offset is stored
-once. The messages' source time is when Tidal stored them, not the ``event_time`` the source set.
+once. A message's ``event_time`` becomes its source time (a naive ``datetime`` is UTC).
 
 What it returns (``Messages``, or the messages an async generator yields) becomes the vertex's
 output: each ``Message``'s value and keys, with its tags for conditional forwarding
@@ -194,7 +194,7 @@ class SourcerSource:
         self._timeout_ms = timeout_ms
         self._offsets: dict[str, Any] = {}  # Tidal's offset → the source's Offset, until acknowledged
 
-    def read(self, n: int) -> list[tuple[str, bytes]]:
+    def read(self, n: int) -> list[tuple[str, bytes, Any]]:
         from pynumaflow.sourcer import ReadRequest
 
         out = _Output()
@@ -209,7 +209,7 @@ class SourcerSource:
                 text = raw.hex()
             key = f"{offset.partition_id}:{text}"
             self._offsets[key] = offset
-            read.append((key, bytes(message.payload)))
+            read.append((key, bytes(message.payload), message.event_time))
         return read
 
     def ack(self, offsets: Any) -> None:

@@ -126,7 +126,7 @@ class RowsReader(BufferReader):
         step = piece_size(self.config)  # read in the pieces other vertices' writers read in
         for a in range(partition.first, partition.last + 1, step):
             batch = buffer.read_batch(a, min(partition.last, a + step - 1))
-            yield batch.select(["id", "payload"])
+            yield batch.select(["id", "payload", "t", "keys"] if self.config.reduce else ["id", "payload"])
 
 
 class GeneratorReader(RangeReader):
@@ -239,9 +239,12 @@ class UserSourceReader(BufferReader):
             return text
         if not messages:
             return ""
-        offsets = [offset for offset, _ in messages]
-        payloads = [p if isinstance(p, bytes) else str(p).encode() for _, p in messages]
-        staged.append(payloads, [str(o) for o in offsets])  # stored before it is acknowledged
+        offsets = [m[0] for m in messages]
+        payloads = [p if isinstance(p, bytes) else str(p).encode() for p in (m[1] for m in messages)]
+        # A third element is the message's event time (seconds, or a datetime): its source time.
+        times = [event_seconds(m[2]) if len(m) > 2 else None for m in messages]
+        stamps = None if all(t is None for t in times) else [time.time() if t is None else t for t in times]
+        staged.append(payloads, [str(o) for o in offsets], stamps)  # stored before it is acknowledged
         try:
             self.source.ack(offsets)
         except Exception as exc:  # the messages are safe in the staging buffer; a redelivery dedups
@@ -253,3 +256,14 @@ class UserSourceReader(BufferReader):
                 exc,
             )
         return ""
+
+
+def event_seconds(value: Any) -> float:
+    """A source's event time (seconds since the epoch, or a ``datetime``; naive means UTC)."""
+    if isinstance(value, int | float):
+        return float(value)
+    from datetime import UTC, datetime
+
+    if isinstance(value, datetime):
+        return (value if value.tzinfo else value.replace(tzinfo=UTC)).timestamp()
+    raise TypeError(f"an event time is seconds or a datetime, got {type(value).__name__}")

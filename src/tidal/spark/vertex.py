@@ -24,6 +24,7 @@ def start_vertex(
     *,
     trigger_seconds: float = 0.25,
     frame: Any = None,
+    shuffle_partitions: int | None = None,
 ) -> Any:
     """Start the query of ``config.vertex`` and return its ``StreamingQuery``. ``frame``: what
     a SQL or DataFrame step writes (:func:`tidal.spark.frames.plan_step`); other vertices
@@ -34,6 +35,11 @@ def start_vertex(
         frame = spark.readStream.format("tidal_vertex").options(**options).load()
     # A local property is per thread and a query's thread inherits it when it starts.
     context.setLocalProperty("spark.scheduler.pool", config.vertex)
+    # A reduce vertex's partitions: the query takes the session's conf when it starts (and keeps
+    # it in its checkpoint from the first batch on), so it is set around start() only.
+    previous = spark.conf.get("spark.sql.shuffle.partitions") if shuffle_partitions else None
+    if shuffle_partitions:
+        spark.conf.set("spark.sql.shuffle.partitions", str(shuffle_partitions))
     try:
         return (
             frame.writeStream.format("tidal_vertex")
@@ -45,6 +51,8 @@ def start_vertex(
         )
     finally:
         context.setLocalProperty("spark.scheduler.pool", None)
+        if previous is not None:
+            spark.conf.set("spark.sql.shuffle.partitions", previous)
 
 
 def stop_between_batches(query: Any, timeout: float = 10.0) -> None:

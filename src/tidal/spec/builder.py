@@ -100,6 +100,27 @@ class Pipeline:
         ``Mapper`` class or instance); ``kw`` as :meth:`map`, and ``tags`` it may emit."""
         return self._udf("pynumaflow", name, handler, **_snake_to_camel(kw))
 
+    def reduce(
+        self,
+        name: str,
+        handler: str | Callable[..., Any],
+        *,
+        window: Mapping[str, Any],
+        keyed: bool = False,
+        allowed_lateness: float | str = 0,
+        args: Sequence[Any] = (),
+        partitions: int | None = None,
+        **kw: Any,
+    ) -> Pipeline:
+        """A reduce vertex (:mod:`tidal.spec.reduce`): ``handler`` a pynumaflow ``Reducer``
+        class (built with ``args``) or reduce function; ``window`` e.g. ``{"fixed": {"length":
+        "10s"}}``; ``partitions`` its fixed state partitions."""
+        group = {"window": dict(window), "keyed": keyed, "allowedLateness": allowed_lateness}
+        self._udf("reduce", name, handler, reduceArgs=list(args), groupBy=group, **_snake_to_camel(kw))
+        if partitions is not None:
+            self._vertices[-1]["partitions"] = partitions
+        return self
+
     def sql(self, name: str, query: str, **kw: Any) -> Pipeline:
         """A SQL step over the view ``input``; ``kw``: ``reference`` ({name: {path: …}}),
         ``dead_letter``, ``scale``, ``replicas``."""

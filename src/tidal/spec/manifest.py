@@ -17,7 +17,7 @@ it). What carries over:
 
 What Tidal cannot honour and what it changes is listed in :attr:`Converted.ignored`, one line per
 field with the reason (``tidal run`` logs them as one warning). What would change the results
-silently is refused instead, naming the field and the fix: a reduce (``groupBy``), side inputs,
+silently is refused instead, naming the field and the fix: an accumulator window, side inputs,
 a container without a handler, a builtin other than ``cat``. A ``udsource`` or ``udsink``
 container runs as a pynumaflow ``Sourcer`` or sink handler (``source``/``sink: {pynumaflow: …}``)
 named the same way as a ``udf``'s; Numaflow's example log sinks become Tidal's log sink.
@@ -48,6 +48,9 @@ _IMAGES = {  # Numaflow's example images → the pynumaflow handler shipped with
     "numaflow-rs/simple-source": "tidal.examples.numaflow:SimpleSource",
     "numaflow-go/source-simple-source": "tidal.examples.numaflow:SimpleSource",
     "numaflow-python/simple-source": "tidal.examples.numaflow:SimpleSource",
+    "numaflow-go/reduce-sum": "tidal.examples.numaflow:reduce_sum",
+    "numaflow-go/reduce-counter": "tidal.examples.numaflow:reduce_counter",
+    "numaflow-python/reduce-counter": "tidal.examples.numaflow:reduce_counter",
 }
 _TAGS = {
     "tidal.examples.numaflow:even_odd": ["even-tag", "odd-tag"],
@@ -211,6 +214,8 @@ class _Converter:
                 continue
             if key == "limits":
                 self.skip(f"{at}.limits", "Tidal's limits are the pipeline's (spec.limits), not per vertex")
+            elif key == "partitions" and "groupBy" in (v.get("udf") or {}):
+                out["partitions"] = v["partitions"]  # a reduce vertex's state partitions, fixed as Numaflow's
             elif key == "partitions":
                 self.skip(f"{at}.partitions", _WHY["partitions"])
             elif key in _POD:
@@ -284,12 +289,19 @@ class _Converter:
     def udf(
         self, udf: Mapping[str, Any], at: str, vertex: str, annotations: Mapping[str, Any]
     ) -> dict[str, Any]:
-        if "groupBy" in udf:
-            raise errors.SpecError(
-                f"{at}.groupBy",
-                "reduce vertices are not supported by Tidal yet",
-                "aggregate in a sink or a SQL step, or run this pipeline on Numaflow",
-            )
+        group = udf.get("groupBy")
+        if group is not None:
+            window = (group or {}).get("window") or {}
+            if "accumulator" in window:
+                raise errors.SpecError(
+                    f"{at}.groupBy.window.accumulator",
+                    "the accumulator window is not supported by Tidal",
+                    "use a fixed, sliding or session window",
+                )
+            if "storage" in group:
+                self.skip(
+                    f"{at}.groupBy.storage", "Spark's state store, in the run's checkpoint, holds the windows"
+                )
         for key in ("retryStrategy",):
             if key in udf:
                 self.skip(f"{at}.{key}", "Tidal retries a failing call udf.retries times (default 2)")
@@ -321,6 +333,9 @@ class _Converter:
                 self.skip(
                     f"{at}.container.{key}", _WHY.get(key, "a container setting: the handler runs in Spark")
                 )
+        if group is not None:
+            reduce = {k: v for k, v in group.items() if k != "storage"}
+            return {"reduce": handler, "groupBy": reduce}
         out: dict[str, Any] = {"pynumaflow": handler}
         if handler in _TAGS:
             out["tags"] = _TAGS[handler]

@@ -30,6 +30,7 @@ from tidal.spec.base import Model as _Model
 from tidal.spec.cluster import ClusterSpec
 from tidal.spec.http import HttpSourceSpec
 from tidal.spec.records import IDENTIFIER, RecordsSpec, ReferenceSpec
+from tidal.spec.reduce import GroupBySpec
 from tidal.spec.routing import ForwardConditions
 from tidal.spec.shapes import LoadShape, Shape
 
@@ -294,17 +295,32 @@ class UdfSpec(_Model):
     # The tags the function may put on its messages (tidal.spec.routing). Optional; when given,
     # a condition on an edge from this vertex naming another tag is a spec error.
     tags: list[str] | None = None
+    # A reduce vertex: a pynumaflow Reducer (or handler) called once per key and window
+    # (tidal.spec.reduce, tidal.spark.reduce); reduceArgs build a Reducer class, as Numaflow's
+    # ReduceAsyncServer(cls, init_args=...) does.
+    reduce: str | Callable[..., Any] | None = None
+    reduce_args: list[Any] = Field(default_factory=list)
+    group_by: GroupBySpec | None = None
 
     @model_validator(mode="after")
     def _exactly_one(self) -> UdfSpec:
         chosen = [
-            k for k in (*(k.value for k in UdfKind), "sql", "dataframe") if getattr(self, k) is not None
+            k
+            for k in (*(k.value for k in UdfKind), "sql", "dataframe", "reduce")
+            if getattr(self, k) is not None
         ]
         if len(chosen) != 1:
             raise ValueError(
-                "a udf needs exactly one of map, flatmap, filter, pynumaflow, sql, dataframe "
+                "a udf needs exactly one of map, flatmap, filter, pynumaflow, sql, dataframe, reduce "
                 f"(got {chosen or 'none'})"
             )
+        if (self.reduce is None) != (self.group_by is None):
+            raise ValueError(
+                "a reduce needs groupBy (its windows), and groupBy needs reduce (the handler that "
+                "reduces each window): give both"
+            )
+        if self.reduce is not None and (self.batch == "arrow" or self.dead_letter is not None):
+            raise ValueError("a reduce takes a window at a time: remove batch: arrow and deadLetter")
         if self.pynumaflow is not None and self.batch == "arrow":
             raise ValueError("a pynumaflow handler takes one Datum at a time: remove batch: arrow")
         if self.reference and self.engine == "python":
@@ -318,7 +334,9 @@ class UdfSpec(_Model):
 
     @property
     def engine(self) -> str:
-        """``python`` (map, flatmap, filter, pynumaflow), ``sql`` or ``dataframe``."""
+        """``python`` (map, flatmap, filter, pynumaflow), ``sql``, ``dataframe`` or ``reduce``."""
+        if self.reduce is not None:
+            return "reduce"
         return "sql" if self.sql is not None else "dataframe" if self.dataframe is not None else "python"
 
     @property
@@ -346,6 +364,9 @@ class VertexSpec(_Model):
     # (tidal.controller.adaptive), which learns capacity and start-up; ``scale.min``/``max`` bound it.
     policy: str | None = Field(None, pattern="^(numaflow|kpa|tidal)$")
     kpa: dict[str, str | int | float | bool] = Field(default_factory=dict)
+    # A reduce vertex's partitions: fixed once it has run, as Numaflow's are (its state is
+    # partitioned by key into them); what scales is the read tasks and the executors.
+    partitions: int | None = Field(None, ge=1, le=1024)
 
     @field_validator("name", mode="before")
     @classmethod
@@ -357,6 +378,11 @@ class VertexSpec(_Model):
     @model_validator(mode="after")
     def _exactly_one(self) -> VertexSpec:
         chosen = [k for k in ("source", "udf", "sink") if getattr(self, k) is not None]
+        if self.partitions is not None and (self.udf is None or self.udf.reduce is None):
+            raise ValueError(
+                "partitions is a reduce vertex's (its windows' state is split into them); a buffer "
+                "between other vertices is one partition: remove partitions"
+            )
         if self.mono:
             return self  # a MonoVertex: source, optional transformer, sink (tidal.spec.mono)
         if len(chosen) != 1:

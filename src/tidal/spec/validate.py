@@ -224,6 +224,12 @@ def _check_vertices(spec: PipelineSpec) -> list[errors.SpecError]:
                     resolve(ref, f"{at}.udf.{v.udf.kind.value}", kind="function")
                 except errors.SpecError as exc:
                     problems.append(exc)
+        elif v.udf is not None and v.udf.reduce is not None:
+            if isinstance(v.udf.reduce, str):
+                try:
+                    resolve(v.udf.reduce, f"{at}.udf.reduce")  # a Reducer class is callable too
+                except errors.SpecError as exc:
+                    problems.append(exc)
         elif v.udf is not None:
             problems.extend(_check_frame_step(spec, v, at))
         if v.mono:

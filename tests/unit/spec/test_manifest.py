@@ -26,10 +26,20 @@ RUNS = {
     "11-join-on-map": ["http-in", "kafka-in", "cat", "out"],
     "11-join-on-sink": ["in", "even-or-odd", "even-cat", "odd-cat", "out"],
     "20-simple-mono-vertex-builtin": ["simple-mono-vertex-builtin"],
+    "6-reduce-fixed-window": ["in", "atoi", "compute-sum", "sink"],
+    "7-reduce-sliding-window": ["in", "map", "reduce-sliding", "sink"],
+    "8-reduce-complex-pipeline": [
+        "in",
+        "atoi",
+        "keyed-fixed-sum",
+        "non-keyed-fixed-sum",
+        "non-keyed-sliding-sum",
+        "sink",
+    ],
 }
 REFUSED = {
     "4-udsink-pipeline": "spec.vertices[2].sink.udsink.container.image",  # my-sink:latest: no handler
-    "6-reduce-fixed-window": "spec.vertices[2].udf.groupBy",
+    "12-simple-session-pipeline": "spec.vertices[2].udf.container.image",  # a session reducer: no handler
     "21-simple-mono-vertex": "spec.udf",  # a transformer and a udf: Tidal's MonoVertex runs one
 }
 
@@ -115,7 +125,7 @@ def test_tidal_convert_prints_a_spec_that_loads_and_lists_what_is_not_honoured(t
     out.write_text(text)
     spec = load_pipeline(out)
     assert spec.vertex("in").source.http.auth.token.env == "MY_SECRET_MY_KEY"
-    assert convert_command(str(EXAMPLES / "6-reduce-fixed-window.yaml")) == 2
+    assert convert_command(str(EXAMPLES / "12-simple-session-pipeline.yaml")) == 2
 
 
 def test_a_udsink_container_runs_as_the_pynumaflow_sink_its_handler_names():
@@ -132,3 +142,16 @@ def test_a_udsource_container_runs_as_the_pynumaflow_sourcer_mapped_to_it():
     assert data["transformer"] == {"pynumaflow": "tidal.examples.numaflow:cat"}
     assert data["sink"] == {"log": {}}
     assert parse_pipeline(data).vertices[0].source.staged
+
+
+def test_a_reduce_keeps_its_window_partitions_and_the_handler_of_its_image():
+    spec = parse_pipeline(manifest.convert(_load("6-reduce-fixed-window")).data)
+    sums = spec.vertex("compute-sum")
+    assert sums.udf.reduce == "tidal.examples.numaflow:reduce_sum"
+    assert sums.udf.group_by.window.fixed.length == 60.0 and sums.udf.group_by.keyed
+    assert sums.partitions == 2
+    sliding = parse_pipeline(manifest.convert(_load("7-reduce-sliding-window")).data).vertex("reduce-sliding")
+    assert (sliding.udf.group_by.window.sliding.length, sliding.udf.group_by.window.sliding.slide) == (
+        60.0,
+        10.0,
+    )

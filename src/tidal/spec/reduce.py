@@ -1,0 +1,100 @@
+"""``udf.groupBy``: a reduce vertex's windows, as Numaflow's ``groupBy`` writes them.
+
+A reduce vertex (``udf: {reduce: module:handler, groupBy: …}``) groups its messages by key (when
+``keyed``) into windows of their event time (each message's source time) and calls the handler
+once per key and window when the window closes:
+
+- ``window.fixed.length``: back-to-back windows of that length;
+- ``window.sliding.length`` and ``slide``: windows of ``length`` starting every ``slide``;
+- ``window.session.timeout``: a key's window closes after that long without a message;
+- ``allowedLateness``: how long a window waits, past its end, for messages that come late.
+
+Durations are Numaflow's (``60s``, ``500ms``, ``2m``, ``1h``) or a number of seconds.
+``storage`` (Numaflow's PVC for the window state) is accepted and not used: Spark's state store,
+in the run's checkpoint, holds the windows. Numaflow's ``accumulator`` window is not supported.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pydantic import Field, field_validator, model_validator
+
+from tidal.spec.base import Model
+
+__all__ = ["GroupBySpec", "WindowSpec", "seconds"]
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)?")
+
+
+def seconds(value: Any) -> float:
+    """A Numaflow duration (``60s``, ``500ms``, ``2m``, ``1h``) or a number, in seconds."""
+    if isinstance(value, bool):
+        raise ValueError(f"{value!r} is not a duration")
+    if isinstance(value, int | float):
+        return float(value)
+    match = _DURATION.fullmatch(str(value).strip())
+    if not match:
+        raise ValueError(f"{value!r} is not a duration: write it as 60s, 500ms, 2m or a number of seconds")
+    return float(match.group(1)) * {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}[match.group(2) or "s"]
+
+
+class _Timed(Model):
+    @field_validator("*", mode="before")
+    @classmethod
+    def _duration(cls, value: Any) -> Any:
+        return seconds(value) if value is not None else value
+
+
+class FixedWindow(_Timed):
+    length: float = Field(gt=0)
+
+
+class SlidingWindow(_Timed):
+    length: float = Field(gt=0)
+    slide: float = Field(gt=0)
+
+    @model_validator(mode="after")
+    def _slide_within(self) -> SlidingWindow:
+        if self.slide > self.length:
+            raise ValueError(
+                f"slide {self.slide:g}s is longer than length {self.length:g}s: messages would fall "
+                "between windows"
+            )
+        return self
+
+
+class SessionWindow(_Timed):
+    timeout: float = Field(gt=0)
+
+
+class WindowSpec(Model):
+    """Exactly one of ``fixed``, ``sliding``, ``session``."""
+
+    fixed: FixedWindow | None = None
+    sliding: SlidingWindow | None = None
+    session: SessionWindow | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> WindowSpec:
+        chosen = [k for k in ("fixed", "sliding", "session") if getattr(self, k) is not None]
+        if len(chosen) != 1:
+            raise ValueError(f"a window is exactly one of fixed, sliding, session (got {chosen or 'none'})")
+        return self
+
+    @property
+    def kind(self) -> str:
+        return "fixed" if self.fixed else "sliding" if self.sliding else "session"
+
+
+class GroupBySpec(Model):
+    window: WindowSpec
+    keyed: bool = False
+    allowed_lateness: float = Field(0.0, ge=0)
+    storage: dict[str, Any] | None = None  # Numaflow's PVC: Spark's state store holds the windows here
+
+    @field_validator("allowed_lateness", mode="before")
+    @classmethod
+    def _duration(cls, value: Any) -> Any:
+        return seconds(value)
