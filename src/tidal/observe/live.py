@@ -57,6 +57,8 @@ def status_table(statuses: Iterable[Any], title: str = "", width: int | None = N
             state += f" [bold red]STUCK {stuck:.0f} s[/]"
         dead, dropped = getattr(s, "dead", 0), getattr(s, "dropped", 0)
         notes = [f"{dead:,} dead"] * bool(dead) + [f"{dropped:,} dropped"] * bool(dropped)
+        watermark = getattr(s, "watermark", None)
+        notes += [f"watermark {str(watermark)[11:19]}"] * bool(watermark)  # HH:MM:SS of the ISO time
         processed = f"{s.processed:,}" + (f" ({', '.join(notes)})" if notes else "")
         cells = [
             escape(s.name) + state,

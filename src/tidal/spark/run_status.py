@@ -48,6 +48,9 @@ class VertexStatus:
     # Memory (bytes) and cores a replica needs, VPA's way (tidal.scaling.vertical): target, lower
     # and upper bounds; a chain's at its head; None before its tasks reported any.
     vertical: dict[str, Any] | None = None
+    # A reduce vertex's event-time watermark (ISO 8601, Spark's: the latest event time seen minus
+    # allowedLateness; windows ending before it are closed); None for other vertices.
+    watermark: str | None = None
 
 
 class _Run(Protocol):
@@ -60,8 +63,16 @@ class _Run(Protocol):
     controller: Controller | None
     requests: dict[str, Any]
     vertical: VerticalWatch
+    queries: dict[str, Any]
 
     def running(self, vertex: str) -> bool: ...
+
+
+def watermark_of(query: Any) -> str | None:
+    """A stateful query's event-time watermark from its last progress (None before one)."""
+    progress = getattr(query, "lastProgress", None) if query is not None else None
+    value = ((progress or {}).get("eventTime") or {}).get("watermark")
+    return str(value) if value else None
 
 
 def vertex_statuses(run: _Run) -> list[VertexStatus]:
@@ -117,6 +128,7 @@ def vertex_statuses(run: _Run) -> list[VertexStatus]:
                 delay=delay_of(run.control, v.name, now) if v.sink is not None else None,
                 chain=">".join(chain.members) if chain.followers else None,
                 vertical=(r.to_dict() if (r := run.vertical.recommendation(v.name)) is not None else None),
+                watermark=watermark_of(run.queries.get(v.name)) if v.udf is not None and v.udf.reduce else None,
             )
         )
     return out
