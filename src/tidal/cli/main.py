@@ -24,6 +24,7 @@ BENCHMARKS = {
     "peers-waves": "peers:main_waves",
     "http": "http",
     "latency": "latency",
+    "reduce": "reduce",
 }
 
 

@@ -128,7 +128,9 @@ def vertex_statuses(run: _Run) -> list[VertexStatus]:
                 delay=delay_of(run.control, v.name, now) if v.sink is not None else None,
                 chain=">".join(chain.members) if chain.followers else None,
                 vertical=(r.to_dict() if (r := run.vertical.recommendation(v.name)) is not None else None),
-                watermark=watermark_of(run.queries.get(v.name)) if v.udf is not None and v.udf.reduce else None,
+                watermark=watermark_of(run.queries.get(v.name))
+                if v.udf is not None and v.udf.reduce
+                else None,
             )
         )
     return out
