@@ -30,7 +30,8 @@ offsets become the messages' ids (``<partition>:<offset>``), so a redelivered of
 once. A message's ``event_time`` becomes its source time (a naive ``datetime`` is UTC).
 
 What it returns (``Messages``, or the messages an async generator yields) becomes the vertex's
-output: each ``Message``'s value and keys, with its tags for conditional forwarding
+output: each ``Message``'s value and keys (and a ``SourceTransformer`` message's ``event_time``,
+which becomes its source time), with its tags for conditional forwarding
 (:mod:`tidal.spec.routing`); ``Message.to_drop()`` is dropped and counted.
 """
 

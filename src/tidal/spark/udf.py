@@ -18,7 +18,8 @@ used as the output column directly.
 
 Failures. A call that raises (or returns the wrong type, or runs past ``timeoutSeconds``) is
 retried ``retries`` times (so it is made ``retries + 1`` times in all). Then the
-message goes to the dead letter, with the exception's text, when the vertex has ``deadLetter``;
+message goes to the dead letter, with the exception's text and the user's frames of its traceback,
+when the vertex has ``deadLetter``;
 otherwise :class:`tidal.errors.UdfError` names the vertex, the message id and the exception, and
 the micro-batch fails: its input is not committed, so nothing is lost, and a restart after the
 fix resumes from the same messages. An Arrow call that fails is retried as a whole, then the
@@ -69,15 +70,28 @@ class Outcome:
     # Each output's keys where its function set them (None in the list: its input's); None: all
     # outputs keep their input's keys.
     keys: list[list[str] | None] | None = None
+    # Each output's event time where its function set one (a pynumaflow SourceTransformer's
+    # Message(event_time=...)), in seconds; None in the list or for all: the input's.
+    event_times: list[float | None] | None = None
+
+    def _inherit(self, inputs: pa.Array) -> pa.Array:
+        return inputs if self.origin is None else inputs.take(self.origin)
 
     def times(self, inputs: pa.Array) -> pa.Array:
-        """The outputs' source times: each output keeps its input's (``inputs``, one per input)."""
-        return inputs if self.origin is None else inputs.take(self.origin)
+        """The outputs' source times: each output keeps its input's (``inputs``, one per input),
+        unless its function gave it an event time."""
+        inherited = self._inherit(inputs)
+        if self.event_times is None:
+            return inherited
+        old = inherited.to_pylist()
+        return pa.array(
+            [t if t is not None else o for t, o in zip(self.event_times, old, strict=True)], pa.float64()
+        )
 
     def keys_of(self, inputs: pa.Array | None) -> pa.Array | None:
         """The outputs' keys: what the function set, else the input's (``inputs``, one per
         input; None: the inputs have no keys)."""
-        inherited = None if inputs is None else self.times(inputs)
+        inherited = None if inputs is None else self._inherit(inputs)
         if self.keys is None:
             return inherited
         old = inherited.to_pylist() if inherited is not None else [None] * len(self.keys)
@@ -95,7 +109,7 @@ def _as_bytes(value: object) -> bytes:
 
 
 # A payload, or a payload with its tags and its keys (None: the input's).
-Output = bytes | tuple[bytes, tuple[str, ...], list[str] | None]
+Output = bytes | tuple[bytes, tuple[str, ...], list[str] | None, float | None]
 
 
 def _output(value: object) -> Output:
@@ -107,7 +121,22 @@ def _output(value: object) -> Output:
     if payload is None or tags is None or isinstance(tags, str | bytes):
         raise TypeError(f"a UDF must return bytes, str or a Message, got {type(value).__name__}")
     keys = getattr(value, "keys", None)
-    return _as_bytes(payload), tuple(str(t) for t in tags), None if keys is None else [str(k) for k in keys]
+    moment = getattr(value, "event_time", None)  # a SourceTransformer's Message assigns the event time
+    when = None if moment is None else _seconds(moment)
+    return (
+        _as_bytes(payload),
+        tuple(str(t) for t in tags),
+        None if keys is None else [str(k) for k in keys],
+        when,
+    )
+
+
+def _seconds(moment: Any) -> float:
+    if isinstance(moment, int | float):
+        return float(moment)
+    from datetime import UTC
+
+    return float((moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp())
 
 
 class _Switch(Exception):
@@ -184,6 +213,8 @@ class _Collected:
         self.dropped = 0
         self.keys: list[list[str] | None] = []
         self.keyed = False  # some output's function set its keys
+        self.event_times: list[float | None] = []
+        self.timed = False  # some output's function set its event time
 
     def outcome(self) -> Outcome:
         return Outcome(
@@ -194,6 +225,7 @@ class _Collected:
             self.tags if self.tagged else None,
             self.dropped,
             self.keys if self.keyed else None,
+            self.event_times if self.timed else None,
         )
 
 
@@ -360,7 +392,7 @@ class Transform:
             return
         numbered = self.kind is UdfKind.FLATMAP or len(results) > 1
         for k, item in enumerate(results):
-            payload, tags, keys = item if isinstance(item, tuple) else (item, (), None)
+            payload, tags, keys, when = item if isinstance(item, tuple) else (item, (), None, None)
             if DROP in tags:
                 out.dropped += 1
                 continue
@@ -371,13 +403,17 @@ class Transform:
             out.tagged = out.tagged or bool(tags)
             out.keys.append(keys)
             out.keyed = out.keyed or keys is not None
+            out.event_times.append(when)
+            out.timed = out.timed or when is not None
 
     def _fail(self, message_id: str, payload: Any, failed: _Failed, out: _Collected) -> None:
         if not self.dead_letter:
             frames = user_frames(failed.cause)
             raise errors.UdfError(self.vertex, message_id, failed.cause, failed.attempts, frames) from None
         value = payload if isinstance(payload, bytes) else payload.value  # a pynumaflow Datum's
-        out.dead.append((message_id, value, f"{type(failed.cause).__name__}: {failed.cause}"))
+        reason = f"{type(failed.cause).__name__}: {failed.cause}"
+        frames = user_frames(failed.cause)  # where in the user's code: the line that raised
+        out.dead.append((message_id, value, f"{reason}\n{frames}" if frames else reason))
 
     # -- per Arrow batch -------------------------------------------------------------------------
 

@@ -121,7 +121,9 @@ def test_a_pynumaflow_handler_that_raises_goes_to_the_dead_letter_with_its_paylo
 
     out = make("pynumaflow", boom, dead_letter=True, retries=1).apply(IDS, PAYLOADS, pa.array(TIMES))
     assert out.ids.to_pylist() == ["a", "c"]
-    assert out.dead == [("b", b"2", "ValueError: two")]
+    [(dead_id, dead_payload, error)] = out.dead
+    assert (dead_id, dead_payload) == ("b", b"2")
+    assert error.startswith("ValueError: two\n") and 'raise ValueError("two")' in error  # the traceback
 
 
 def test_a_handler_returning_bytes_is_told_to_return_messages():
@@ -230,3 +232,20 @@ def test_keys_a_handler_sets_replace_the_inputs_and_plain_outputs_keep_them():
     assert upper.keys_of(keyed).to_pylist() == [["odd"], ["even"], ["odd"]]  # a plain map keeps them
     tagged = make("map", lambda p: TidalMessage(p, keys=("k",)) if p == b"2" else p).apply(IDS, PAYLOADS)
     assert tagged.keys_of(keyed).to_pylist() == [["odd"], ["k"], ["odd"]]
+
+
+def test_a_source_transformer_assigns_the_event_time_as_numaflows_does():
+    """numaflow-python's examples/sourcetransform/event_time_filter, in short: a new event time."""
+    from pynumaflow.sourcetransformer import Message as TransformMessage
+    from pynumaflow.sourcetransformer import Messages as TransformMessages
+    from pynumaflow.sourcetransformer import SourceTransformer
+
+    class Stamp(SourceTransformer):
+        def handler(self, keys, datum):
+            if datum.value == b"3":
+                return TransformMessages(TransformMessage.to_drop(datum.event_time))
+            return TransformMessages(TransformMessage(datum.value, datetime.fromtimestamp(2_000.0, UTC)))
+
+    out = make("pynumaflow", Stamp).apply(IDS, PAYLOADS, pa.array(TIMES))
+    assert out.ids.to_pylist() == ["a", "b"] and out.dropped == 1
+    assert out.times(pa.array(TIMES)).to_pylist() == [2_000.0, 2_000.0]

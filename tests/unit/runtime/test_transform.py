@@ -65,7 +65,8 @@ def test_with_a_dead_letter_only_the_failing_message_is_set_aside():
     out = make("map", Calls(), retries=1, dead_letter=True).apply(IDS, PAYLOADS)
     assert out.ids.to_pylist() == ["a", "c", "d"]
     assert out.payloads.to_pylist() == [b"ONE", b"THREE", b"FOUR"]
-    assert out.dead == [("b", b"poison", "ValueError: bad message")]
+    assert [d[:2] for d in out.dead] == [("b", b"poison")]
+    assert out.dead[0][2].startswith("ValueError: bad message\n") and "in __call__" in out.dead[0][2]
 
 
 def test_a_filter_masks_ids_and_payloads_and_rejects_non_bool():
