@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tidal.spark.pipeline import PipelineRun
 from tidal.spec import Pipeline
 from tidal.testing import delivered
@@ -101,3 +103,22 @@ def test_the_sdks_simple_source_feeds_a_pipeline_exactly_once(spark, tmp_path):
     assert len(numbers) == len(set(numbers))  # no message twice
     assert sorted(numbers) == list(range(1, len(numbers) + 1))  # and none missing: 1, 2, 3, …
     assert "cat:in:0:0" in {r["id"] for r in records}  # the offset is the id, named by each hop
+
+
+@pytest.mark.parametrize(
+    ("example", "sink"),
+    [
+        ("1-simple-pipeline", "out"),
+        ("5-auto-scaling", "out"),
+        ("9-multi-partition-pipeline", "out"),
+        ("20-simple-mono-vertex-builtin", "simple-mono-vertex-builtin"),
+    ],
+)
+def test_numaflows_generator_examples_run_as_they_stand(spark, tmp_path, example, sink):
+    from tidal.spec import load_pipeline
+
+    spec = load_pipeline(Path(__file__).parents[1] / "data" / "numaflow" / f"{example}.yaml")
+    with PipelineRun(spec, tmp_path, spark=spark, trigger_seconds=0.25) as run:
+        run.wait(120, until=lambda: run.control.processed(sink) >= 10)
+        status = {s.name: s for s in run.status()}
+    assert status[sink].processed >= 10 and status[sink].dead == 0
