@@ -18,7 +18,7 @@ it). What carries over:
 What Tidal cannot honour and what it changes is listed in :attr:`Converted.ignored`, one line per
 field with the reason (``tidal run`` logs them as one warning). What would change the results
 silently is refused instead, naming the field and the fix: an accumulator window, side inputs,
-a container without a handler, a builtin other than ``cat``. A ``udsource`` or ``udsink``
+a container without a handler, a builtin other than ``cat`` and ``filter``. A ``udsource`` or ``udsink``
 container runs as a pynumaflow ``Sourcer`` or sink handler (``source``/``sink: {pynumaflow: …}``)
 named the same way as a ``udf``'s; Numaflow's example log sinks become Tidal's log sink.
 """
@@ -306,14 +306,14 @@ class _Converter:
             if key in udf:
                 self.skip(f"{at}.{key}", "Tidal retries a failing call udf.retries times (default 2)")
         if "builtin" in udf:
-            builtin = udf["builtin"] or {}
-            if builtin.get("name") == "cat":
-                return {"pynumaflow": "tidal.examples.numaflow:cat"}
-            raise errors.SpecError(
-                f"{at}.builtin.name",
-                f"builtin {builtin.get('name')!r} is not supported (Numaflow removed builtin UDFs in 1.6)",
-                "write it as a Python filter or map (udf.filter: module:function)",
-            )
+            builtin = dict(udf["builtin"] or {})
+            if builtin.get("name") not in ("cat", "filter"):
+                raise errors.SpecError(
+                    f"{at}.builtin.name",
+                    f"builtin {builtin.get('name')!r} is not one of Numaflow's (cat, filter)",
+                    "use cat or filter, or write the function in Python (udf.map: module:function)",
+                )
+            return {"builtin": builtin}  # the expression is checked with the spec (tidal.spec.expression)
         container = udf.get("container") or {}
         image = str(container.get("image", ""))
         handler = self.handler(image, vertex, annotations)

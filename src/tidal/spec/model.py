@@ -28,6 +28,7 @@ from tidal.scaling.limits import (
 )
 from tidal.spec.base import Model as _Model
 from tidal.spec.cluster import ClusterSpec
+from tidal.spec.expression import BuiltinSpec
 from tidal.spec.http import HttpSourceSpec
 from tidal.spec.records import IDENTIFIER, RecordsSpec, ReferenceSpec
 from tidal.spec.reduce import GroupBySpec
@@ -285,6 +286,7 @@ class UdfSpec(_Model):
     flatmap: str | Callable[..., Any] | None = None
     filter: str | Callable[..., Any] | None = None
     pynumaflow: str | Callable[..., Any] | None = None
+    builtin: BuiltinSpec | None = None  # Numaflow's builtin cat and filter (tidal.spec.expression)
     batch: str = Field("row", pattern="^(row|arrow)$")
     retries: int = Field(2, ge=0, le=100)
     timeout_seconds: float | None = Field(None, gt=0, le=86_400)  # per call; None = no limit
@@ -306,13 +308,13 @@ class UdfSpec(_Model):
     def _exactly_one(self) -> UdfSpec:
         chosen = [
             k
-            for k in (*(k.value for k in UdfKind), "sql", "dataframe", "reduce")
+            for k in (*(k.value for k in UdfKind), "sql", "dataframe", "reduce", "builtin")
             if getattr(self, k) is not None
         ]
         if len(chosen) != 1:
             raise ValueError(
-                "a udf needs exactly one of map, flatmap, filter, pynumaflow, sql, dataframe, reduce "
-                f"(got {chosen or 'none'})"
+                "a udf needs exactly one of map, flatmap, filter, pynumaflow, builtin, sql, dataframe, "
+                f"reduce (got {chosen or 'none'})"
             )
         if (self.reduce is None) != (self.group_by is None):
             raise ValueError(
@@ -342,10 +344,14 @@ class UdfSpec(_Model):
     @property
     def kind(self) -> UdfKind:
         """The Python function's kind (a SQL or DataFrame step has none)."""
+        if self.builtin is not None:
+            return UdfKind.FILTER if self.builtin.name == "filter" else UdfKind.MAP
         return next(k for k in UdfKind if getattr(self, k.value) is not None)
 
     @property
     def function(self) -> str | Callable[..., Any]:
+        if self.builtin is not None:
+            return self.builtin.function()
         value: str | Callable[..., Any] | None = getattr(self, self.kind.value)
         assert value is not None
         return value

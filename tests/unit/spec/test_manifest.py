@@ -155,3 +155,16 @@ def test_a_reduce_keeps_its_window_partitions_and_the_handler_of_its_image():
         60.0,
         10.0,
     )
+
+
+def test_builtin_cat_and_filter_convert_and_an_unknown_builtin_names_the_field():
+    m = _load("1-simple-pipeline")
+    m["spec"]["vertices"][1]["udf"] = {
+        "builtin": {"name": "filter", "kwargs": {"expression": "int(json(payload).id) < 100"}}
+    }
+    spec = parse_pipeline(manifest.convert(m).data)
+    assert spec.vertex("cat").udf.builtin.kwargs["expression"] == "int(json(payload).id) < 100"
+    m["spec"]["vertices"][1]["udf"] = {"builtin": {"name": "eventTimeExtractor"}}
+    with pytest.raises(errors.SpecError, match="not one of Numaflow's") as err:
+        manifest.convert(m)
+    assert err.value.path == "spec.vertices[1].udf.builtin.name"
