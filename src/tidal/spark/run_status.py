@@ -48,8 +48,10 @@ class VertexStatus:
     # Memory (bytes) and cores a replica needs, VPA's way (tidal.scaling.vertical): target, lower
     # and upper bounds; a chain's at its head; None before its tasks reported any.
     vertical: dict[str, Any] | None = None
-    # A reduce vertex's event-time watermark (ISO 8601, Spark's: the latest event time seen minus
-    # allowedLateness; windows ending before it are closed); None for other vertices.
+    # The vertex's event-time watermark (ISO 8601). A reduce vertex's is Spark's (the latest event
+    # time seen minus allowedLateness; windows ending before it are closed); another vertex's is
+    # the source time of the oldest message waiting in its input buffer (what it has not yet
+    # processed), None when nothing waits or it has no buffer.
     watermark: str | None = None
 
 
@@ -66,6 +68,21 @@ class _Run(Protocol):
     queries: dict[str, Any]
 
     def running(self, vertex: str) -> bool: ...
+
+
+def oldest_pending(buffer: Any) -> str | None:
+    """The source time of the first message ``buffer`` holds past its commit, as ISO 8601."""
+    import math
+    from datetime import UTC, datetime
+
+    first = buffer.committed() + 1
+    batch = buffer.read_batch(first, first)
+    if batch.num_rows == 0:
+        return None
+    t = batch.column("t")[0].as_py()
+    if t is None or math.isnan(t):
+        return None
+    return datetime.fromtimestamp(t, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def watermark_of(query: Any) -> str | None:
@@ -91,11 +108,14 @@ def vertex_statuses(run: _Run) -> list[VertexStatus]:
         d = decisions.get(chain.head)
         usage = pending = None
         requests = None
+        watermark = None
         if v.name != chain.head:
             pass  # a chain's follower has no buffer: its head's query hands it each batch
         elif v.source is None:
-            stats = run.buffers.open(v.name).stats()
+            buffer = run.buffers.open(v.name)
+            stats = buffer.stats()
             usage, pending = stats.usage, float(stats.pending)
+            watermark = oldest_pending(buffer) if stats.pending else None
         elif v.name in run.requests:
             pending = run.requests[v.name].held()
             requests = run.requests[v.name].report()
@@ -130,7 +150,7 @@ def vertex_statuses(run: _Run) -> list[VertexStatus]:
                 vertical=(r.to_dict() if (r := run.vertical.recommendation(v.name)) is not None else None),
                 watermark=watermark_of(run.queries.get(v.name))
                 if v.udf is not None and v.udf.reduce
-                else None,
+                else watermark,
             )
         )
     return out

@@ -173,7 +173,7 @@ def _check(node: ast.AST, text: str) -> ast.AST:
         elif isinstance(part, ast.Name) and part.id not in (*_NAMES, "payload", "sprig", *_FUNCTIONS):
             raise ValueError(f"{part.id!r} is not known (use payload, json(payload).field, true, false, nil)")
         elif isinstance(part, ast.Attribute) and part.attr.startswith("_"):
-            raise ValueError(f"{part.attr!r}: a field starting with _ is refused (write [\"{part.attr}\"])")
+            raise ValueError(f'{part.attr!r}: a field starting with _ is refused (write ["{part.attr}"])')
         elif isinstance(part, ast.BinOp) and type(part.op) not in _ARITH:
             raise ValueError(f"the operator in {ast.unparse(part)!r} is not supported")
         elif isinstance(part, ast.Compare) and any(type(op) not in _COMPARE for op in part.ops):

@@ -133,3 +133,16 @@ def test_a_conditional_edge_keeps_its_buffer_and_the_plan_says_why():
 
     plan = plan_chains(parse_pipeline(_spec({"tags": {"values": ["even"]}})))
     assert any("conditions" in line and "not chained" in line for line in plan.describe())
+
+
+def test_a_vertex_watermark_is_the_source_time_of_the_oldest_message_it_has_not_processed(rig):
+    from tidal.spark.run_status import oldest_pending
+
+    buffer = rig.buffer("in")
+    assert oldest_pending(buffer) is None
+    buffer.append_batch(
+        "k", ["a", "b", "c"], [b"1", b"2", b"3"], [1_700_000_000.0, 1_700_000_001.5, 1_700_000_002.0]
+    )
+    assert oldest_pending(buffer) == "2023-11-14T22:13:20.000Z"
+    buffer.commit(buffer.committed() + 2)
+    assert oldest_pending(buffer) == "2023-11-14T22:13:22.000Z"
