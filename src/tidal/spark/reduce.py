@@ -30,8 +30,9 @@ With in-order sources (the generator, HTTP, a Sourcer with rising event times) t
 ``reduceArgs``, as ``ReduceAsyncServer(cls, init_args=...)`` builds it) or a reduce function,
 ``async`` or not: ``handler(keys, datums, md)`` with ``md.interval_window.start/end``; an async
 handler gets ``datums`` as an async iterator, a plain one as an iterator. Its messages go on with
-their keys; their source time is the window's latest message's (so a sink's delivery delay
-counts from the last message the window waited for). Output ids are
+their keys; their event (source) time is the window's end minus 1 ms, as Numaflow sets it, so a
+reduce downstream windows them in the window they summarise, and a sink's delivery delay counts
+from the window's end. Output ids are
 ``<vertex>:<keys>@<start ms>-<end ms>`` (``.<k>`` when the handler returns several).
 """
 
@@ -170,14 +171,13 @@ class ReduceWriter(VertexWriter):
                 for d in members
             ]
             out = handler(list(row["k"]), datums, start, end)
-            latest = max(d["t"] for d in members)
             label = f"{vertex}:{','.join(row['k'])}@{start_ms}-{end_ms}"
             for k, message in enumerate(out):
                 if DROP in (message.tags or []):
                     continue
                 ids.append(label if len(out) == 1 else f"{label}.{k}")
                 payloads.append(bytes(message.value))
-                times.append(latest)
+                times.append(end_ms / 1000 - 0.001)  # Numaflow's: the window's end - 1 ms
                 keys_out.append(list(message.keys) if message.keys is not None else list(row["k"]))
         if ids and self.config.outputs:
             batch_id = context.getLocalProperty("streaming.sql.batchId") if context else None
