@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 RESULTS = Path("runs") / "bench"
 # A busy machine can take minutes where a quiet one takes seconds: a benchmark's window starts
@@ -35,3 +36,28 @@ def write_result(name: str, payload: object, out: Path = RESULTS) -> Path:
     path = out / f"{name}.json"
     path.write_text(json.dumps(payload, indent=2) + "\n")
     return path
+
+
+def rate_after_first(ends: list[tuple[float, int]]) -> float:
+    """Rows/s after the first non-empty micro-batch: ``ends`` = (end time, rows) of each one
+    (the rate once running, without the query's start-up)."""
+    ends = sorted(ends)
+    rows = sum(r for _, r in ends[1:])
+    return rows / (ends[-1][0] - ends[0][0]) if len(ends) > 1 and ends[-1][0] > ends[0][0] else float("nan")
+
+
+def query_rate(query: Any, records: int) -> float:
+    """A plain Structured Streaming query's :func:`rate_after_first` once it has read
+    ``records`` rows, from its progress reports."""
+    from datetime import datetime
+
+    while sum(p["numInputRows"] for p in query.recentProgress) < records:
+        if query.exception() is not None:
+            raise RuntimeError(str(query.exception()))
+        time.sleep(0.2)
+    ends = []
+    for p in query.recentProgress:
+        if p["numInputRows"]:
+            started = datetime.fromisoformat(p["timestamp"].replace("Z", "+00:00")).timestamp()
+            ends.append((started + p["batchDuration"] / 1000, p["numInputRows"]))
+    return rate_after_first(ends)

@@ -25,11 +25,10 @@ import shutil
 import statistics
 import tempfile
 import time
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from tidal.bench import RESULTS, write_result
+from tidal.bench import RESULTS, query_rate, rate_after_first, write_result
 from tidal.spark.vertex import stop_between_batches
 
 RECORDS = 100_000
@@ -43,12 +42,6 @@ T0 = 1_700_000_000
 
 def events() -> list[tuple[float, str, int]]:
     return [(T0 + i / RATE, f"k{i % KEYS}", i % 100) for i in range(RECORDS)]
-
-
-def _rate(ends: list[tuple[float, int]]) -> float:
-    ends = sorted(ends)
-    rows = sum(r for _, r in ends[1:])
-    return rows / (ends[-1][0] - ends[0][0]) if len(ends) > 1 and ends[-1][0] > ends[0][0] else float("nan")
 
 
 def write_text(root: Path, rows: list[tuple[float, str, int]]) -> None:
@@ -75,16 +68,7 @@ def plain_rate(spark: Any, root: Path, n: int) -> float:
         .trigger(processingTime="0.2 seconds").start()
     )  # fmt: skip
     try:
-        while sum(p["numInputRows"] for p in query.recentProgress) < RECORDS:
-            if query.exception() is not None:
-                raise RuntimeError(str(query.exception()))
-            time.sleep(0.2)
-        ends = [
-            (datetime.fromisoformat(p["timestamp"].replace("Z", "+00:00")).timestamp()
-             + p["batchDuration"] / 1000, p["numInputRows"])
-            for p in query.recentProgress if p["numInputRows"]
-        ]  # fmt: skip
-        return _rate(ends)
+        return query_rate(query, RECORDS)
     finally:
         stop_between_batches(query)
 
@@ -137,7 +121,7 @@ def tidal_rate(spark: Any, root: Path, n: int, rows: list[tuple[float, str, int]
             if query.exception() is not None:
                 raise RuntimeError(str(query.exception()))
             time.sleep(0.2)
-        return _rate([(b.at, b.rows) for b in control.batches("sum") if b.rows])
+        return rate_after_first([(b.at, b.rows) for b in control.batches("sum") if b.rows])
     finally:
         stop_between_batches(query)
         store.close()

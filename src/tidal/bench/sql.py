@@ -30,11 +30,10 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from tidal.bench import RESULTS, write_result
+from tidal.bench import RESULTS, query_rate, rate_after_first, write_result
 
 RECORDS = 200_000
 BATCH = 20_000
@@ -70,13 +69,6 @@ def write_inputs(root: Path, lines: list[bytes]) -> None:
         (root / "text" / f"part-{n:05d}.json").write_bytes(b"\n".join(lines[at : at + half]) + b"\n")
 
 
-def _rate(ends: list[tuple[float, int]]) -> float:
-    """Rows/s after the first non-empty batch: ``ends`` = (end time, rows) of each non-empty batch."""
-    ends = sorted(ends)
-    rows = sum(r for _, r in ends[1:])
-    return rows / (ends[-1][0] - ends[0][0]) if len(ends) > 1 and ends[-1][0] > ends[0][0] else float("nan")
-
-
 def plain_rate(spark: Any, root: Path, n: int) -> float:
     from pyspark.sql import functions as F  # noqa: N812
 
@@ -91,16 +83,7 @@ def plain_rate(spark: Any, root: Path, n: int) -> float:
         .trigger(processingTime="0.2 seconds").start()
     )  # fmt: skip
     try:
-        while sum(p["numInputRows"] for p in query.recentProgress) < RECORDS:
-            if query.exception() is not None:
-                raise RuntimeError(str(query.exception()))
-            time.sleep(0.2)
-        ends = [
-            (datetime.fromisoformat(p["timestamp"].replace("Z", "+00:00")).timestamp()
-             + p["batchDuration"] / 1000, p["numInputRows"])
-            for p in query.recentProgress if p["numInputRows"]
-        ]  # fmt: skip
-        return _rate(ends)
+        return query_rate(query, RECORDS)
     finally:
         query.stop()
 
@@ -139,7 +122,7 @@ def tidal_rate(spark: Any, root: Path, n: int, lines: list[bytes], step: dict[st
             if query.exception() is not None:
                 raise RuntimeError(str(query.exception()))
             time.sleep(0.2)
-        return _rate([(b.at, b.rows) for b in control.batches("step") if b.rows])
+        return rate_after_first([(b.at, b.rows) for b in control.batches("step") if b.rows])
     finally:
         query.stop()
         store.close()

@@ -113,6 +113,12 @@ class _Converter:
     def skip(self, path: str, why: str) -> None:
         self.ignored.append(f"{path}: {why}")
 
+    def sarama(self, kafka: Mapping[str, Any], at: str, keys: tuple[str, ...], instead: str) -> None:
+        """Numaflow's Kafka settings are Sarama's (Go); Tidal's client is librdkafka."""
+        for key in keys:
+            if key in kafka:
+                self.skip(f"{at}.{key}", f"Sarama's settings: give librdkafka's as {instead}")
+
     # -- the two kinds ---------------------------------------------------------------------------
 
     def pipeline(self, spec: Mapping[str, Any]) -> dict[str, Any]:
@@ -258,11 +264,7 @@ class _Converter:
             return {"http": out}
         if "kafka" in source:
             k = source["kafka"] or {}
-            for key in ("config", "tls", "sasl", "kafkaVersion"):
-                if key in k:
-                    self.skip(
-                        f"{at}.kafka.{key}", "Sarama's settings: give librdkafka's as source.kafka.consumer"
-                    )
+            self.sarama(k, f"{at}.kafka", ("config", "tls", "sasl", "kafkaVersion"), "source.kafka.consumer")
             return {
                 "kafka": {
                     "bootstrapServers": ",".join(k.get("brokers") or []),
@@ -368,11 +370,7 @@ class _Converter:
             return {"blackhole": {}}
         if "kafka" in sink:
             k = sink["kafka"] or {}
-            for key in ("config", "tls", "sasl", "setKey"):
-                if key in k:
-                    self.skip(
-                        f"{at}.kafka.{key}", "Sarama's settings: give librdkafka's as sink.kafka.producer"
-                    )
+            self.sarama(k, f"{at}.kafka", ("config", "tls", "sasl", "setKey"), "sink.kafka.producer")
             return {"kafka": {"bootstrapServers": ",".join(k.get("brokers") or []), "topic": k.get("topic")}}
         image = str(((sink.get("udsink") or {}).get("container") or {}).get("image", ""))
         if re.search(r"numaflow-(rs|go|python)/sink-log(:|$)", image):
