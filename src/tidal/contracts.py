@@ -8,9 +8,10 @@ method is an error that names the class, the method and the spec field, not an
 
 * :class:`Source` — Numaflow's UDSource contract: ``read(n)`` returns up to ``n`` messages as
   ``(offset, payload)`` pairs (or ``(offset, payload, event_time)``: the message's source time);
-  ``ack(offsets)`` acknowledges them once they are stored; ``pending()`` says how many the source still holds, and a negative number, ``None`` or an
-  exception means "not available" (the autoscaler then leaves the source alone). Offsets must
-  identify messages: a source may redeliver after a crash, and Tidal stores each offset once.
+  ``ack(offsets)`` acknowledges them once they are stored; ``pending()`` says how many the
+  source still holds, and a negative number, ``None`` or an exception means "not available"
+  (the autoscaler then leaves the source alone). Offsets must identify messages: a source may
+  redeliver after a crash, and Tidal stores each offset once.
 * :class:`Sink` — ``write(records)`` with ``records`` a list of ``(id, payload)``: at least once
   (a replayed micro-batch writes again; ids let the sink de-duplicate).
 * :class:`DeadLetterSink` — a sink that also takes ``write_dead(records)`` with
