@@ -340,6 +340,18 @@ def resolve(ref: str | Callable[..., Any] | type, path: str, kind: str = "functi
         raise errors.SpecError(path, f"{ref!r} is not module:{kind}", f"write it as my_module:my_{kind}")
     try:
         module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and exc.name.split(".")[0] == "pynumaflow":
+            raise errors.SpecError(
+                path,
+                f"{module_name!r} needs Numaflow's Python SDK, which is not installed",
+                "pip install 'tidal[numaflow]' (pynumaflow)",
+            ) from None
+        raise errors.SpecError(
+            path,
+            f"cannot import {module_name!r} (ModuleNotFoundError: {exc})",
+            "check the module is on PYTHONPATH (e.g. next to the pipeline file) and imports cleanly",
+        ) from None
     except Exception as exc:  # any import-time failure is the user's to see
         raise errors.SpecError(
             path,

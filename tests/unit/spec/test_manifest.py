@@ -168,3 +168,21 @@ def test_builtin_cat_and_filter_convert_and_an_unknown_builtin_names_the_field()
     with pytest.raises(errors.SpecError, match="not one of Numaflow's") as err:
         manifest.convert(m)
     assert err.value.path == "spec.vertices[1].udf.builtin.name"
+
+
+def test_without_pynumaflow_a_handler_module_says_what_to_install(tmp_path, monkeypatch):
+    (tmp_path / "my_handlers.py").write_text(
+        "from pynumaflow.mapper import Messages\n\ndef cat(keys, datum):\n    ...\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name in [
+        m for m in list(__import__("sys").modules) if m == "pynumaflow" or m.startswith("pynumaflow.")
+    ]:
+        monkeypatch.delitem(__import__("sys").modules, name)
+    monkeypatch.setitem(__import__("sys").modules, "pynumaflow", None)  # as if it were not installed
+    from tidal.spec import resolve
+
+    with pytest.raises(
+        errors.SpecError, match=r"needs Numaflow's Python SDK.*pip install 'tidal\[numaflow\]'"
+    ):
+        resolve("my_handlers:cat", "vertices[cat].udf.pynumaflow")
