@@ -17,6 +17,7 @@ exception. Its input is not committed, so fixing the UDF and starting again resu
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
@@ -32,10 +33,12 @@ from tidal.controller import Controller, EventLog, StoreProbe
 from tidal.controller.choose import spec_policies
 from tidal.isb.base import BufferStore
 from tidal.isb.control import ControlStore
+from tidal.scaling import Decision, Rule
 from tidal.scaling.latency import DelaySample
 from tidal.spark import rundir
 from tidal.spark.config import QueryConfig, input_buffer
 from tidal.spark.queries import query_config
+from tidal.spark.restarts import BUDGET, RestartBudget, transient
 from tidal.spark.run_status import VertexStatus, vertex_statuses
 from tidal.spark.stores import open_store
 from tidal.spark.vertex import failure_reason, past_start, start_vertex, stop_between_batches
@@ -98,6 +101,9 @@ class PipelineRun:
         self._url = buffers_url or spec.buffers.url
         self._nats: Any = None
         self.queries: dict[str, Any] = {}
+        self._configs: dict[str, Any] = {}  # each query's configuration and planned frame, to start
+        self._frames: dict[str, Any] = {}  # it again after a transient failure (tidal.spark.restarts)
+        self._restarts = RestartBudget()
         self.controller: Controller | None = None
         self.control: ControlStore | None = None
         self.buffers: BufferStore | None = None
@@ -189,14 +195,8 @@ class PipelineRun:
                     self.spec, configs[name], self.control, self.run_dir, on_poke=self._poke
                 )
                 continue
-            self.queries[name] = start_vertex(
-                self._spark,
-                configs[name],
-                self.run_dir / "checkpoints" / name,
-                trigger_seconds=self.trigger_seconds,
-                frame=frames.get(name),
-                shuffle_partitions=(self.spec.vertex(name).partitions or 1) if configs[name].reduce else None,
-            )
+            self._configs[name], self._frames[name] = configs[name], frames.get(name)
+            self.queries[name] = self._start_query(name)
         actuator = DryRunActuator() if self.dry_run else self.control  # the readers consult it
         probe = StoreProbe(
             self.control_spec,
@@ -274,10 +274,40 @@ class PipelineRun:
         executor allocator found a cluster the pipeline cannot run on)."""
         if self.allocator is not None and self.allocator.error is not None:
             raise self.allocator.error
-        for name, query in self.queries.items():
+        for name, query in list(self.queries.items()):
             exc = query.exception()
-            if exc is not None:
-                raise errors.PipelineError(name, failure_reason(exc))
+            if exc is None:
+                continue
+            reason = failure_reason(exc)
+            attempt = self._restarts.take(name, time.time()) if transient(reason) else None
+            if attempt is None:
+                raise errors.PipelineError(name, reason)
+            self._restart(name, reason, attempt)
+
+    def _start_query(self, name: str) -> Any:
+        config = self._configs[name]
+        return start_vertex(
+            self._spark,
+            config,
+            self.run_dir / "checkpoints" / name,
+            trigger_seconds=self.trigger_seconds,
+            frame=self._frames.get(name),
+            shuffle_partitions=(self.spec.vertex(name).partitions or 1) if config.reduce else None,
+        )
+
+    def _restart(self, name: str, reason: str, attempt: int) -> None:
+        """``name``'s query failed for a transient reason: start it again from its checkpoint."""
+        with contextlib.suppress(Exception):
+            self.queries[name].stop()
+        self.queries[name] = self._start_query(name)
+        why = (
+            f"query restarted from its checkpoint after a transient failure ({attempt} of {BUDGET}): {reason}"
+        )
+        log.warning("vertex %s: %s", name, why)
+        if self.controller is not None and self.control is not None:
+            replicas = self.control.replicas(name, default=self.spec.vertex(name).replicas)
+            note = Decision(name, time.time(), replicas, replicas, Rule.RESTARTED, why, {"attempt": attempt})
+            self.controller.events.record(note)
 
     def wait(
         self,
