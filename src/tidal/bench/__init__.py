@@ -61,3 +61,13 @@ def query_rate(query: Any, records: int) -> float:
             started = datetime.fromisoformat(p["timestamp"].replace("Z", "+00:00")).timestamp()
             ends.append((started + p["batchDuration"] / 1000, p["numInputRows"]))
     return rate_after_first(ends)
+
+
+def vertex_rate(control: Any, vertex: str, query: Any, records: int) -> float:
+    """A Tidal vertex query's :func:`rate_after_first` once it has processed ``records``
+    messages, from its batch records (the query's own progress counts tasks, not messages)."""
+    while control.processed(vertex) < records:
+        if query.exception() is not None:
+            raise RuntimeError(str(query.exception()))
+        time.sleep(0.2)
+    return rate_after_first([(b.at, b.rows) for b in control.batches(vertex) if b.rows])

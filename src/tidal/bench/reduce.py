@@ -24,11 +24,10 @@ from __future__ import annotations
 import shutil
 import statistics
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
-from tidal.bench import RESULTS, query_rate, rate_after_first, write_result
+from tidal.bench import RESULTS, query_rate, vertex_rate, write_result
 from tidal.spark.vertex import stop_between_batches
 
 RECORDS = 100_000
@@ -117,11 +116,7 @@ def tidal_rate(spark: Any, root: Path, n: int, rows: list[tuple[float, str, int]
         spark, config, run_dir / "checkpoint", trigger_seconds=0.2, frame=frame, shuffle_partitions=2
     )
     try:
-        while control.processed("sum") < RECORDS:
-            if query.exception() is not None:
-                raise RuntimeError(str(query.exception()))
-            time.sleep(0.2)
-        return rate_after_first([(b.at, b.rows) for b in control.batches("sum") if b.rows])
+        return vertex_rate(control, "sum", query, RECORDS)
     finally:
         stop_between_batches(query)
         store.close()

@@ -28,12 +28,11 @@ import os
 import shutil
 import statistics
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tidal.bench import RESULTS, query_rate, rate_after_first, write_result
+from tidal.bench import RESULTS, query_rate, vertex_rate, write_result
 
 RECORDS = 200_000
 BATCH = 20_000
@@ -118,11 +117,7 @@ def tidal_rate(spark: Any, root: Path, n: int, lines: list[bytes], step: dict[st
         frame = plan_step(spark, config, {"skus": read_reference(spark, "skus", udf.reference["skus"])})
     query = start_vertex(spark, config, run_dir / "checkpoint", trigger_seconds=0.2, frame=frame)
     try:
-        while control.processed("step") < RECORDS:
-            if query.exception() is not None:
-                raise RuntimeError(str(query.exception()))
-            time.sleep(0.2)
-        return rate_after_first([(b.at, b.rows) for b in control.batches("step") if b.rows])
+        return vertex_rate(control, "step", query, RECORDS)
     finally:
         query.stop()
         store.close()

@@ -273,18 +273,10 @@ class _Converter:
                 }
             }
         if "udsource" in source:
-            image = str(((source.get("udsource") or {}).get("container") or {}).get("image", ""))
-            handler = self.handler(image, vertex, annotations or {})
-            if handler:
-                why = f"no containers: {image} runs as the pynumaflow Sourcer {handler}"
-                self.skip(f"{at}.udsource.container.image", why)
-                return {"pynumaflow": handler}
-            raise errors.SpecError(
-                f"{at}.udsource.container.image",
-                f"{image or 'no image'}: no Python handler for this source",
-                f"annotate the vertex {HANDLER_ANNOTATION}: module:Class (a pynumaflow Sourcer), or map the "
-                "image or the vertex in a handlers file (tidal convert --handlers)",
-            )
+            container = (source.get("udsource") or {}).get("container") or {}
+            where = f"{at}.udsource.container"
+            runs = ("source", "Sourcer", "module:Class (a pynumaflow Sourcer)")
+            return {"pynumaflow": self.container_handler(container, where, vertex, annotations or {}, runs)}
         known = ", ".join(sorted(source)) or "none"
         raise errors.SpecError(at, f"no source Tidal runs (got {known})", "use generator, http or kafka")
 
@@ -317,19 +309,8 @@ class _Converter:
                 )
             return {"builtin": builtin}  # the expression is checked with the spec (tidal.spec.expression)
         container = udf.get("container") or {}
-        image = str(container.get("image", ""))
-        handler = self.handler(image, vertex, annotations)
-        if not handler:
-            raise errors.SpecError(
-                f"{at}.container.image",
-                f"{image or 'no image'}: no Python handler for this container",
-                f"annotate the vertex {HANDLER_ANNOTATION}: module:handler (a pynumaflow handler), or map "
-                "the image or the vertex in a handlers file (tidal convert --handlers)",
-            )
-        if image:
-            self.skip(
-                f"{at}.container.image", f"no containers: {image} runs as the pynumaflow handler {handler}"
-            )
+        runs = ("container", "handler", "module:handler (a pynumaflow handler)")
+        handler = self.container_handler(container, f"{at}.container", vertex, annotations, runs)
         for key in container:
             if key not in ("image", "imagePullPolicy"):  # a pull policy means nothing without an image
                 self.skip(
@@ -358,6 +339,31 @@ class _Converter:
         )
         return str(found) if found else None
 
+    def container_handler(
+        self,
+        container: Mapping[str, Any],
+        at: str,
+        vertex: str,
+        annotations: Mapping[str, Any],
+        runs: tuple[str, str, str],
+    ) -> str:
+        """The handler a ``udf``, ``udsource`` or ``udsink`` container runs as, listed as not
+        honoured (no containers); refused when none is named. ``runs``: what the container is, what
+        its handler is called, and what the annotation must name."""
+        what, called, names = runs
+        image = str(container.get("image", ""))
+        handler = self.handler(image, vertex, annotations)
+        if not handler:
+            raise errors.SpecError(
+                f"{at}.image",
+                f"{image or 'no image'}: no Python handler for this {what}",
+                f"annotate the vertex {HANDLER_ANNOTATION}: {names}, or map the image or the vertex in a "
+                "handlers file (tidal convert --handlers)",
+            )
+        if image:
+            self.skip(f"{at}.image", f"no containers: {image} runs as the pynumaflow {called} {handler}")
+        return handler
+
     def sink(
         self, sink: Mapping[str, Any], at: str, vertex: str, annotations: Mapping[str, Any]
     ) -> dict[str, Any]:
@@ -376,19 +382,13 @@ class _Converter:
         if re.search(r"numaflow-(rs|go|python)/sink-log(:|$)", image):
             return {"log": {}}  # Numaflow's example log sinks: what Tidal's log sink does
         if "udsink" in sink:
-            handler = self.handler(image, vertex, annotations)
-            if not handler:
-                raise errors.SpecError(
-                    f"{at}.udsink.container.image",
-                    f"{image or 'no image'}: no Python handler for this sink",
-                    f"annotate the vertex {HANDLER_ANNOTATION}: module:handler (a pynumaflow Sinker or sink "
-                    "function), or map the image or the vertex in a handlers file (tidal convert --handlers)",
+            container = (sink.get("udsink") or {}).get("container") or {}
+            runs = ("sink", "sink", "module:handler (a pynumaflow Sinker or sink function)")
+            return {
+                "pynumaflow": self.container_handler(
+                    container, f"{at}.udsink.container", vertex, annotations, runs
                 )
-            self.skip(
-                f"{at}.udsink.container.image",
-                f"no containers: {image} runs as the pynumaflow sink {handler}",
-            )
-            return {"pynumaflow": handler}
+            }
         known = ", ".join(sorted(sink)) or "none"
         raise errors.SpecError(at, f"no sink Tidal runs (got {known})", "use log, blackhole or kafka")
 
