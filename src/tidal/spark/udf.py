@@ -33,117 +33,17 @@ import signal
 import threading
 import traceback
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
 
 from tidal import errors
 from tidal.contracts import DROP
-from tidal.isb.segments import KEYS
+from tidal.spark.outcome import Collected, Outcome, Output, Switch, as_bytes, output
 from tidal.spec.model import UdfKind, UdfSpec
 from tidal.spec.validate import resolve
 
 __all__ = ["Outcome", "Transform", "UdfTimeout"]
-
-
-def _empty_ids() -> pa.Array:
-    return pa.array([], pa.string())
-
-
-def _empty_payloads() -> pa.Array:
-    return pa.array([], pa.binary())
-
-
-@dataclass
-class Outcome:
-    """What a batch became: messages to write on (Arrow arrays) and dead letters ``(id, payload, error)``."""
-
-    ids: pa.Array = field(default_factory=_empty_ids)
-    payloads: pa.Array = field(default_factory=_empty_payloads)
-    dead: list[tuple[str, bytes, str]] = field(default_factory=list)
-    # The input message each output came from (its index in the batch); None: output i is input i.
-    origin: pa.Array | None = None
-    # Each output's tags (conditional forwarding, tidal.spec.routing); None: no output has any.
-    tags: list[tuple[str, ...]] | None = None
-    dropped: int = 0  # outputs tagged DROP: gone, counted
-    # Each output's keys where its function set them (None in the list: its input's); None: all
-    # outputs keep their input's keys.
-    keys: list[list[str] | None] | None = None
-    # Each output's event time where its function set one (a pynumaflow SourceTransformer's
-    # Message(event_time=...)), in seconds; None in the list or for all: the input's.
-    event_times: list[float | None] | None = None
-
-    def _inherit(self, inputs: pa.Array) -> pa.Array:
-        return inputs if self.origin is None else inputs.take(self.origin)
-
-    def times(self, inputs: pa.Array) -> pa.Array:
-        """The outputs' source times: each output keeps its input's (``inputs``, one per input),
-        unless its function gave it an event time."""
-        inherited = self._inherit(inputs)
-        if self.event_times is None:
-            return inherited
-        old = inherited.to_pylist()
-        return pa.array(
-            [t if t is not None else o for t, o in zip(self.event_times, old, strict=True)], pa.float64()
-        )
-
-    def keys_of(self, inputs: pa.Array | None) -> pa.Array | None:
-        """The outputs' keys: what the function set, else the input's (``inputs``, one per
-        input; None: the inputs have no keys)."""
-        inherited = None if inputs is None else self._inherit(inputs)
-        if self.keys is None:
-            return inherited
-        old = inherited.to_pylist() if inherited is not None else [None] * len(self.keys)
-        return pa.array([k if k is not None else o for k, o in zip(self.keys, old, strict=True)], KEYS)
-
-
-def _as_bytes(value: object) -> bytes:
-    if isinstance(value, bytes):
-        return value
-    if isinstance(value, str):
-        return value.encode()
-    if isinstance(value, bytearray | memoryview):
-        return bytes(value)
-    raise TypeError(f"a UDF must return bytes or str, got {type(value).__name__}")
-
-
-# A payload, or a payload with its tags and its keys (None: the input's).
-Output = bytes | tuple[bytes, tuple[str, ...], list[str] | None, float | None]
-
-
-def _output(value: object) -> Output:
-    """One output of a UDF: bytes or str, or a message with tags and keys (:class:`tidal.Message`,
-    pynumaflow's ``Message``: anything with ``value`` and ``tags``)."""
-    if isinstance(value, bytes | str | bytearray | memoryview):
-        return _as_bytes(value)
-    payload, tags = getattr(value, "value", None), getattr(value, "tags", None)
-    if payload is None or tags is None or isinstance(tags, str | bytes):
-        raise TypeError(f"a UDF must return bytes, str or a Message, got {type(value).__name__}")
-    keys = getattr(value, "keys", None)
-    moment = getattr(value, "event_time", None)  # a SourceTransformer's Message assigns the event time
-    when = None if moment is None else _seconds(moment)
-    return (
-        _as_bytes(payload),
-        tuple(str(t) for t in tags),
-        None if keys is None else [str(k) for k in keys],
-        when,
-    )
-
-
-def _seconds(moment: Any) -> float:
-    if isinstance(moment, int | float):
-        return float(moment)
-    from datetime import UTC
-
-    return float((moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp())
-
-
-class _Switch(Exception):
-    """The fast map loop met an output that is not plain bytes (a tagged message)."""
-
-    def __init__(self, result: object) -> None:
-        self.result = result
 
 
 def _runtime(filename: str) -> bool:
@@ -200,35 +100,6 @@ class _Failed(Exception):
         self.attempts = attempts
 
 
-class _Collected:
-    """Outputs gathered message by message (the careful path): ids, payloads, dead letters."""
-
-    def __init__(self) -> None:
-        self.ids: list[str] = []
-        self.payloads: list[bytes] = []
-        self.dead: list[tuple[str, bytes, str]] = []
-        self.origin: list[int] = []
-        self.tags: list[tuple[str, ...]] = []
-        self.tagged = False  # some output had tags
-        self.dropped = 0
-        self.keys: list[list[str] | None] = []
-        self.keyed = False  # some output's function set its keys
-        self.event_times: list[float | None] = []
-        self.timed = False  # some output's function set its event time
-
-    def outcome(self) -> Outcome:
-        return Outcome(
-            pa.array(self.ids, pa.string()),
-            pa.array(self.payloads, pa.binary()),
-            self.dead,
-            pa.array(self.origin, pa.int64()),
-            self.tags if self.tagged else None,
-            self.dropped,
-            self.keys if self.keyed else None,
-            self.event_times if self.timed else None,
-        )
-
-
 class Transform:
     """A vertex's UDF, resolved once per process and applied to Arrow ``(ids, payloads)`` batches."""
 
@@ -262,13 +133,13 @@ class Transform:
             stamps = None if times is None else (times.to_pylist() if hasattr(times, "to_pylist") else times)
             keyed = None if keys is None else (keys.to_pylist() if hasattr(keys, "to_pylist") else keys)
             batch = datums(payloads.to_pylist(), stamps, keyed)
-            return self._careful(ids.to_pylist(), batch, 0, _Collected()).outcome()
+            return self._careful(ids.to_pylist(), batch, 0, Collected()).outcome()
         values = payloads.to_pylist()
         if self.kind is UdfKind.MAP:
             return self._fast_map(ids, values)
         if self.kind is UdfKind.FILTER:
             return self._fast_filter(ids, payloads, values)
-        return self._careful(ids.to_pylist(), values, 0, _Collected()).outcome()
+        return self._careful(ids.to_pylist(), values, 0, Collected()).outcome()
 
     # -- the fast paths: no per-message bookkeeping until a call fails -------------------------------
 
@@ -283,8 +154,8 @@ class Transform:
                 elif isinstance(result, str):
                     append(result.encode())
                 else:
-                    raise _Switch(result)
-        except _Switch as switch:  # a message with tags (or a wrong type): the careful path from here
+                    raise Switch(result)
+        except Switch as switch:  # a message with tags (or a wrong type): the careful path from here
             return self._resume(ids, values, [[r] for r in out], None, switch.result)
         except Exception as exc:
             return self._resume(ids, values, [[r] for r in out], exc)
@@ -317,13 +188,13 @@ class Transform:
         with a ``result`` it does not take as it is: keep what was done, then go message by
         message from there."""
         id_list = ids.to_pylist()
-        collected = _Collected()
+        collected = Collected()
         for at, (message_id, results) in enumerate(zip(id_list, done, strict=False)):
             self._emit(at, message_id, results, collected)
         at = len(done)
         if exc is None:
             try:
-                self._emit(at, id_list[at], [_output(result)], collected)
+                self._emit(at, id_list[at], [output(result)], collected)
             except TypeError as wrong:
                 exc = wrong
         if exc is not None:
@@ -345,7 +216,7 @@ class Transform:
         """The outputs of one message (None = filtered out), converted so type errors retry too."""
         result = self.fn(payload)
         if self.kind is UdfKind.MAP:
-            return [_output(result)]
+            return [output(result)]
         if self.kind is UdfKind.FILTER:
             if not isinstance(result, bool):
                 raise TypeError(f"a filter must return bool, got {type(result).__name__}")
@@ -353,16 +224,16 @@ class Transform:
         if isinstance(result, str | bytes) or not isinstance(result, Iterable):
             wanted = "Messages" if self.kind is UdfKind.PYNUMAFLOW else "an iterable of bytes/str"
             raise TypeError(f"a {self.kind.value} must return {wanted}, got {type(result).__name__}")
-        return [_output(item) for item in result]
+        return [output(item) for item in result]
 
     def _careful(
         self,
         ids: list[str],
         values: list[bytes],
         start: int,
-        out: _Collected,
+        out: Collected,
         call: Callable[[Any], Sequence[Output] | None] | None = None,
-    ) -> _Collected:
+    ) -> Collected:
         for at in range(start, len(values)):
             self._one(at, ids[at], values[at], out, call or self._row)
         return out
@@ -372,7 +243,7 @@ class Transform:
         at: int,
         message_id: str,
         payload: bytes,
-        out: _Collected,
+        out: Collected,
         call: Callable[[Any], Sequence[Output] | None],
         tried: int = 0,
         last: BaseException | None = None,
@@ -385,7 +256,7 @@ class Transform:
             return
         self._emit(at, message_id, results, out)
 
-    def _emit(self, at: int, message_id: str, results: Sequence[Output] | None, out: _Collected) -> None:
+    def _emit(self, at: int, message_id: str, results: Sequence[Output] | None, out: Collected) -> None:
         """Message ``at``'s outputs: a flatmap's ``k``-th is ``<id>.<k>`` (a pynumaflow handler's
         too, when it returns more than one); a DROP-tagged one is counted and goes nowhere."""
         if not results:
@@ -406,7 +277,7 @@ class Transform:
             out.event_times.append(when)
             out.timed = out.timed or when is not None
 
-    def _fail(self, message_id: str, payload: Any, failed: _Failed, out: _Collected) -> None:
+    def _fail(self, message_id: str, payload: Any, failed: _Failed, out: Collected) -> None:
         if not self.dead_letter:
             frames = user_frames(failed.cause)
             raise errors.UdfError(self.vertex, message_id, failed.cause, failed.attempts, frames) from None
@@ -435,14 +306,14 @@ class Transform:
                 if column.null_count:
                     raise TypeError("a UDF must return bytes or str, got None")
                 return Outcome(ids, column)
-            return Outcome(ids, pa.array([_as_bytes(v) for v in _values(result)], pa.binary()))
+            return Outcome(ids, pa.array([as_bytes(v) for v in _values(result)], pa.binary()))
         if self.kind is UdfKind.FILTER:
             mask = result if isinstance(result, pa.Array) else pa.array([bool(v) for v in result], pa.bool_())
             mask = mask.cast(pa.bool_()).fill_null(False)
             return _filtered(ids, payloads, mask)
-        out = _Collected()
+        out = Collected()
         for at, (message_id, items) in enumerate(zip(ids.to_pylist(), _values(result), strict=True)):
-            self._emit(at, message_id, [_as_bytes(item) for item in items], out)
+            self._emit(at, message_id, [as_bytes(item) for item in items], out)
         return out.outcome()
 
     def _arrow_rows(self, payload: bytes) -> list[bytes] | None:
@@ -457,7 +328,7 @@ class Transform:
             return self._attempts(lambda: self._arrow_whole(ids, payloads))  # type: ignore[no-any-return]
         except _Failed:
             # Find the messages that fail: each one alone, with its own retries.
-            out = self._careful(ids.to_pylist(), payloads.to_pylist(), 0, _Collected(), self._arrow_rows)
+            out = self._careful(ids.to_pylist(), payloads.to_pylist(), 0, Collected(), self._arrow_rows)
             return out.outcome()
 
 
