@@ -28,12 +28,19 @@ from tidal.scaling.limits import (
 )
 from tidal.spec.base import Model as _Model
 from tidal.spec.cluster import ClusterSpec
+from tidal.spec.endpoints import (
+    GeneratorSpec,
+    KafkaSinkSpec,
+    KafkaSourceSpec,
+    SinkSpec,
+    SourceSpec,
+    TableSinkSpec,
+    UserClassSpec,
+)
 from tidal.spec.expression import BuiltinSpec
-from tidal.spec.http import HttpSourceSpec
 from tidal.spec.records import IDENTIFIER, RecordsSpec, ReferenceSpec
 from tidal.spec.reduce import GroupBySpec
 from tidal.spec.routing import ForwardConditions
-from tidal.spec.shapes import LoadShape, Shape
 
 __all__ = [
     "BuffersSpec",
@@ -61,7 +68,6 @@ __all__ = [
 
 NAME_PATTERN = r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$"  # a DNS label, like Numaflow's vertex names
 MAX_REPLICAS = 2**31 - 1  # Numaflow's replica fields are int32
-MAX_RATE = 1e9  # messages/s: far above what any generator on one machine produces
 
 
 class Limits(_Model):
@@ -130,143 +136,11 @@ class ScaleSpec(_Model):
     cron: CronSpecModel | None = None
 
 
-class GeneratorSpec(_Model):
-    """``source.generator`` — deterministic messages at a rate that follows a load shape."""
-
-    rate: float = Field(100.0, ge=0, le=MAX_RATE)
-    shape: Shape = Shape.CONSTANT
-    peak: float = Field(0.0, ge=0, le=MAX_RATE)
-    at: float = Field(0.0, ge=0)
-    duration: float = Field(0.0, ge=0)
-    period: float = Field(60.0, gt=0)
-    msg_size: int = Field(100, ge=1, le=1_000_000)
-    max_messages: int | None = Field(None, ge=0, le=2**63 - 1)  # stop after this many (tests, demos)
-
-    def load_shape(self) -> LoadShape:
-        """The rate over time these fields describe."""
-        return LoadShape(self.shape, self.rate, self.peak, self.at, self.duration, self.period)
-
-
-class UserClassSpec(_Model):
-    """A user's class, ``module:Class``, built with ``options`` as keyword arguments."""
-
-    class_: str | type = Field(alias="class")
-    options: dict[str, Any] = Field(default_factory=dict)
-
-
-class KafkaSourceSpec(_Model):
-    """``source.kafka`` — a topic read by offset ranges, scaled on consumer lag (docs/kafka.md).
-
-    ``consumer`` passes librdkafka settings through; a value written ``${NAME}`` is read from the
-    environment when the client is built (and never logged), e.g. ``sasl.password: ${KAFKA_PASSWORD}``.
-    """
-
-    bootstrap_servers: str = Field(min_length=1)
-    topic: str = Field(pattern=r"^[A-Za-z0-9._-]{1,249}$")
-    group_id: str = Field(min_length=1)
-    starting_offsets: str = Field("earliest", pattern="^(earliest|latest)$")
-    consumer: dict[str, str | int | float | bool] = Field(default_factory=dict)
-    read_timeout_seconds: float = Field(60.0, gt=0, le=3600)  # a task that gets nothing this long fails
-
-    @field_validator("consumer")
-    @classmethod
-    def _not_ours(cls, consumer: dict[str, Any]) -> dict[str, Any]:
-        ours = {"bootstrap.servers", "group.id", "enable.auto.commit", "auto.offset.reset"}
-        taken = sorted(ours & set(consumer))
-        if taken:
-            raise ValueError(
-                f"{', '.join(taken)}: set by Tidal (bootstrapServers, groupId, startingOffsets; offsets are "
-                "committed by Tidal after each micro-batch): remove them from consumer"
-            )
-        return consumer
-
-
-class SourceSpec(_Model):
-    generator: GeneratorSpec | None = None
-    user: UserClassSpec | None = None
-    kafka: KafkaSourceSpec | None = None
-    http: HttpSourceSpec | None = None
-    # A Numaflow SDK Sourcer (module:Class), read through the staging buffer as a user source is.
-    pynumaflow: str | type | None = None
-
-    @model_validator(mode="after")
-    def _exactly_one(self) -> SourceSpec:
-        kinds = ("generator", "user", "kafka", "http", "pynumaflow")
-        chosen = [k for k in kinds if getattr(self, k) is not None]
-        if len(chosen) != 1:
-            raise ValueError(f"a source needs exactly one of {', '.join(kinds)} (got {chosen or 'none'})")
-        return self
-
-    @property
-    def staged(self) -> bool:
-        """A source Tidal reads into a staging buffer (a user's class or a pynumaflow Sourcer)."""
-        return self.user is not None or self.pynumaflow is not None
-
-
 class UdfKind(StrEnum):
     MAP = "map"
     FLATMAP = "flatmap"
     FILTER = "filter"
     PYNUMAFLOW = "pynumaflow"  # a handler written for Numaflow's Python SDK (tidal.spark.pynumaflow)
-
-
-class TableSinkSpec(_Model):
-    """``sink.parquet`` / ``sink.delta``: a table at ``path`` (relative: under the run directory).
-
-    ``format: json`` makes each JSON-object payload a row of columns (with ``id``); ``bytes``
-    writes ``id`` and ``payload``. ``partitionBy`` names payload fields (JSON only) whose values
-    become ``field=value`` directories (Parquet) or Delta partition columns.
-    """
-
-    path: str = Field(min_length=1)
-    format: str = Field("json", pattern="^(json|bytes)$")
-    partition_by: list[str] = Field(default_factory=list)
-
-    @model_validator(mode="after")
-    def _partitions_need_fields(self) -> TableSinkSpec:
-        if self.partition_by and self.format != "json":
-            raise ValueError("partitionBy needs format: json (the partition values are payload fields)")
-        return self
-
-
-class KafkaSinkSpec(_Model):
-    """``sink.kafka``: an idempotent producer, at least once (docs/kafka.md)."""
-
-    bootstrap_servers: str = Field(min_length=1)
-    topic: str = Field(pattern=r"^[A-Za-z0-9._-]{1,249}$")
-    key_field: str | None = None  # a JSON payload field to key by; else the message id
-    producer: dict[str, str | int | float | bool] = Field(default_factory=dict)
-
-
-SINK_KINDS = ("log", "file", "blackhole", "user", "parquet", "delta", "kafka", "pynumaflow")
-
-
-class SinkSpec(_Model):
-    """``sink:`` (and a UDF's ``deadLetter``): exactly one of log, file, blackhole, user,
-    parquet, delta, kafka, pynumaflow (a Numaflow SDK ``Sinker`` or sink function,
-    :mod:`tidal.spark.pynumaflow`: at least once)."""
-
-    log: dict[str, Any] | None = None
-    file: dict[str, Any] | None = None
-    blackhole: dict[str, Any] | None = None
-    user: UserClassSpec | None = None
-    parquet: TableSinkSpec | None = None
-    delta: TableSinkSpec | None = None
-    kafka: KafkaSinkSpec | None = None
-    pynumaflow: str | Callable[..., Any] | None = None
-
-    @model_validator(mode="after")
-    def _exactly_one(self) -> SinkSpec:
-        chosen = [k for k in SINK_KINDS if getattr(self, k) is not None]
-        if len(chosen) != 1:
-            raise ValueError(f"a sink needs exactly one of {', '.join(SINK_KINDS)} (got {chosen or 'none'})")
-        if self.file is not None and not isinstance(self.file.get("path"), str):
-            raise ValueError("file sink needs path: a file name for the JSON lines")
-        return self
-
-    @property
-    def kind(self) -> str:
-        return next(k for k in SINK_KINDS if getattr(self, k) is not None)
 
 
 class UdfSpec(_Model):
