@@ -15,6 +15,7 @@ import pytest
 
 from tidal import errors
 from tidal.isb import BufferLimits
+from tidal.isb.segment_files import SegmentFiles
 from tidal.isb.sqlite import SqliteBuffer, SqliteStore
 
 
@@ -85,7 +86,7 @@ def test_a_read_that_races_a_trim_reads_again_past_it(store, tmp_path, monkeypat
     append(buffer, "a", 5)
     append(buffer, "b", 5)
     other = SqliteStore(tmp_path / "pipeline.db")  # another process's connection: the committer
-    load = SqliteBuffer._load
+    load = SegmentFiles.load
     raced = []
 
     def load_after_a_trim(self, seq, size):
@@ -94,7 +95,7 @@ def test_a_read_that_races_a_trim_reads_again_past_it(store, tmp_path, monkeypat
             other.open("b").commit(5)
         return load(self, seq, size)
 
-    monkeypatch.setattr(SqliteBuffer, "_load", load_after_a_trim)
+    monkeypatch.setattr(SegmentFiles, "load", load_after_a_trim)
     got = buffer.read_batch(1, 10)
     assert raced == [5]
     assert got.column("seq").to_pylist() == list(range(6, 11))  # nothing committed comes back

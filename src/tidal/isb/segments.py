@@ -29,6 +29,7 @@ __all__ = [
     "decode",
     "empty",
     "encode",
+    "first_unseen",
     "join",
     "messages",
     "no_keys",
@@ -152,3 +153,14 @@ def messages(batch: Any) -> list[Message]:
             strict=True,
         )
     )
+
+
+def first_unseen(batch: pa.RecordBatch, seen: set[str]) -> pa.RecordBatch:
+    """The messages of ``batch`` whose id is not in ``seen``, each id once (its first), in order:
+    what an append stores of a batch that repeats ids or holds ids stored before."""
+    taken = set(seen)
+    keep = []
+    for message_id in batch.column("id").to_pylist():
+        keep.append(message_id not in taken)
+        taken.add(message_id)
+    return batch.filter(pa.array(keep, pa.bool_()))

@@ -41,7 +41,6 @@ import shutil
 import sqlite3
 import threading
 import time
-import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -57,7 +56,7 @@ from tidal.isb.base import (
     Message,
     check_batch,
 )
-from tidal.processes import alive
+from tidal.isb.segment_files import SegmentFiles
 
 __all__ = ["SqliteBuffer", "SqliteStore"]
 
@@ -70,7 +69,6 @@ _BUSY_TIMEOUT_S = 30.0
 PAGE_SIZE = 16384
 WAL_CHECKPOINT_PAGES = 4000
 _READ_ATTEMPTS = 3  # a segment trimmed between a read's snapshot and its file read: read again
-_TMP = ".tmp-"
 
 
 def _check_name(name: str) -> str:
@@ -218,7 +216,7 @@ class SqliteBuffer:
         self._limits = limits
         self._table = f'"buf_{name}"'
         self._ids = f'"ids_{name}"'
-        self._dir = store.segments_dir / name
+        self._files = SegmentFiles(store.segments_dir / name, name)
 
     @property
     def name(self) -> str:
@@ -247,17 +245,6 @@ class SqliteBuffer:
                 raise errors.BufferNotFound(self._name) from exc
             raise
 
-    def _stage(self, batch: Any) -> tuple[Path, int]:
-        """Write ``batch`` to a temporary file of this process; its path and size."""
-        data = segments.encode(batch)
-        path = self._dir / f"{_TMP}{os.getpid()}-{uuid.uuid4().hex}"
-        try:
-            with open(path, "wb") as out:
-                out.write(data)
-        except FileNotFoundError as exc:  # the directory went with the buffer
-            raise errors.BufferNotFound(self._name) from exc
-        return path, data.size
-
     def _store_segment(
         self, db: sqlite3.Connection, batch: Any, duplicates: int, staged: tuple[Path, int] | None = None
     ) -> AppendResult:
@@ -268,8 +255,8 @@ class SqliteBuffer:
         length = last - self._committed(db)  # every stored, uncommitted message
         if length + n > self._limits.max_length:
             raise errors.BufferFull(self._name, length, n, self._limits.max_length)
-        tmp, size = staged or self._stage(batch)
-        os.replace(tmp, self._dir / str(last + n))
+        tmp, size = staged or self._files.stage(batch)
+        self._files.place(tmp, last + n)
         db.execute(
             f"INSERT INTO {self._table} (seq, first, size) VALUES (?, ?, ?)", (last + n, last + 1, size)
         )
@@ -287,7 +274,7 @@ class SqliteBuffer:
             return AppendResult(0, 0, 0, 0)
         # The file is written before the transaction, so the write lock is held for a rename
         # and two small inserts only (the vertex's other replicas append to the same buffer).
-        staged = self._stage(batch)
+        staged = self._files.stage(batch)
 
         def append(db: sqlite3.Connection) -> AppendResult:
             before = db.total_changes
@@ -346,23 +333,15 @@ class SqliteBuffer:
             chunk = ids[i : i + _CHUNK]
             marks = ",".join("?" * len(chunk))
             seen.update(r[0] for r in db.execute(f"SELECT id FROM {self._ids} WHERE id IN ({marks})", chunk))
-        new_ids: list[str] = []
-        new_payloads: list[bytes] = []
-        new_times: list[float] = []
-        stamps = times if times is not None else [now] * len(ids)
-        for message_id, payload, t in zip(ids, payloads, stamps, strict=True):
-            if message_id in seen:
-                continue
-            seen.add(message_id)
-            new_ids.append(message_id)
-            new_payloads.append(payload)
-            new_times.append(t)
-        duplicates = len(ids) - len(new_ids)
-        if not new_ids:
+        batch = segments.as_segment(ids, payloads, times if times is not None else [now] * len(ids))
+        new = segments.first_unseen(batch, seen)
+        duplicates = len(ids) - new.num_rows
+        if not new.num_rows:
             return AppendResult(0, 0, 0, duplicates)
-        result = self._store_segment(db, segments.as_segment(new_ids, new_payloads, new_times), duplicates)
+        result = self._store_segment(db, new, duplicates)
         db.executemany(
-            f"INSERT OR REPLACE INTO {self._ids} (id, at) VALUES (?, ?)", [(i, now) for i in new_ids]
+            f"INSERT OR REPLACE INTO {self._ids} (id, at) VALUES (?, ?)",
+            [(i, now) for i in new.column("id").to_pylist()],
         )
         return result
 
@@ -378,23 +357,10 @@ class SqliteBuffer:
             for seg_last, seg_first, size in rows:
                 if seg_first > last:
                     break
-                batch = segments.decode(self._load(seg_last, size))
+                batch = segments.decode(self._files.load(seg_last, size))
                 lo, hi = max(first, seg_first), min(last, seg_last)
                 parts.append(segments.with_seqs(batch.slice(lo - seg_first, hi - lo + 1), lo))
         return segments.join(parts)
-
-    def _load(self, seq: int, size: int) -> Any:
-        import pyarrow as pa
-
-        path = self._dir / str(seq)
-        with pa.OSFile(str(path), "r") as source:  # FileNotFoundError: trimmed meanwhile
-            data = source.read_buffer()
-        if data.size != size:
-            raise errors.BufferError(
-                f"segment file {path} holds {data.size} bytes, its row says {size}: the buffer is"
-                " damaged (a power loss?); start the pipeline in a new run directory"
-            )
-        return data
 
     def _read(self, first: int, last: int, *, limit: int | None = None) -> Any:
         """``first..last`` (or ``limit`` messages from ``first``), clamped to what is uncommitted."""
@@ -433,21 +399,7 @@ class SqliteBuffer:
             db.execute("UPDATE isb_buffers SET committed=? WHERE name=?", (seq, self._name))
             db.execute(f"DELETE FROM {self._table} WHERE seq <= ?", (seq,))
             db.execute(f"DELETE FROM {self._ids} WHERE at < ?", (time.time() - self._store.dedup_window,))
-        self._sweep(seq)
-
-    def _sweep(self, committed: int) -> None:
-        """Delete the files of trimmed segments (named by their last sequence) and the
-        temporary files of writers that died before their rename."""
-        try:
-            entries = list(os.scandir(self._dir))
-        except FileNotFoundError:
-            return
-        for entry in entries:
-            name = entry.name
-            trimmed = name.isdigit() and int(name) <= committed
-            orphaned = name.startswith(_TMP) and not alive(int(name[len(_TMP) :].split("-", 1)[0]))
-            if trimmed or orphaned:
-                Path(entry.path).unlink(missing_ok=True)  # another process may have swept it first
+        self._files.sweep(seq)
 
     def committed(self) -> int:
         return self._committed(self._store.db)

@@ -1,0 +1,75 @@
+"""The files of one SQLite buffer's segments: written aside, renamed into place, read, swept.
+
+Each segment (:mod:`tidal.isb.segments`) is one file in the buffer's directory, named by its last
+sequence; the SQLite row that indexes it is inserted in the same transaction as the rename, so a
+reader that sees the row finds the file. A writer stages its file under a temporary name that
+carries its PID before it takes the write lock (the lock is then held for a rename and two small
+inserts only); a writer that died leaves that file behind, and the sweep, run after each commit,
+removes it together with the files of trimmed segments.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+from typing import Any
+
+from tidal import errors
+from tidal.isb import segments
+from tidal.processes import alive
+
+__all__ = ["SegmentFiles"]
+
+_TMP = ".tmp-"
+
+
+class SegmentFiles:
+    """The segment files of the buffer ``name`` in ``directory``."""
+
+    def __init__(self, directory: Path, name: str) -> None:
+        self.directory = directory
+        self.name = name
+
+    def stage(self, batch: Any) -> tuple[Path, int]:
+        """Write ``batch`` to a temporary file of this process; its path and size."""
+        data = segments.encode(batch)
+        path = self.directory / f"{_TMP}{os.getpid()}-{uuid.uuid4().hex}"
+        try:
+            with open(path, "wb") as out:
+                out.write(data)
+        except FileNotFoundError as exc:  # the directory went with the buffer
+            raise errors.BufferNotFound(self.name) from exc
+        return path, data.size
+
+    def place(self, staged: Path, last: int) -> None:
+        """A staged file becomes the segment ending at sequence ``last``."""
+        os.replace(staged, self.directory / str(last))
+
+    def load(self, seq: int, size: int) -> Any:
+        """The segment ending at ``seq``, checked against the ``size`` its row records."""
+        import pyarrow as pa
+
+        path = self.directory / str(seq)
+        with pa.OSFile(str(path), "r") as source:  # FileNotFoundError: trimmed meanwhile
+            data = source.read_buffer()
+        if data.size != size:
+            raise errors.BufferError(
+                f"segment file {path} holds {data.size} bytes, its row says {size}: the buffer is"
+                " damaged (a power loss?); start the pipeline in a new run directory"
+            )
+        return data
+
+    def sweep(self, committed: int) -> None:
+        """Delete the files of trimmed segments (named by their last sequence) and the
+        temporary files of writers that died before their rename."""
+        try:
+            entries = list(os.scandir(self.directory))
+        except FileNotFoundError:
+            return
+        for entry in entries:
+            name = entry.name
+            trimmed = name.isdigit() and int(name) <= committed
+            orphaned = name.startswith(_TMP) and not alive(int(name[len(_TMP) :].split("-", 1)[0]))
+            if trimmed or orphaned:
+                Path(entry.path).unlink(missing_ok=True)  # another process may have swept it first
