@@ -28,7 +28,6 @@ import asyncio
 import contextlib
 import json
 import os
-import threading
 import time
 import uuid
 from collections.abc import Coroutine, Sequence
@@ -38,6 +37,7 @@ import pyarrow as pa
 
 from tidal import errors
 from tidal.isb import segments
+from tidal.isb.background_loop import BackgroundLoop
 from tidal.isb.base import (
     DEFAULT_DEDUP_WINDOW_SECONDS,
     AppendResult,
@@ -62,29 +62,6 @@ def _stream_name(pipeline: str, buffer: str) -> str:
     return f"TIDAL_{safe}"
 
 
-class _Loop:
-    """One asyncio loop in a daemon thread per process; sync callers submit coroutines to it."""
-
-    _instance: _Loop | None = None
-    _pid = -1
-    _lock = threading.Lock()
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name="tidal-nats", daemon=True)
-        self.thread.start()
-
-    @classmethod
-    def get(cls) -> _Loop:
-        with cls._lock:
-            if cls._instance is None or cls._pid != os.getpid():
-                cls._instance, cls._pid = cls(), os.getpid()
-            return cls._instance
-
-    def run(self, coro: Coroutine[Any, Any, T], timeout: float = _TIMEOUT * 3) -> T:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
-
-
 class JetStreamStore:
     """The buffers of one pipeline on a JetStream server or cluster at ``url``."""
 
@@ -92,7 +69,7 @@ class JetStreamStore:
         self.url = url
         self.pipeline = pipeline
         self.dedup_window = dedup_window
-        self._loop = _Loop.get()
+        self._loop = BackgroundLoop.get()
         self._nc: Any = None
         self._pid = os.getpid()
         self._connect()
@@ -110,7 +87,7 @@ class JetStreamStore:
             )
 
         try:
-            self._nc = self._loop.run(connect())
+            self._nc = self._loop.run(connect(), _TIMEOUT * 3)
         except Exception as exc:
             raise errors.BufferUnavailable(
                 f"cannot reach NATS JetStream at {self.url}: {type(exc).__name__}: {exc} "
@@ -120,12 +97,12 @@ class JetStreamStore:
     @property
     def nc(self) -> Any:
         if self._pid != os.getpid():  # forked: the parent's connection is not ours
-            self._loop, self._pid = _Loop.get(), os.getpid()
+            self._loop, self._pid = BackgroundLoop.get(), os.getpid()
             self._connect()
         return self._nc
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        return self._loop.run(coro)
+        return self._loop.run(coro, _TIMEOUT * 3)
 
     def create(self, name: str, limits: BufferLimits | None = None) -> JetStreamBuffer:
         from nats.js import api
