@@ -72,6 +72,9 @@ def kafka_ids(kafka: MockKafka, topic: str) -> list[str]:
 
 
 def test_every_chain_delivers_exactly_once_into_its_sink_through_a_driver_sigkill(tmp_path):
+    """``tidal run`` SIGKILLed (driver, JVM and Python workers) mid-run, then run again on the same
+    run directory: each branch is a buffered edge (the generator fans out) into a map chained
+    with its sink, so this is also the CLI's own kill-and-resume story."""
     kafka = MockKafka()
     spec = tmp_path / "branches.yaml"
     spec.write_text(BRANCHES.format(count=COUNT, bootstrap=kafka.bootstrap))

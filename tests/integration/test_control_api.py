@@ -151,7 +151,7 @@ def test_a_scale_written_from_outside_is_what_the_next_batches_run_and_bad_write
 
 PIPELINE = """
 name: pausing
-limits: {{readBatchSize: 300}}
+limits: {{readBatchSize: 1000}}
 controller: {{intervalSeconds: 0.5}}
 vertices:
   - name: gen
@@ -175,9 +175,9 @@ def cli(*args: str) -> tuple[int, str]:
 
 
 def test_pause_drains_and_holds_a_restart_stays_paused_resume_delivers_everything_once(tmp_path):
-    total = 20_000
+    total = 30_000  # 7.5 s of the generator at 4,000/s: the pause comes long before its end
     path = tmp_path / "p.yaml"
-    path.write_text(PIPELINE.format(rate=1000, total=total, max=4))
+    path.write_text(PIPELINE.format(rate=4000, total=total, max=4))
     run_dir = tmp_path / "run"
     args = ("run", str(path), "--run-dir", str(run_dir), "--no-metrics", "--no-live")
     out = run_dir / "out.jsonl"
@@ -218,14 +218,14 @@ def test_pause_drains_and_holds_a_restart_stays_paused_resume_delivers_everythin
         code, text = cli("scale", str(run_dir), "work", "--replicas", "9")
         assert code == 1 and "[min 0, max 4]" in text, text
         # A live edit: the scale block of work. Changing its function needs a restart.
-        path.write_text(PIPELINE.format(rate=1000, total=total, max=6))
+        path.write_text(PIPELINE.format(rate=4000, total=total, max=6))
         code, text = cli("apply", str(path), "--run-dir", str(run_dir))
         assert code == 0 and "vertices[work].scale.max: 4 → 6" in text, text
         code, text = cli("get", "scale", str(run_dir), "work")
         assert '"tidal.dev/max": "6"' in text, text
         changed = tmp_path / "changed.yaml"
         changed.write_text(
-            PIPELINE.format(rate=1000, total=total, max=6).replace("udfs:upper", "udfs:slow_upper")
+            PIPELINE.format(rate=4000, total=total, max=6).replace("udfs:upper", "udfs:slow_upper")
         )
         code, text = cli("apply", str(changed), "--run-dir", str(run_dir))
         assert code == 1 and "vertices[1].udf.map" in text and "restart" in text, text
@@ -233,7 +233,7 @@ def test_pause_drains_and_holds_a_restart_stays_paused_resume_delivers_everythin
         # What needs a restart, with --restart: another function and 1,000 more messages. The run
         # drains, starts again in the same session and run directory, and goes on from there.
         more = total + 1000
-        changed.write_text(PIPELINE.format(rate=1000, total=more, max=6).replace("udfs:upper", "udfs:enrich"))
+        changed.write_text(PIPELINE.format(rate=4000, total=more, max=6).replace("udfs:upper", "udfs:enrich"))
         code, text = cli("apply", str(changed), "--run-dir", str(run_dir), "--restart")
         assert code == 0 and "restarted with the edited spec" in text, text
         wait_for(lambda: len(delivered(out)) >= more, 240, "the messages after the restart", second)

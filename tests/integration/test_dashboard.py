@@ -36,7 +36,7 @@ controller: {intervalSeconds: 0.5}
 vertices:
   - name: orders
     source:
-      generator: {rate: 2500, maxMessages: 40000, msgSize: 40}
+      generator: {rate: 2500, maxMessages: 24000, msgSize: 40}
   - name: enrich
     udf: {map: "tidal.examples.udfs:slow_upper"}
     scale: {lookbackSeconds: 3, scaleUpCooldownSeconds: 1, scaleDownCooldownSeconds: 2, max: 4,
@@ -175,7 +175,7 @@ def test_a_live_run_then_the_finished_run_from_disk(browser, tmp_path):
         wait_for(lambda: badge() == "running", 60, "the page to show it running again", proc)
         archive = run_dir / "archive.jsonl"
         wait_for(
-            lambda: archive.exists() and len(archive.read_text().splitlines()) >= 40000, 180, "the end", proc
+            lambda: archive.exists() and len(archive.read_text().splitlines()) >= 24000, 180, "the end", proc
         )
     finally:
         proc.send_signal(signal.SIGINT)

@@ -68,12 +68,16 @@ def stop_between_batches(query: Any, timeout: float = 10.0) -> None:
 
 
 def past_start(query: Any) -> bool:
-    """The query ran a micro-batch, or its first trigger found nothing and it now waits (or it
-    failed): Spark's warm-up is over."""
+    """The query finished a micro-batch, or its first trigger found nothing and it now waits (or
+    it failed): Spark's warm-up is over.
+
+    "Writing offsets to log" and "Processing new data" are not enough: in a fresh JVM the first
+    batch takes 5-6 s (planning the Python data source's writer, the first Python workers), and
+    a controller that decided then saw an idle pipeline and sent its vertices to zero, to wake
+    them a few seconds later."""
     if not query.isActive or query.lastProgress is not None:
         return True
-    message = str(query.status.get("message", ""))
-    return bool(message) and not message.startswith("Initializing")
+    return str(query.status.get("message", "")).startswith("Waiting for data to arrive")
 
 
 def failure_reason(exc: object) -> str:
