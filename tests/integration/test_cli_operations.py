@@ -40,7 +40,7 @@ def test_the_quickstarts_dry_run_then_real_run_lose_nothing(tmp_path):
     spec.write_text(QUICKSTART.format(input=data))
     env_cwd = {"cwd": tmp_path}
     # The quickstart, word for word (shorter durations): a dry run, then the run.
-    command = ["run", "pipeline.yaml", "--dry-run", "--duration", "25", "--no-metrics"]
+    command = ["run", "pipeline.yaml", "--dry-run", "--duration", "10", "--no-metrics"]
     dry = subprocess.run(
         [sys.executable, "-m", "tidal", *command],
         capture_output=True,
