@@ -1,74 +1,56 @@
-"""Buffers on NATS JetStream (Numaflow's own ISB), for pipelines that span hosts.
+"""Buffers on NATS JetStream (Numaflow's own ISB), for pipelines that span hosts: the store.
 
-One stream per buffer, ``max_msgs = bufferMaxLength`` with ``discard=new`` and file storage.
-The calls are synchronous; a private event loop thread per process runs the nats-py client.
-
-* **append**: a batch is published as JetStream atomic batches (ADR-50, up to 1000 messages
-  each), so the server stores a chunk whole or refuses it whole; before publishing, the stream's
-  length is checked so a batch that would pass ``max_length`` is refused whole with
-  ``BufferFull``. Ids go in ``Nats-Msg-Id`` (the server de-duplicates within its duplicate
-  window, also after the original was purged). The server refuses an atomic batch containing any
-  known id, so such a batch falls back to acknowledged single publishes, and the server skips
-  exactly the duplicates. Batches over 1000 messages are atomic per 1000-message chunk.
-* **append_batch** (per-batch de-duplication): each message's ``Nats-Msg-Id`` is
-  ``<key>#<i>`` and its own id travels in a ``Tidal-Id`` header; the server then skips a
-  replayed batch message by message. Messages stay one stream message each: JetStream's
-  sequences are the buffer's sequences, and ``max_msgs`` bounds messages, not batches.
-* **read**: batched direct get by sequence (stateless, replayable).
-* **commit**: purge the stream below ``seq + 1``; the stream's first sequence is the commit point.
-
-Traps avoided (measured, ``shared/design.md``): nats-py ``publish_async`` never completes a
-refused publish, and publishing without waiting for acks lost messages, so every publish here is
-acknowledged; ``fetch`` is slow, so reads are hand-written direct-get requests.
+One stream per buffer (:mod:`tidal.isb.jetstream_config`: its shape, replicas, fail-over), each
+read and written by a :class:`~tidal.isb.jetstream_buffer.JetStreamBuffer`. The calls are
+synchronous; a private event loop thread per process runs the nats-py client.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import json
 import os
 import time
-import uuid
-from collections.abc import Coroutine, Sequence
+from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
-import pyarrow as pa
-
 from tidal import errors
-from tidal.isb import segments
 from tidal.isb.background_loop import BackgroundLoop
-from tidal.isb.base import (
-    DEFAULT_DEDUP_WINDOW_SECONDS,
-    AppendResult,
-    BufferLimits,
-    BufferStats,
-    Message,
-    check_batch,
+from tidal.isb.base import DEFAULT_DEDUP_WINDOW_SECONDS, BufferLimits
+from tidal.isb.jetstream_buffer import JetStreamBuffer
+from tidal.isb.jetstream_config import (
+    FAILOVER_SECONDS,
+    REQUEST_TIMEOUT,
+    check_replicas,
+    failing_over,
+    refused,
+    servers,
+    stream_config,
+    stream_name,
 )
 
 __all__ = ["JetStreamBuffer", "JetStreamStore"]
 
 T = TypeVar("T")
-_ATOMIC_MAX = 1000
-_TIMEOUT = 10.0
-_ERR_DUPLICATE_IN_BATCH = 10201
-_ERR_MAX_MESSAGES = 10077
-_ERR_MAX_PAYLOAD = "maximum payload"
-
-
-def _stream_name(pipeline: str, buffer: str) -> str:
-    safe = f"{pipeline}_{buffer}".replace(".", "_").replace("-", "_")
-    return f"TIDAL_{safe}"
+_ERR_STREAM_EXISTS = 10058  # "stream name already in use with a different configuration"
+# Insufficient resources; replicas > 1 on a server that is not clustered; no peers to place on.
+_ERR_NO_ROOM_FOR_REPLICAS = {10023, 10074, 10005}
 
 
 class JetStreamStore:
     """The buffers of one pipeline on a JetStream server or cluster at ``url``."""
 
-    def __init__(self, url: str, pipeline: str, dedup_window: float = DEFAULT_DEDUP_WINDOW_SECONDS) -> None:
+    def __init__(
+        self,
+        url: str,
+        pipeline: str,
+        dedup_window: float = DEFAULT_DEDUP_WINDOW_SECONDS,
+        *,
+        replicas: int = 1,
+    ) -> None:
         self.url = url
         self.pipeline = pipeline
         self.dedup_window = dedup_window
+        self.replicas = replicas  # of each stream this store makes (jetstream_config)
         self._loop = BackgroundLoop.get()
         self._nc: Any = None
         self._pid = os.getpid()
@@ -79,7 +61,7 @@ class JetStreamStore:
 
         async def connect() -> Any:
             return await nats.connect(
-                self.url,
+                servers(self.url),
                 connect_timeout=3,
                 max_reconnect_attempts=3,
                 allow_reconnect=True,
@@ -87,7 +69,7 @@ class JetStreamStore:
             )
 
         try:
-            self._nc = self._loop.run(connect(), _TIMEOUT * 3)
+            self._nc = self._loop.run(connect(), REQUEST_TIMEOUT * 3)
         except Exception as exc:
             raise errors.BufferUnavailable(
                 f"cannot reach NATS JetStream at {self.url}: {type(exc).__name__}: {exc} "
@@ -102,45 +84,54 @@ class JetStreamStore:
         return self._nc
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        return self._loop.run(coro, _TIMEOUT * 3)
+        return self._loop.run(coro, REQUEST_TIMEOUT * 3)
+
+    def call(self, make: Callable[[], Coroutine[Any, Any, T]]) -> T:
+        """``make()``'s coroutine run, and again while the cluster fails over (jetstream_config):
+        for idempotent calls only."""
+        deadline = time.monotonic() + FAILOVER_SECONDS
+        while True:
+            try:
+                return self.run(make())
+            except Exception as exc:
+                if not failing_over(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
 
     def create(self, name: str, limits: BufferLimits | None = None) -> JetStreamBuffer:
-        from nats.js import api
+        from nats.js.errors import APIError
 
         limits = limits or BufferLimits()
-        stream = _stream_name(self.pipeline, name)
-        config = api.StreamConfig(
-            name=stream,
-            subjects=[f"tidal.{self.pipeline}.{name}"],
-            max_msgs=limits.max_length,
-            discard=api.DiscardPolicy.NEW,
-            storage=api.StorageType.FILE,
-            duplicate_window=self.dedup_window,
-            allow_direct=True,
-            allow_atomic=True,
-            metadata={"tidal.usage_limit": str(limits.usage_limit), "tidal.buffer": name},
-        )
+        stream = stream_name(self.pipeline, name)
+        config = stream_config(self.pipeline, name, limits, self.dedup_window, self.replicas)
 
-        async def create() -> None:
+        async def create() -> Any:
             jsm = self.nc.jsm()
             try:
-                await jsm.add_stream(config)
-            except Exception:
-                await jsm.update_stream(config)
+                return await jsm.add_stream(config)
+            except APIError as exc:
+                if exc.err_code in _ERR_NO_ROOM_FOR_REPLICAS:
+                    raise refused(exc, self.replicas, name, self.url) from None
+                if exc.err_code != _ERR_STREAM_EXISTS:
+                    raise
+            try:
+                return await jsm.update_stream(config)
+            except APIError:  # it exists with another shape: checked below
+                return await jsm.stream_info(stream)
 
-        self.run(create())
+        check_replicas(self.run(create()), self.replicas, name, self.url)
         return JetStreamBuffer(self, name, stream, limits)
 
     def open(self, name: str) -> JetStreamBuffer:
         from nats.js.errors import NotFoundError
 
-        stream = _stream_name(self.pipeline, name)
+        stream = stream_name(self.pipeline, name)
 
         async def info() -> Any:
             return await self.nc.jsm().stream_info(stream)
 
         try:
-            si = self.run(info())
+            si = self.call(info)
         except NotFoundError:
             raise errors.BufferNotFound(name) from None
         meta = si.config.metadata or {}
@@ -148,7 +139,7 @@ class JetStreamStore:
         return JetStreamBuffer(self, name, stream, limits)
 
     def list(self) -> list[str]:
-        prefix = _stream_name(self.pipeline, "")
+        prefix = stream_name(self.pipeline, "")
 
         async def names() -> list[str]:
             out = []
@@ -157,13 +148,13 @@ class JetStreamStore:
                     out.append((si.config.metadata or {}).get("tidal.buffer", si.config.name[len(prefix) :]))
             return sorted(out)
 
-        return self.run(names())
+        return self.call(names)
 
     def drop(self, name: str) -> None:
         from nats.js.errors import NotFoundError
 
         async def delete() -> None:
-            await self.nc.jsm().delete_stream(_stream_name(self.pipeline, name))
+            await self.nc.jsm().delete_stream(stream_name(self.pipeline, name))
 
         try:
             self.run(delete())
@@ -175,261 +166,3 @@ class JetStreamStore:
             with contextlib.suppress(Exception):  # closing a broken connection is best effort
                 self.run(self._nc.close())
         self._nc = None
-
-
-class JetStreamBuffer:
-    """One buffer: a JetStream stream."""
-
-    def __init__(self, store: JetStreamStore, name: str, stream: str, limits: BufferLimits) -> None:
-        self._store = store
-        self._name = name
-        self._stream = stream
-        self._subject = f"tidal.{store.pipeline}.{name}"
-        self._limits = limits
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def limits(self) -> BufferLimits:
-        return self._limits
-
-    # -- state ---------------------------------------------------------------------------------
-
-    async def _state(self) -> Any:
-        from nats.js.errors import NotFoundError
-
-        try:
-            return (await self._store.nc.jsm().stream_info(self._stream)).state
-        except NotFoundError:
-            raise errors.BufferNotFound(self._name) from None
-
-    def stats(self) -> BufferStats:
-        state = self._store.run(self._state())
-        committed = max(0, state.first_seq - 1)
-        return BufferStats(self._name, state.last_seq, committed, state.messages, self._limits)
-
-    def pending(self) -> int:
-        return self.stats().pending
-
-    # -- append --------------------------------------------------------------------------------
-
-    def append(
-        self, payloads: Sequence[bytes], ids: Sequence[str], times: Sequence[float] | None = None
-    ) -> AppendResult:
-        check_batch(payloads, ids)
-        if not payloads:
-            return AppendResult(0, 0, 0, 0)
-        # They enter the pipeline here: at the event time their source gave them, else now.
-        now = time.time()
-        stamps = [{"Tidal-Time": repr(now if times is None else float(t))} for t in (times or payloads)]
-        return self._store.run(self._append([bytes(p) for p in payloads], list(ids), None, stamps))
-
-    def append_batch(
-        self, key: str, ids: Any, payloads: Any, times: Any = None, keys: Any = None
-    ) -> AppendResult:
-        """Per-batch de-duplication on JetStream: message ``i`` of the batch is published with
-        ``Nats-Msg-Id: <key>#<i>`` (its own id travels in ``Tidal-Id``), so a replayed batch is
-        skipped message by message by the server, within the same duplicate window."""
-        if not isinstance(key, str) or not key:
-            raise TypeError(f"append_batch: the key must be a non-empty str, got {key!r}")
-        batch = segments.as_segment(ids, payloads, times, keys)
-        if batch.num_rows == 0:
-            return AppendResult(0, 0, 0, 0)
-        id_list = batch.column(0).to_pylist()
-        dedup = [f"{key}#{i}" for i in range(len(id_list))]
-        # Each message's own headers: its source time, and its keys when it has some (JSON).
-        stamps = [
-            {"Tidal-Time": repr(t)} if k is None else {"Tidal-Time": repr(t), "Tidal-Keys": json.dumps(k)}
-            for t, k in zip(batch.column(2).to_pylist(), batch.column(3).to_pylist(), strict=True)
-        ]
-        return self._store.run(self._append(batch.column(1).to_pylist(), id_list, dedup, stamps))
-
-    async def _append(
-        self,
-        payloads: list[bytes],
-        ids: list[str],
-        dedup: list[str] | None,
-        stamps: list[dict[str, str]],
-    ) -> AppendResult:
-        """Publish the messages with their own headers (``stamps``: the ``Tidal-Time`` source time,
-        the ``Tidal-Keys`` keys)."""
-        state = await self._state()
-        if state.messages + len(payloads) > self._limits.max_length:
-            raise errors.BufferFull(self._name, state.messages, len(payloads), self._limits.max_length)
-        first = last = 0
-        appended = duplicates = 0
-        for i in range(0, len(payloads), _ATOMIC_MAX):
-            chunk_p, chunk_i = payloads[i : i + _ATOMIC_MAX], ids[i : i + _ATOMIC_MAX]
-            chunk_d = dedup[i : i + _ATOMIC_MAX] if dedup is not None else None
-            chunk_s = stamps[i : i + _ATOMIC_MAX]
-            result = await self._atomic(chunk_p, chunk_i, chunk_d, chunk_s)
-            if result is None:  # the chunk holds a known id: publish one by one, skipping duplicates
-                result = await self._singles(chunk_p, chunk_i, chunk_d, chunk_s)
-            if result.appended:
-                first = first or result.first_seq
-                last = result.last_seq
-            appended += result.appended
-            duplicates += result.duplicates
-        return AppendResult(first, last, appended, duplicates)
-
-    def _raise_for(self, reply: dict[str, Any], batch: int) -> None:
-        error = reply["error"]
-        code = error.get("err_code")
-        text = error.get("description", "")
-        if code == _ERR_MAX_MESSAGES:
-            raise errors.BufferFull(self._name, -1, batch, self._limits.max_length)
-        if _ERR_MAX_PAYLOAD in text:
-            raise errors.MessageTooLarge(self._name, -1, int(self._store.nc.max_payload))
-        raise errors.BufferError(
-            f"buffer {self._name!r}: JetStream refused the publish: {text} (code {code})"
-        )
-
-    @staticmethod
-    def _headers(
-        ids: list[str], dedup: list[str] | None, stamps: list[dict[str, str]], j: int
-    ) -> dict[str, str]:
-        """Message ``j``'s de-duplication id (its own id, or its batch key), for a batch its id,
-        and its source time and keys."""
-        headers = {"Nats-Msg-Id": ids[j]} if dedup is None else {"Nats-Msg-Id": dedup[j], "Tidal-Id": ids[j]}
-        headers.update(stamps[j])
-        return headers
-
-    async def _atomic(
-        self, payloads: list[bytes], ids: list[str], dedup: list[str] | None, stamps: list[dict[str, str]]
-    ) -> AppendResult | None:
-        nc = self._store.nc
-        batch_id = uuid.uuid4().hex
-        n = len(payloads)
-        self._check_sizes(payloads)
-        for j, payload in enumerate(payloads, 1):
-            headers = {
-                "Nats-Batch-Id": batch_id,
-                "Nats-Batch-Sequence": str(j),
-                **self._headers(ids, dedup, stamps, j - 1),
-            }
-            if j == n:
-                headers["Nats-Batch-Commit"] = "1"
-            if j in (1, n):
-                reply = json.loads(
-                    (await nc.request(self._subject, payload, headers=headers, timeout=_TIMEOUT)).data
-                    or b"{}"
-                )
-                if "error" in reply:
-                    if reply["error"].get("err_code") == _ERR_DUPLICATE_IN_BATCH:
-                        return None
-                    self._raise_for(reply, n)
-                if j == n:
-                    last = int(reply["seq"])
-                    return AppendResult(last - n + 1, last, n, 0)
-            else:
-                await nc.publish(self._subject, payload, headers=headers)
-        raise AssertionError("unreachable")
-
-    async def _singles(
-        self, payloads: list[bytes], ids: list[str], dedup: list[str] | None, stamps: list[dict[str, str]]
-    ) -> AppendResult:
-        js = self._store.nc.jetstream()
-        first = last = appended = duplicates = 0
-        for j, payload in enumerate(payloads):
-            try:
-                ack = await js.publish(
-                    self._subject, payload, headers=self._headers(ids, dedup, stamps, j), timeout=_TIMEOUT
-                )
-            except Exception as exc:
-                if "maximum messages" in str(exc):
-                    raise errors.BufferFull(self._name, -1, len(payloads), self._limits.max_length) from exc
-                raise
-            if ack.duplicate:
-                duplicates += 1
-                continue
-            first = first or ack.seq
-            last = ack.seq
-            appended += 1
-        return AppendResult(first, last, appended, duplicates)
-
-    def _check_sizes(self, payloads: list[bytes]) -> None:
-        limit = int(self._store.nc.max_payload) - 1024  # headers travel in the same frame
-        for payload in payloads:
-            if len(payload) > limit:
-                raise errors.MessageTooLarge(self._name, len(payload), limit)
-
-    # -- read / commit -------------------------------------------------------------------------
-
-    async def _direct_get(self, seq: int, batch: int) -> list[tuple[int, str, bytes, float, Any]]:
-        """Up to ``batch`` messages from ``seq``: ``(seq, id, payload, source time, keys)``."""
-        nc = self._store.nc
-        out: list[tuple[int, str, bytes, float, Any]] = []
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-
-        async def on_message(msg: Any) -> None:
-            headers = msg.headers or {}
-            if "Status" in headers:
-                if not done.done():
-                    done.set_result(None)
-                return
-            message_id = headers.get("Tidal-Id") or headers.get("Nats-Msg-Id", "")
-            stamp = float(headers.get("Tidal-Time", "nan"))
-            keys = json.loads(headers["Tidal-Keys"]) if "Tidal-Keys" in headers else None
-            out.append((int(headers["Nats-Sequence"]), message_id, msg.data, stamp, keys))
-            if len(out) >= batch and not done.done():
-                done.set_result(None)
-
-        inbox = nc.new_inbox()
-        sub = await nc.subscribe(inbox, cb=on_message)
-        try:
-            request = json.dumps({"seq": seq, "batch": batch}).encode()
-            await nc.publish(f"$JS.API.DIRECT.GET.{self._stream}", request, reply=inbox)
-            await asyncio.wait_for(done, _TIMEOUT)
-        finally:
-            await sub.unsubscribe()
-        return out
-
-    def read(self, after: int, limit: int) -> list[Message]:
-        if limit <= 0:
-            return []
-        return [m[:3] for m in self._store.run(self._direct_get(after + 1, limit))]
-
-    def _range(self, first: int, last: int) -> list[tuple[int, str, bytes, float, Any]]:
-        if last < first:
-            return []
-        messages = self._store.run(self._direct_get(first, last - first + 1))
-        return [m for m in messages if m[0] <= last]
-
-    def read_range(self, first: int, last: int) -> list[Message]:
-        return [m[:3] for m in self._range(first, last)]
-
-    def read_batch(self, first: int, last: int) -> Any:
-        rows = self._range(first, last)
-        if not rows:
-            return segments.empty()
-        seqs, ids, payloads, times, keys = zip(*rows, strict=True)
-        return pa.RecordBatch.from_arrays(
-            [
-                pa.array(seqs, pa.int64()),
-                pa.array(ids, pa.string()),
-                pa.array(payloads, pa.binary()),
-                pa.array(times, pa.float64()),
-                pa.array(keys, segments.KEYS),
-            ],
-            schema=segments.READ_SCHEMA,
-        )
-
-    def commit(self, seq: int) -> None:
-        async def purge() -> None:
-            state = await self._state()
-            target = min(seq, state.last_seq)
-            if target >= state.first_seq:
-                await self._store.nc.jsm().purge_stream(self._stream, seq=target + 1)
-
-        self._store.run(purge())
-
-    def committed(self) -> int:
-        return self.stats().committed
-
-    def last_seq(self) -> int:
-        return self.stats().last_seq
-
-    def close(self) -> None:
-        """Buffers share the store's connection; closing the store closes it."""

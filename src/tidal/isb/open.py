@@ -12,8 +12,11 @@ from tidal.isb.base import BufferStore
 __all__ = ["open_store"]
 
 
-def open_store(backend: str, *, db: str, pipeline: str, url: str | None = None) -> BufferStore:
-    """A new store of ``backend`` (``sqlite``: the file ``db``; ``jetstream``: the server ``url``)."""
+def open_store(
+    backend: str, *, db: str, pipeline: str, url: str | None = None, replicas: int = 1
+) -> BufferStore:
+    """A new store of ``backend`` (``sqlite``: the file ``db``; ``jetstream``: the servers at
+    ``url``, whose streams it makes keep ``replicas`` copies)."""
     if backend == "sqlite":
         from tidal.isb.sqlite import SqliteStore
 
@@ -23,5 +26,5 @@ def open_store(backend: str, *, db: str, pipeline: str, url: str | None = None) 
 
         if url is None:
             raise ValueError("a jetstream store needs the server's url")
-        return JetStreamStore(url, pipeline)
+        return JetStreamStore(url, pipeline, replicas=replicas)
     raise ValueError(f"unknown buffer backend {backend!r} (sqlite or jetstream)")

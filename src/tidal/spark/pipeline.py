@@ -138,7 +138,8 @@ class PipelineRun:
 
             self._nats = NatsServer(self.run_dir / "nats").start()
             self._url = self._nats.url
-        return open_store(backend, db=str(self.db), pipeline=self.spec.name, url=self._url)
+        replicas = self.spec.buffers.replicas
+        return open_store(backend, db=str(self.db), pipeline=self.spec.name, url=self._url, replicas=replicas)
 
     def query_config(self, vertex: str) -> QueryConfig:
         """What the query of ``vertex`` (a chain's head) needs to know."""

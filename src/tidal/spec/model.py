@@ -297,10 +297,14 @@ class EdgeSpec(_Model):
 
 class BuffersSpec(_Model):
     """``buffers:`` — ``sqlite`` (default: one file under the run directory) or ``jetstream``
-    (``url`` of a server; without one, Tidal starts a local nats-server)."""
+    (``url`` of a server, or several comma-separated; without one, Tidal starts a local
+    nats-server). ``replicas``: how many JetStream servers keep each buffer (3 on a cluster of
+    three survives the loss of one; Numaflow's JetStream ISB keeps 3). 1 by default, which is
+    all a single server can keep; a stream with fewer than asked is refused at start."""
 
     backend: str = Field("sqlite", pattern="^(sqlite|jetstream)$")
     url: str | None = None
+    replicas: int = Field(1, ge=1, le=5)
 
 
 class ControllerSpec(_Model):

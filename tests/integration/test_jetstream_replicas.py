@@ -1,0 +1,82 @@
+"""Buffers kept by several JetStream servers (buffers.replicas, a URL of several servers): a
+single server refuses 3 replicas naming the fix; on a cluster of three hosts, a buffer keeps
+every message through the loss of the host of one server."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+from tidal import errors
+from tidal.isb.jetstream import JetStreamStore
+from tidal.rig import Rig, unavailable
+from tidal.rig.nats_cluster import start_nats_cluster
+
+
+def test_a_single_server_cannot_keep_three_replicas_and_says_so(nats_server):
+    store = JetStreamStore(nats_server.url, "lonely", replicas=3)
+    try:
+        with pytest.raises(errors.BufferUnavailable) as refused:
+            store.create("b")
+        text = str(refused.value)
+        assert nats_server.url in text and "3 replica" in text and "lower buffers.replicas" in text, text
+        assert store.list() == []  # nothing half-made
+    finally:
+        store.close()
+
+
+def test_a_url_of_several_servers_takes_whichever_answers(nats_server):
+    dead = "nats://127.0.0.1:9"  # nothing listens there
+    store = JetStreamStore(f"{dead}, {nats_server.url}", "either")
+    try:
+        buffer = store.create("b")
+        assert buffer.append([b"x"], ["m1"]).appended == 1
+    finally:
+        store.drop("b")
+        store.close()
+
+
+# Run on the driver's host: make the buffer (3 replicas), append, report; then, after the loss of
+# one server's host, read everything back and append more through the two left.
+CLIENT = """
+import json, sys
+from tidal.isb.jetstream import JetStreamStore
+from tidal.isb.jetstream_config import stream_name
+url, phase = sys.argv[1], sys.argv[2]
+store = JetStreamStore(url, "spread", replicas=3)
+if phase == "write":
+    buffer = store.create("orders")
+    for start in range(0, 3000, 500):
+        ids = [f"m{i}" for i in range(start, start + 500)]
+        assert buffer.append([i.encode() for i in ids], ids).appended == 500
+    info = store.run(store.nc.jsm().stream_info(stream_name("spread", "orders")))
+    print(json.dumps({"replicas": info.config.num_replicas, "leader": info.cluster.leader}))
+else:
+    buffer = store.open("orders")
+    ids = [f"m{i}" for i in range(3000, 3500)]
+    assert buffer.append([i.encode() for i in ids], ids).appended == 500
+    got = [m[1] for m in buffer.read(0, 10_000)]  # (seq, id, payload)
+    print(json.dumps({"ids": got}))
+store.close()
+"""
+
+
+@pytest.mark.skipif(unavailable() is not None, reason=f"no multi-host rig here: {unavailable()}")
+def test_a_buffer_on_three_servers_keeps_every_message_through_the_loss_of_one_host(tmp_path):
+    rig = Rig(["driver", "n1", "n2", "n3"])
+    with rig:
+        servers = [rig["n1"], rig["n2"], rig["n3"]]
+        url = start_nats_cluster(servers, tmp_path, probe_from=rig["driver"])
+        wrote = rig["driver"].run([sys.executable, "-c", CLIENT, url, "write"], timeout=120)
+        assert wrote.returncode == 0, wrote.stderr
+        placed = json.loads(wrote.stdout.splitlines()[-1])
+        assert placed["replicas"] == 3
+        # Lose the host of the stream's leader: the two others elect a new one and keep serving.
+        lost = next(h for h in servers if f"nats-{h.name}" == placed["leader"])
+        assert lost.kill()
+        read = rig["driver"].run([sys.executable, "-c", CLIENT, url, "read"], timeout=120)
+        assert read.returncode == 0, read.stderr
+        ids = json.loads(read.stdout.splitlines()[-1])["ids"]
+        assert ids == [f"m{i}" for i in range(3500)]  # every message once, in order
