@@ -26,7 +26,9 @@ def show_events(run_dir: str | Path, vertex: str | None = None, changes_only: bo
 
     events = list(EventLog(path).read())
     # On a cluster manager the executor allocator's decisions come in order with the vertices'.
-    executors = [] if vertex is not None else read_executor_log(run_dir)["decision"]
+    log = read_executor_log(run_dir)
+    executors = [] if vertex is not None else log["decision"]
+    lost = [] if vertex is not None else log["lost"]
     start = min([e.at for e in events] + [d["at"] for d in executors], default=0.0)
     rows: list[tuple[float, str, str, str, str]] = []
     for e in events:
@@ -42,6 +44,10 @@ def show_events(run_dir: str | Path, vertex: str | None = None, changes_only: bo
             continue
         count = f"{d['registered']} → {d['target']}" if d["target"] != d["registered"] else str(d["target"])
         rows.append((d["at"], "(executors)", count, d["rule"], d["reason"]))
+    for d in lost:  # a fault, with Spark's cause: always a change
+        rows.append(
+            (d["at"], "(executors)", "-1", "lost", f"executor {d['id']} on {d['host']}: {d['reason']}")
+        )
     table = Table(title=f"decisions in {run_dir}")
     for column in ("t (s)", "vertex", "replicas", "rule", "reason"):
         table.add_column(column, overflow="fold")

@@ -22,6 +22,7 @@ from __future__ import annotations
 import collections
 import json
 import logging
+import os
 import socket
 import threading
 import time
@@ -74,6 +75,16 @@ class SparkExecutors:
             )
         return out
 
+    def removed(self) -> dict[str, str]:
+        """Executors Spark lists as gone, with its reason ("Worker lost", "Command exited with
+        code 137", …): the status store keeps them after they leave."""
+        out = {}
+        for e in self._java(self._jsc.statusStore().executorList(False)):
+            if e.id() != "driver" and not e.isActive():
+                reason = e.removeReason()
+                out[str(e.id())] = str(reason.get()) if reason.isDefined() else "no reason given"
+        return out
+
     def request_total(self, n: int) -> bool:
         empty = getattr(self._jvm.scala.collection.immutable, "Map$").__getattr__("MODULE$").empty()
         return bool(self._jsc.requestTotalExecutors(n, 0, empty))
@@ -87,7 +98,7 @@ class SparkExecutors:
 
 
 def _local_hosts() -> set[str]:
-    hosts = {"127.0.0.1", "localhost", "::1"}
+    hosts = {"127.0.0.1", "localhost", "::1", os.environ.get("SPARK_LOCAL_IP", "127.0.0.1")}
     try:
         hosts.add(socket.gethostname())
         hosts.add(socket.getfqdn())
@@ -131,6 +142,8 @@ class ExecutorAllocator:
         self._seen: dict[str, tuple[float, float]] = {}  # id → (requested at, registered at)
         self._started: set[str] = set()  # ids whose first task is done
         self._killing: dict[str, float] = {}  # id → when it was killed (gone from the list ~5 s later)
+        self._listed: dict[str, str] = {}  # id → host, at the last look
+        self.lost = 0  # executors that went away without being killed here (a host lost, a crash)
         self._local = _local_hosts()
         self._began = clock()
 
@@ -176,6 +189,8 @@ class ExecutorAllocator:
         self._check_hosts(listed)
         self._observe(now, listed)
         ids = {e.id for e in listed}
+        self._notice_lost(now, ids)
+        self._listed = {e.id: e.host for e in listed}
         self._killing = {i: t for i, t in self._killing.items() if i in ids and now - t < KILL_TIMEOUT}
         executors = [e for e in listed if e.id not in self._killing]  # a killed one is on its way out
         with self._lock:
@@ -244,6 +259,21 @@ class ExecutorAllocator:
                 )  # fmt: skip
         self._write_count(now, len(executors), sum(e.cores for e in executors))
 
+    def _notice_lost(self, now: float, ids: set[str]) -> None:
+        """An executor gone that was not killed here was lost: its host died, its JVM crashed, or
+        its worker went away. Recorded with Spark's reason; Spark runs its tasks again elsewhere,
+        and the next tick asks for a replacement while the replicas still need it."""
+        gone = [i for i in self._listed if i not in ids and i not in self._killing]
+        if not gone:
+            return
+        reasons = self._executors.removed()
+        for i in gone:
+            self.lost += 1
+            reason = reasons.get(i, "no longer listed")
+            host = self._listed[i]
+            self._append({"kind": "lost", "at": now, "id": i, "host": host, "reason": reason})
+            log.warning("executor %s on host %s lost: %s", i, host, reason)
+
     # -- the log -------------------------------------------------------------------------------
 
     def _append(self, record: dict[str, Any]) -> None:
@@ -274,7 +304,7 @@ class ExecutorAllocator:
 def read_executor_log(where: str | Path) -> dict[str, list[dict[str, Any]]]:
     """``executors.jsonl`` (``where`` is the file or its run directory) by kind: ``decision``,
     ``startup``, ``count``."""
-    out: dict[str, list[dict[str, Any]]] = {"decision": [], "startup": [], "count": []}
+    out: dict[str, list[dict[str, Any]]] = {"decision": [], "startup": [], "count": [], "lost": []}
     path = Path(where)
     if path.is_dir():
         path = path / "executors.jsonl"

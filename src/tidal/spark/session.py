@@ -23,7 +23,9 @@ def build_session(
     """Create (or reuse) the session. Executors run this interpreter, so they see the venv.
 
     Nothing listens beyond 127.0.0.1 unless the caller asks: the UI is off by default and the
-    driver binds to loopback.
+    driver binds to ``SPARK_LOCAL_IP``, which is loopback unless set. On several hosts, set it to
+    the driver host's address (executors elsewhere connect back to it), or give
+    ``spark.driver.host`` in ``cluster.conf``.
     """
     from tidal.spark import cds
 
@@ -35,8 +37,8 @@ def build_session(
         .appName(app_name)
         .config("spark.ui.enabled", str(ui).lower())
         .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.driver.host", os.environ["SPARK_LOCAL_IP"])
+        .config("spark.driver.bindAddress", os.environ["SPARK_LOCAL_IP"])
         .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
         .config("spark.scheduler.mode", "FAIR")
         .config("spark.pyspark.python", sys.executable)

@@ -18,6 +18,7 @@ class FakeCluster:
         self.requests: list[int] = []
         self.kills: list[list[str]] = []
         self.host = host
+        self.reasons: dict[str, str] = {}
         self._next = 0
 
     def registered(self) -> list[Executor]:
@@ -38,6 +39,14 @@ class FakeCluster:
         while len(self.executors) < self.target:
             self._next += 1
             self.executors[str(self._next)] = Executor(str(self._next), self.host, 2, added_at=at)
+
+    def removed(self) -> dict[str, str]:
+        return dict(self.reasons)
+
+    def lose(self, id_: str, reason: str) -> None:
+        """The executor's host died: gone from the list, with Spark's reason."""
+        del self.executors[id_]
+        self.reasons[id_] = reason
 
     def work(self, id_: str, completed: int = 1, active: int = 0) -> None:
         e = self.executors[id_]
@@ -72,6 +81,26 @@ def test_executors_follow_replicas_and_every_step_is_logged_with_its_reason(tmp_
         startup["id"] == "2" and startup["registered_after"] == 10.0 and startup["first_task_after"] == 11.0
     )
     assert [c["executors"] for c in log["count"]] == [1, 4, 2]
+    assert log["lost"] == [] and alloc.lost == 0  # what it killed itself was not lost
+
+
+def test_an_executor_gone_without_a_kill_is_recorded_lost_with_sparks_reason_and_replaced(tmp_path):
+    cluster, wanted = FakeCluster(host="10.1.2.3"), {"a": 4}
+    bounds = ExecutorBounds(cores=2, min=1, max=4)
+    alloc = ExecutorAllocator(cluster, bounds, lambda: wanted, tmp_path / "x.jsonl", clock=lambda: 0.0)
+    cluster.request_total(2)
+    alloc.requested = 2
+    cluster.arrive(0.0)
+    alloc.tick(1.0)
+    cluster.lose("1", "Worker lost: 10.1.2.3 is not responding")
+    alloc.tick(2.0)
+    (lost,) = read_executor_log(tmp_path / "x.jsonl")["lost"]
+    reason = "Worker lost: 10.1.2.3 is not responding"
+    assert lost == {"kind": "lost", "at": 2.0, "id": "1", "host": "10.1.2.3", "reason": reason}
+    assert alloc.lost == 1
+    cluster.arrive(3.0)  # the cluster manager brings the replacement the target still asks for
+    alloc.tick(4.0)
+    assert len(cluster.executors) == 2 and alloc.lost == 1
 
 
 def test_sqlite_buffers_with_an_executor_on_another_host_stop_the_run_naming_jetstream(tmp_path):
