@@ -28,8 +28,8 @@ import asyncio
 import json
 import time
 import uuid
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any, Protocol, TypeVar
 
 import pyarrow as pa
 
@@ -38,8 +38,21 @@ from tidal.isb import segments
 from tidal.isb.base import AppendResult, BufferLimits, BufferStats, Message, check_batch
 from tidal.isb.jetstream_config import REQUEST_TIMEOUT
 
-if TYPE_CHECKING:
-    from tidal.isb.jetstream import JetStreamStore
+T = TypeVar("T")
+
+
+class Store(Protocol):
+    """What a buffer uses of its :class:`~tidal.isb.jetstream.JetStreamStore` (no import back)."""
+
+    pipeline: str
+
+    @property
+    def nc(self) -> Any: ...
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T: ...
+
+    def call(self, make: Callable[[], Coroutine[Any, Any, T]]) -> T: ...
+
 
 __all__ = ["JetStreamBuffer"]
 
@@ -52,7 +65,7 @@ _ERR_MAX_PAYLOAD = "maximum payload"
 class JetStreamBuffer:
     """One buffer: a JetStream stream."""
 
-    def __init__(self, store: JetStreamStore, name: str, stream: str, limits: BufferLimits) -> None:
+    def __init__(self, store: Store, name: str, stream: str, limits: BufferLimits) -> None:
         self._store = store
         self._name = name
         self._stream = stream
