@@ -57,6 +57,7 @@ class Store(Protocol):
 __all__ = ["JetStreamBuffer"]
 
 _ATOMIC_MAX = 1000
+_GAP_RETRIES = 20  # reads of a range that came back short (about 20 s in all, see _range)
 _ERR_DUPLICATE_IN_BATCH = 10201
 _ERR_MAX_MESSAGES = 10077
 _ERR_MAX_PAYLOAD = "maximum payload"
@@ -280,10 +281,30 @@ class JetStreamBuffer:
         return [m[:3] for m in self._store.call(lambda: self._direct_get(after + 1, limit))]
 
     def _range(self, first: int, last: int) -> list[tuple[int, str, bytes, float, Any]]:
+        """Every message ``first..last`` still in the stream, or an error: never a silent gap.
+
+        A direct get may be answered by any replica of the stream, and a follower behind its
+        leader (a slow link, a server just back) answers with what it has: a batch read from it
+        could skip messages that the leader stored. So a range that comes back short is read
+        again, and what is missing above the commit point (below it, a replay finds the
+        messages purged, as it should) is an error after ``_GAP_RETRIES`` tries."""
         if last < first:
             return []
-        messages = self._store.call(lambda: self._direct_get(first, last - first + 1))
-        return [m for m in messages if m[0] <= last]
+        want = last - first + 1
+        for attempt in range(_GAP_RETRIES):
+            messages = self._store.call(lambda: self._direct_get(first, want))
+            got = [m for m in messages if m[0] <= last]
+            if len(got) == want:
+                return got
+            floor = max(first, self.committed() + 1)  # the leader's view
+            if {m[0] for m in got} >= set(range(floor, last + 1)):
+                return got
+            time.sleep(0.1 * (attempt + 1))  # the follower catches up
+        raise errors.BufferUnavailable(
+            f"buffer {self._name!r}: JetStream returned {len(got)} of messages {first}..{last}, which "
+            f"are above its commit point, after {_GAP_RETRIES} reads: a replica is behind its leader "
+            "for longer than the reads waited. The batch fails and is read again; nothing is skipped"
+        )
 
     def read_range(self, first: int, last: int) -> list[Message]:
         return [m[:3] for m in self._range(first, last)]
