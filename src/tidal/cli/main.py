@@ -25,6 +25,7 @@ BENCHMARKS = {
     "http": "http",
     "latency": "latency",
     "reduce": "reduce",
+    "hosts": "hosts",
 }
 
 
