@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tidal.bench.hosts import PIPELINE
 from tidal.rig import Rig, unavailable
 from tidal.rig.nats_cluster import start_nats_cluster
 from tidal.rig.spark_cluster import alive_workers, start_spark_cluster
@@ -28,26 +29,6 @@ pytestmark = [
 ]
 
 TOTAL = 20_000
-PIPELINE = """
-name: spread
-limits: {{readBatchSize: 500}}
-controller: {{intervalSeconds: 0.5}}
-buffers: {{backend: jetstream, url: "{url}", replicas: 3}}
-cluster: {{executorCores: 1, minExecutors: 1, maxExecutors: 3}}
-vertices:
-  - name: gen
-    source: {{generator: {{rate: 1000, maxMessages: {total}, msgSize: 30}}}}
-    scale: {{disabled: true}}
-  - name: work
-    udf: {{map: "tidal.examples.udfs:upper"}}
-    scale: {{disabled: true}}
-  - name: out
-    sink: {{file: {{path: out.jsonl}}}}
-    scale: {{disabled: true}}
-edges:
-  - {{from: gen, to: work, chain: false}}
-  - {{from: work, to: out, chain: false}}
-"""
 
 
 def count(run_dir: Path) -> int:
@@ -64,7 +45,7 @@ def test_losing_a_worker_host_with_its_nats_server_mid_run_delivers_every_messag
         url = start_nats_cluster(workers, tmp_path / "nats", probe_from=rig["driver"])
         cluster = start_spark_cluster(rig["driver"], workers, tmp_path / "spark", cores=1)
         spec = tmp_path / "spread.yaml"
-        spec.write_text(PIPELINE.format(url=url, total=TOTAL))
+        spec.write_text(PIPELINE.format(url=url, total=TOTAL, rate=1000))  # the benchmark's pipeline
         run_dir = tmp_path / "run"
         env = {**os.environ, "PYTHONUNBUFFERED": "1", "SPARK_LOCAL_IP": rig["driver"].address}
         args = [
