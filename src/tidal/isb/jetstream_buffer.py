@@ -286,8 +286,9 @@ class JetStreamBuffer:
         A direct get may be answered by any replica of the stream, and a follower behind its
         leader (a slow link, a server just back) answers with what it has: a batch read from it
         could skip messages that the leader stored. So a range that comes back short is read
-        again, and what is missing above the commit point (below it, a replay finds the
-        messages purged, as it should) is an error after ``_GAP_RETRIES`` tries."""
+        again, and what is missing between the commit point and the leader's last sequence
+        (below the one, a replay finds the messages purged; past the other, nothing was written
+        yet: both as they should) is an error after ``_GAP_RETRIES`` tries."""
         if last < first:
             return []
         want = last - first + 1
@@ -296,13 +297,14 @@ class JetStreamBuffer:
             got = [m for m in messages if m[0] <= last]
             if len(got) == want:
                 return got
-            floor = max(first, self.committed() + 1)  # the leader's view
-            if {m[0] for m in got} >= set(range(floor, last + 1)):
+            stats = self.stats()  # the leader's view: what is in the stream now
+            floor, top = max(first, stats.committed + 1), min(last, stats.last_seq)
+            if {m[0] for m in got} >= set(range(floor, top + 1)):
                 return got
             time.sleep(0.1 * (attempt + 1))  # the follower catches up
         raise errors.BufferUnavailable(
             f"buffer {self._name!r}: JetStream returned {len(got)} of messages {first}..{last}, which "
-            f"are above its commit point, after {_GAP_RETRIES} reads: a replica is behind its leader "
+            f"its leader holds, after {_GAP_RETRIES} reads: a replica is behind its leader "
             "for longer than the reads waited. The batch fails and is read again; nothing is skipped"
         )
 
