@@ -11,7 +11,6 @@ worker alive; :func:`alive_workers` asks it again (after a loss, say).
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -20,30 +19,31 @@ from pathlib import Path
 
 from tidal import errors
 from tidal.rig.hosts import Host
-from tidal.spark.cluster import spark_home
+from tidal.spark.cluster import daemon_env, spark_home
 
 __all__ = ["RigCluster", "alive_workers", "start_spark_cluster"]
 
 MASTER_PORT, MASTER_WEB_PORT, WORKER_WEB_PORT = 7077, 8080, 8081
 
-# Run on a host: the master's /json/ state, or exit 1 with why.
+# Run on a host (the master answers on the rig's addresses only): its /json/ state.
 _STATE = """
-import json, sys, urllib.request
-with urllib.request.urlopen(sys.argv[1] + "/json/", timeout=5) as r:
-    print(json.dumps(json.load(r)))
+import json, sys
+from tidal.spark.cluster import master_state
+print(json.dumps(master_state(sys.argv[1], timeout=5)))
 """
 
+# Run on a host: exit 0 once the master reports that many alive workers, else exit 1 with why.
 _WAIT = """
-import json, sys, time, urllib.request
+import sys, time
+from tidal.spark.cluster import master_state
 deadline, want, last = time.monotonic() + float(sys.argv[3]), int(sys.argv[2]), None
 while time.monotonic() < deadline:
     try:
-        with urllib.request.urlopen(sys.argv[1] + "/json/", timeout=5) as r:
-            state = json.load(r)
-        if int(state.get("aliveworkers", 0)) >= want:
+        alive = int(master_state(sys.argv[1], timeout=5).get("aliveworkers", 0))
+        if alive >= want:
             sys.exit(0)
-        last = f"{state.get('aliveworkers', 0)} alive workers"
-    except Exception as exc:
+        last = f"{alive} alive workers"
+    except (OSError, ValueError) as exc:
         last = repr(exc)
     time.sleep(0.3)
 sys.exit(f"waited for {want} alive workers: {last}")
@@ -58,25 +58,12 @@ class RigCluster:
     workers: tuple[Host, ...]
 
 
-def _env(host: Host, directory: Path) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(
-        SPARK_HOME=str(spark_home()),
-        SPARK_LOCAL_IP=host.address,
-        SPARK_LOG_DIR=str(directory / "logs"),
-        SPARK_WORKER_DIR=str(directory / "work" / host.name),
-        PYSPARK_PYTHON=sys.executable,
-        SPARK_NO_DAEMONIZE="1",
-    )
-    return env
-
-
 def _spawn(host: Host, directory: Path, name: str, args: list[str]) -> None:
     (directory / "logs").mkdir(parents=True, exist_ok=True)
     out = open(directory / "logs" / f"{name}.out", "ab")  # noqa: SIM115 - the child owns it
     host.popen(
         [str(spark_home() / "bin" / "spark-class"), *args],
-        env=_env(host, directory),
+        env=daemon_env(host.address, directory / "logs", directory / "work" / host.name),
         stdout=out,
         stderr=subprocess.STDOUT,
     )

@@ -38,7 +38,7 @@ from typing import Any
 from tidal import errors
 from tidal.processes import alive
 
-__all__ = ["ClusterInfo", "StandaloneCluster", "free_port", "master_state", "parse_cluster"]
+__all__ = ["ClusterInfo", "StandaloneCluster", "daemon_env", "free_port", "master_state", "parse_cluster"]
 
 log = logging.getLogger("tidal.cluster")
 
@@ -55,6 +55,22 @@ def spark_home() -> Path:
     import pyspark
 
     return Path(pyspark.__file__).parent
+
+
+def daemon_env(address: str, logs: Path, work: Path) -> dict[str, str]:
+    """The environment of a standalone master or worker bound to ``address``: in the foreground
+    (``spark-class`` execs ``java``, so its PID is the JVM's), logs in ``logs``, executors'
+    directories in ``work``, and this interpreter for their Python workers."""
+    env = dict(os.environ)
+    env.update(
+        SPARK_HOME=str(spark_home()),
+        SPARK_LOCAL_IP=address,
+        SPARK_LOG_DIR=str(logs),
+        SPARK_WORKER_DIR=str(work),
+        PYSPARK_PYTHON=sys.executable,
+        SPARK_NO_DAEMONIZE="1",
+    )
+    return env
 
 
 def parse_cluster(text: str) -> tuple[int, int]:
@@ -172,16 +188,7 @@ class StandaloneCluster:
     # -- lifecycle -----------------------------------------------------------------------------
 
     def _env(self) -> dict[str, str]:
-        env = dict(os.environ)
-        env.update(
-            SPARK_HOME=str(spark_home()),
-            SPARK_LOCAL_IP=self.host,
-            SPARK_LOG_DIR=str(self.dir / "logs"),
-            SPARK_WORKER_DIR=str(self.dir / "work"),
-            PYSPARK_PYTHON=sys.executable,
-            SPARK_NO_DAEMONIZE="1",
-        )
-        return env
+        return daemon_env(self.host, self.dir / "logs", self.dir / "work")
 
     def _spawn(self, name: str, args: list[str], prefix: list[str] | None = None) -> None:
         out = open(self.dir / "logs" / f"{name}.out", "ab")  # noqa: SIM115 - the child owns it
