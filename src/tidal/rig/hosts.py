@@ -28,13 +28,11 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from tidal import errors
-from tidal.processes import alive
 
 __all__ = ["Host", "Impairment", "Rig", "unavailable"]
 
@@ -207,7 +205,8 @@ class Rig:
             raise errors.TidalError(f"the wire of host {host.name} did not start: {err.strip()[-500:]}")
 
     def stop(self) -> None:
-        """Everything on every host, then the wires, by PID; then namespaces, links and bridge."""
+        """Everything on every host (each kill waits for the processes it started), then the
+        wires, by PID; then namespaces, links and bridge."""
         for host in self.hosts.values():
             host.kill()
         for wire in self._wires:
@@ -223,12 +222,6 @@ class Rig:
             _ip("netns", "del", host.netns, check=False)
             _ip("link", "del", f"tv{self.tag}{host.index}", check=False)
         _ip("link", "del", self.bridge, check=False)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and any(alive(p.pid, reap_child=True) for p in self._procs()):
-            time.sleep(0.1)
-
-    def _procs(self) -> list[subprocess.Popen[Any]]:
-        return [p for h in self.hosts.values() for p in h.procs]
 
     def __enter__(self) -> Rig:
         return self.start()
