@@ -7,6 +7,7 @@ synchronous; a private event loop thread per process runs the nats-py client.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import time
@@ -22,6 +23,7 @@ from tidal.isb.jetstream_config import (
     REQUEST_TIMEOUT,
     check_replicas,
     failing_over,
+    peer_offline,
     refused,
     servers,
     stream_config,
@@ -105,21 +107,27 @@ class JetStreamStore:
         stream = stream_name(self.pipeline, name)
         config = stream_config(self.pipeline, name, limits, self.dedup_window, self.replicas)
 
+        deadline = time.monotonic() + FAILOVER_SECONDS
+
         async def create() -> Any:
             jsm = self.nc.jsm()
-            try:
-                return await jsm.add_stream(config)
-            except APIError as exc:
-                if exc.err_code in _ERR_NO_ROOM_FOR_REPLICAS:
-                    raise refused(exc, self.replicas, name, self.url) from None
-                if exc.err_code != _ERR_STREAM_EXISTS:
-                    raise
-            try:
-                return await jsm.update_stream(config)
-            except APIError:  # it exists with another shape: checked below
-                return await jsm.stream_info(stream)
+            while True:
+                try:
+                    return await jsm.add_stream(config)
+                except APIError as exc:
+                    if peer_offline(exc) and time.monotonic() < deadline:
+                        await asyncio.sleep(0.5)  # a server is coming back: place the stream then
+                        continue
+                    if exc.err_code in _ERR_NO_ROOM_FOR_REPLICAS:
+                        raise refused(exc, self.replicas, name, self.url) from None
+                    if exc.err_code != _ERR_STREAM_EXISTS:
+                        raise
+                try:
+                    return await jsm.update_stream(config)
+                except APIError:  # it exists with another shape: checked below
+                    return await jsm.stream_info(stream)
 
-        check_replicas(self.run(create()), self.replicas, name, self.url)
+        check_replicas(self._loop.run(create(), FAILOVER_SECONDS + REQUEST_TIMEOUT * 3), self.replicas, name, self.url)
         return JetStreamBuffer(self, name, stream, limits)
 
     def open(self, name: str) -> JetStreamBuffer:

@@ -15,8 +15,10 @@ moves to another when its server goes away.
 **Fail-over.** When a server dies, its clients reconnect to another, and the streams it led
 elect a new leader among their other replicas: for a few seconds, requests time out or find no
 responder. :func:`failing_over` tells those errors apart, and the store retries its idempotent
-calls (reads, state, purges) through them for up to ``FAILOVER_SECONDS``. Appends are not
-retried here: a failed append fails the task, Spark runs it again, and the ids de-duplicate it.
+calls (reads, state, purges) through them for up to ``FAILOVER_SECONDS``. Making a stream is
+retried too while the cluster answers "no suitable peers for placement, peer offline": a
+server that is restarting, or not yet seen by the meta leader, comes back within seconds; a
+cluster with too few servers is refused at once. Appends are not retried here: a failed append fails the task, Spark runs it again, and the ids de-duplicate it.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ __all__ = [
     "FAILOVER_SECONDS",
     "check_replicas",
     "failing_over",
+    "peer_offline",
     "refused",
     "servers",
     "stream_config",
@@ -108,3 +111,10 @@ def failing_over(exc: BaseException) -> bool:
         TimeoutError,
     )
     return isinstance(exc, transient)
+
+
+def peer_offline(exc: BaseException) -> bool:
+    """The cluster cannot place a stream's replicas *because a server is offline* (err 10005 "no
+    suitable peers for placement, peer offline"): a restarting server, or one the meta leader has
+    not heard from yet, not a cluster too small."""
+    return getattr(exc, "err_code", None) == 10005 and "offline" in str(getattr(exc, "description", ""))

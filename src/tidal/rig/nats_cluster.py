@@ -3,8 +3,10 @@
 Each server listens on its host's address (clients on 4222, routes on 6222), has its own
 ``server_name`` and store, and knows every other server as a route: JetStream's Raft groups
 then place a stream's replicas on distinct servers. :func:`start_nats_cluster` returns once the
-cluster's JetStream answers from a client on ``probe_from`` (the meta leader is elected), and
-gives the comma-separated URL Tidal's ``buffers.url`` takes.
+cluster can place a stream on every server, from a client on ``probe_from`` (a meta leader is
+elected and has heard from each server: an answer from JetStream alone came too early once, and
+a stream of 3 replicas was refused with "peer offline"), and gives the comma-separated URL
+Tidal's ``buffers.url`` takes.
 """
 
 from __future__ import annotations
@@ -22,10 +24,12 @@ __all__ = ["start_nats_cluster"]
 
 CLIENT_PORT, ROUTE_PORT = 4222, 6222
 
-# Run on a host: JetStream answers (a meta leader exists) within the deadline, else exit 1.
+# Run on a host: a stream with a replica on every server can be made (then is deleted) within the
+# deadline, else exit 1.
 _READY = """
 import asyncio, sys, time
 import nats
+from nats.js import api
 
 async def main() -> None:
     deadline = time.monotonic() + float(sys.argv[2])
@@ -34,14 +38,17 @@ async def main() -> None:
         try:
             nc = await nats.connect(sys.argv[1].split(","), connect_timeout=2, max_reconnect_attempts=1)
             try:
-                await nc.jetstream().account_info()
+                jsm = nc.jsm()
+                await jsm.add_stream(api.StreamConfig(name="RIG_READY", subjects=["rig.ready"],
+                                                      num_replicas=int(sys.argv[3])))
+                await jsm.delete_stream("RIG_READY")
                 return
             finally:
                 await nc.close()
         except Exception as exc:
             last = exc
             await asyncio.sleep(0.5)
-    sys.exit(f"JetStream did not answer: {last!r}")
+    sys.exit(f"JetStream could not place a stream on every server: {last!r}")
 
 asyncio.run(main())
 """
@@ -66,7 +73,7 @@ def start_nats_cluster(
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
     url = ",".join(f"nats://{h.address}:{CLIENT_PORT}" for h in hosts)
-    done = probe_from.run([sys.executable, "-c", _READY, url, str(timeout)], timeout=timeout + 30)
+    done = probe_from.run([sys.executable, "-c", _READY, url, str(timeout), str(min(len(hosts), 5))], timeout=timeout + 30)
     if done.returncode != 0:
         raise errors.BufferUnavailable(
             f"the JetStream cluster at {url} did not come up in {timeout:g} s: {done.stderr.strip()[-400:]} "

@@ -6,11 +6,11 @@ from types import SimpleNamespace
 
 import nats.errors
 import pytest
-from nats.js.errors import NotFoundError, ServiceUnavailableError
+from nats.js.errors import APIError, NotFoundError, ServiceUnavailableError
 
 from tidal import errors
 from tidal.isb.base import BufferLimits
-from tidal.isb.jetstream_config import check_replicas, failing_over, servers, stream_config
+from tidal.isb.jetstream_config import check_replicas, failing_over, peer_offline, servers, stream_config
 
 
 def test_a_url_lists_servers_comma_separated_and_an_empty_one_is_refused():
@@ -36,3 +36,12 @@ def test_what_a_client_sees_while_the_cluster_fails_over_is_retried_and_nothing_
     assert failing_over(ServiceUnavailableError())
     assert not failing_over(NotFoundError())  # the stream is gone: no election brings it back
     assert not failing_over(ValueError("bad"))
+
+
+def test_a_stream_waits_for_an_offline_peer_but_not_for_a_cluster_too_small():
+    offline = APIError(code=400, err_code=10005, description="no suitable peers for placement, peer offline")
+    too_few = APIError(code=400, err_code=10005, description="no suitable peers for placement")
+    not_clustered = APIError(code=500, err_code=10074, description="replicas > 1 not supported in non-clustered mode")
+    assert peer_offline(offline)
+    assert not peer_offline(too_few) and not peer_offline(not_clustered)
+    assert not peer_offline(ValueError("peer offline"))  # only the server's own answer says so
