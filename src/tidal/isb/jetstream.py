@@ -127,7 +127,8 @@ class JetStreamStore:
                 except APIError:  # it exists with another shape: checked below
                     return await jsm.stream_info(stream)
 
-        check_replicas(self._loop.run(create(), FAILOVER_SECONDS + REQUEST_TIMEOUT * 3), self.replicas, name, self.url)
+        made = self._loop.run(create(), FAILOVER_SECONDS + REQUEST_TIMEOUT * 3)
+        check_replicas(made, self.replicas, name, self.url)
         return JetStreamBuffer(self, name, stream, limits)
 
     def open(self, name: str) -> JetStreamBuffer:

@@ -18,7 +18,8 @@ responder. :func:`failing_over` tells those errors apart, and the store retries 
 calls (reads, state, purges) through them for up to ``FAILOVER_SECONDS``. Making a stream is
 retried too while the cluster answers "no suitable peers for placement, peer offline": a
 server that is restarting, or not yet seen by the meta leader, comes back within seconds; a
-cluster with too few servers is refused at once. Appends are not retried here: a failed append fails the task, Spark runs it again, and the ids de-duplicate it.
+cluster with too few servers is refused at once. Appends are not retried here: a failed append
+fails the task, Spark runs it again, and the ids de-duplicate it.
 """
 
 from __future__ import annotations

@@ -73,7 +73,8 @@ def start_nats_cluster(
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
     url = ",".join(f"nats://{h.address}:{CLIENT_PORT}" for h in hosts)
-    done = probe_from.run([sys.executable, "-c", _READY, url, str(timeout), str(min(len(hosts), 5))], timeout=timeout + 30)
+    replicas = str(min(len(hosts), 5))  # JetStream keeps at most 5
+    done = probe_from.run([sys.executable, "-c", _READY, url, str(timeout), replicas], timeout=timeout + 30)
     if done.returncode != 0:
         raise errors.BufferUnavailable(
             f"the JetStream cluster at {url} did not come up in {timeout:g} s: {done.stderr.strip()[-400:]} "

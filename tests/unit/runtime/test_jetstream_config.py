@@ -41,7 +41,7 @@ def test_what_a_client_sees_while_the_cluster_fails_over_is_retried_and_nothing_
 def test_a_stream_waits_for_an_offline_peer_but_not_for_a_cluster_too_small():
     offline = APIError(code=400, err_code=10005, description="no suitable peers for placement, peer offline")
     too_few = APIError(code=400, err_code=10005, description="no suitable peers for placement")
-    not_clustered = APIError(code=500, err_code=10074, description="replicas > 1 not supported in non-clustered mode")
+    not_clustered = APIError(code=500, err_code=10074, description="replicas > 1 not supported")
     assert peer_offline(offline)
     assert not peer_offline(too_few) and not peer_offline(not_clustered)
     assert not peer_offline(ValueError("peer offline"))  # only the server's own answer says so
