@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from tidal import __version__
 
@@ -169,6 +170,12 @@ def build_parser() -> argparse.ArgumentParser:
     cluster.add_argument("--cores", type=int, default=2, help="cores per worker (default 2)")
     cluster.add_argument("--memory", default="2g", help="memory per worker (default 2g)")
 
+    agent = sub.add_parser(
+        "agent", help="start an HTTP source's receivers on this host for runs on others (receiverHosts)"
+    )
+    agent.add_argument("--listen", required=True, metavar="ADDR:PORT", help="this host's address and a port")
+    agent.add_argument("--log-dir", default="tidal-agent", help="where the receivers' logs go")
+
     from tidal.sim import POLICIES, TRACES
 
     simulate = sub.add_parser(
@@ -253,6 +260,14 @@ def main(argv: list[str] | None = None) -> int:
         from tidal.cli.cluster import cluster_command
 
         return cluster_command(args.action, args.dir, args.workers, args.cores, args.memory)
+    if args.command == "agent":
+        from tidal.request.agent import serve as serve_agent
+
+        try:
+            return serve_agent(args.listen, Path(args.log_dir))
+        except (OSError, ValueError) as exc:
+            print(f"tidal agent: {exc}", file=sys.stderr)
+            return 2
     if args.command == "simulate":
         from tidal.cli.simulate import run_simulation
 

@@ -24,8 +24,9 @@ the configured port). Every request arrives here.
   (``docs/http.md``).
 
 The run talks to it on a private loopback port (``/_tidal/``, refused on the public one):
-``PUT /_tidal/receivers`` (the ready receivers, whether to stay in the path, and the names of
-every activator of the source) and ``GET /_tidal/stats`` (the one-second report, Knative's push).
+``PUT /_tidal/receivers`` (the ready receivers, whether to stay in the path, the names of
+every activator of the source, and the receivers just found dead: requests in flight to them
+end at once with a 502 the client retries) and ``GET /_tidal/stats`` (the one-second report, Knative's push).
 
 **Several activators** (``source.http.activators``) share the public port (``SO_REUSEPORT``, the
 kernel spreads connections over them, as a Service spreads them over Knative's activator pods).
@@ -36,6 +37,7 @@ that slice's capacity (``assignSlice``, :mod:`tidal.request.subsetting`).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import itertools
 import json
@@ -102,6 +104,7 @@ class _Activator:
         self.sent_to: dict[str, int] = {}  # requests forwarded through the throttler, per receiver
         self.token = load_token(config.token_file, config.token_env)
         self.unauthorized = 0  # 401s and 403s: no token, or another one
+        self.posts: dict[str, set[asyncio.Task[web.Response]]] = {}  # forwards in flight, per receiver
 
     def _poke(self, stat: bool) -> None:
         """Tell the run now: ``stat`` carries the immediate {concurrency 1, one request} of a
@@ -163,6 +166,34 @@ class _Activator:
             self.reporter.request_out(time.monotonic())
 
     async def _forward(self, url: str, body: bytes, headers: dict[str, str]) -> web.Response:
+        """The receiver's answer; a 502 when it fails, or when the run reports it dead while the
+        request is in flight (a lost host answers nothing, not even a reset: without the cut the
+        request would wait for TCP to give up, many minutes)."""
+        post = asyncio.ensure_future(self._post(url, body, headers))
+        posts = self.posts.setdefault(url, set())
+        posts.add(post)
+        try:
+            return await post
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                raise  # the client went away: nothing to answer
+            # Only cut() cancels the post alone.
+            problem = f"the receiver {url} was lost mid-request (its host is gone)"
+            return _error(502, f"activator: {problem}; retry with the same Idempotency-Key: what it "
+                          "stored is not stored twice")  # fmt: skip
+        finally:
+            posts.discard(post)
+            if not posts:
+                self.posts.pop(url, None)
+
+    def cut(self, lost: list[str]) -> None:
+        """The run found these receivers dead: end the requests in flight to them now."""
+        for url in lost:
+            for post in list(self.posts.get(url, ())):
+                post.cancel()
+
+    async def _post(self, url: str, body: bytes, headers: dict[str, str]) -> web.Response:
         assert self.session is not None
         try:
             async with self.session.post(url, data=body, headers=headers) as answer:
@@ -181,6 +212,7 @@ class _Activator:
             raise web.HTTPNotFound()
         update = await request.json()
         self.throttler.update([str(u) for u in update["receivers"]])
+        self.cut([str(u) for u in update.get("lost", [])])
         names = sorted(str(n) for n in update.get("activators", [self.config.name]))
         self.throttler.set_activators(max(1, len(names)), subsetting.infer_index(names, self.config.name))
         # Never out of the path with no receiver: someone must hold the public port.

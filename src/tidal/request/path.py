@@ -3,7 +3,8 @@
 :class:`RequestPath` starts the activators (always on, the public address; several share it
 with ``SO_REUSEPORT``, each balancing over its slice of the receivers) and keeps as many
 receiver processes as the controller wants for the source (``replicas()``), each on its own
-loopback port:
+port: beside the driver on loopback, or on worker hosts through their agents
+(:mod:`tidal.request.launch`, ``source.http.receiverHosts``):
 
 * **Readiness is observed**: a receiver counts once it answered Knative's queue probe
   (``GET /_tidal/ready`` → "queue"); only then does the activator learn of it.
@@ -43,8 +44,8 @@ from typing import Any
 from tidal.request import scrape
 from tidal.request.activator import READY_LINE as ACTIVATOR_LINE
 from tidal.request.activator import ActivatorConfig
-from tidal.request.children import Child, first_port, get, ports, put
-from tidal.request.receiver import READY_LINE as RECEIVER_LINE
+from tidal.request.children import Child, get, ports, put
+from tidal.request.launch import Launcher, LocalLauncher
 from tidal.request.receiver import ReceiverConfig
 
 __all__ = ["RequestPath", "RequestSample"]
@@ -87,6 +88,7 @@ class RequestPath:
         series: Path | None = None,
         activators: int = 1,
         window: float = 60.0,
+        launcher: Launcher | None = None,
     ) -> None:
         if activators < 1:
             raise ValueError(f"activators must be ≥ 1 (got {activators})")
@@ -99,6 +101,7 @@ class RequestPath:
         self._replicas = replicas
         self._on_poke = on_poke
         self._log_dir = log_dir
+        self.launcher = launcher or LocalLauncher(log_dir)  # where receivers run (tidal.request.launch)
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._activators: list[Child] = []
@@ -112,6 +115,7 @@ class RequestPath:
         self._peak_gone = 0
         self._series = series  # one line a second: the request path's figures (requests.jsonl)
         self._pushed: tuple[tuple[str, ...], bool] | None = None
+        self._lost: list[str] = []  # receivers found dead since the last push
         self.in_path = True
         self.port = 0
         self.last: RequestSample | None = None
@@ -302,22 +306,9 @@ class RequestPath:
         self._push()
 
     def _start_receivers(self, count: int) -> None:
-        """Start ``count`` receivers at once (each takes about half a second to import)."""
-        procs = [
-            self._spawn("tidal.request.receiver", self.receiver_config.to_json(), "receivers")
-            for _ in range(count)
-        ]
-        for proc in procs:
-            started = Child(proc, time.time())
-            try:
-                started.port = first_port(proc.stdout, RECEIVER_LINE, START_TIMEOUT)
-            except RuntimeError as exc:
-                log.warning("http source %s: a receiver did not start: %s", self.receiver_config.vertex, exc)
-                proc.kill()
-                proc.wait(timeout=5)
-                continue
-            with self._lock:
-                self._receivers.append(started)
+        started = self.launcher.start(self.receiver_config, count)
+        with self._lock:
+            self._receivers.extend(started)
 
     def _probe(self) -> None:
         with self._lock:
@@ -327,8 +318,8 @@ class RequestPath:
                 if get(r.url + "_tidal/ready", timeout=0.5) == "queue":
                     r.ready_at = time.time()
                     log.info(
-                        "http source %s: receiver pid %d ready on port %d after %.2f s",
-                        self.receiver_config.vertex, r.proc.pid, r.port, r.ready_at - r.started_at,
+                        "http source %s: receiver pid %d ready on %s:%d after %.2f s",
+                        self.receiver_config.vertex, r.proc.pid, r.host, r.port, r.ready_at - r.started_at,
                     )  # fmt: skip
 
     def _reap(self) -> None:
@@ -338,9 +329,10 @@ class RequestPath:
                     continue
                 if p in self._receivers:
                     self._receivers.remove(p)
+                    self._lost.append(p.url)  # the activator cuts what it has in flight there
                     log.warning(
-                        "http source %s: receiver pid %d exited (%s); starting another",
-                        self.receiver_config.vertex, p.proc.pid, p.proc.returncode,
+                        "http source %s: receiver pid %d on %s exited (%s); starting another",
+                        self.receiver_config.vertex, p.proc.pid, p.host, p.proc.poll(),
                     )  # fmt: skip
                 else:
                     self._stopping.remove(p)
@@ -361,14 +353,18 @@ class RequestPath:
         the activator opens it before the receivers close theirs."""
         with self._lock:
             ready = [r for r in self._receivers if r.ready_at is not None]
-        in_path = self.in_path or not ready
+        # Receivers on other hosts cannot share the public port: the activator stays in the path.
+        in_path = self.in_path or not ready or not self.launcher.shares_port
         state = (tuple(r.url for r in ready), in_path)
         if not self._activators:
             return
         if not in_path:
             self._serve(ready, True)
-        if state != self._pushed:
+        if state != self._pushed or self._lost:
+            with self._lock:
+                lost, self._lost = self._lost, []
             update = {"receivers": list(state[0]), "in_path": in_path, "activators": self._names}
+            update["lost"] = lost
             body = json.dumps(update).encode()
             for a in self._activators:
                 put(f"http://127.0.0.1:{a.port}/_tidal/receivers", body)

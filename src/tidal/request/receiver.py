@@ -1,6 +1,7 @@
 """One replica of an HTTP source: a receiver process with Knative's queue-proxy in front of it.
 
-``python -m tidal.request.receiver CONFIG_JSON`` serves, on 127.0.0.1:
+``python -m tidal.request.receiver CONFIG_JSON`` serves, on its ``host`` (127.0.0.1 beside the driver;
+a worker host's address when its agent started it, :mod:`tidal.request.agent`):
 
 * ``POST /`` — messages (:mod:`tidal.request.messages`). The queue-proxy part comes first: the
   request is counted in the time-weighted statistics (proxied when ``K-Proxy-Request:
@@ -64,6 +65,7 @@ class ReceiverConfig:
     max_request_bytes: int = 1 << 20
     timeout_seconds: float = 300.0  # a request's deadline (Knative's revision timeoutSeconds)
     port: int = 0
+    host: str = "127.0.0.1"  # the address of its own port (the activator forwards there)
     public_host: str = "127.0.0.1"
     public_port: int = 0  # the activator's public port, served directly while it is out of the path
     token_file: str | None = None  # source.http.auth.token: where the token is read (never the token)
@@ -230,7 +232,7 @@ async def _serve(config: ReceiverConfig) -> None:
     app, receiver = receiver_app(config)
     runner = receiver.public.runner = web.AppRunner(app, access_log=None)
     await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", config.port, backlog=1024)
+    site = web.TCPSite(runner, config.host, config.port, backlog=1024)
     await site.start()
     port = runner.addresses[0][1]
     print(f"{READY_LINE} {port}", flush=True)

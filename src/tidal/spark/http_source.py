@@ -17,6 +17,7 @@ from tidal.controller.loop import ProbeSample
 from tidal.isb.control import ControlStore
 from tidal.request.activator import ActivatorConfig
 from tidal.request.auth import load_token
+from tidal.request.launch import launcher_for
 from tidal.request.path import RequestPath
 from tidal.request.receiver import ReceiverConfig
 from tidal.spark.config import QueryConfig
@@ -75,6 +76,14 @@ def start_request_path(
         token_file=token_file,
         token_env=token_env,
     )
+    field = f"vertices[{v.name}].source.http.receiverHosts"
+    if http.receiver_hosts and config.backend == "sqlite":
+        raise errors.SpecError(
+            field,
+            "receivers on other hosts write to the buffers from there, and a SQLite buffer is a file on "
+            "this host: set buffers.backend: jetstream (a url every host reaches), or remove receiverHosts",
+        )
+    launcher = launcher_for(http.receiver_hosts, run_dir / "logs", field)  # each agent answers, or it says so
     path = RequestPath(
         activator,
         receiver,
@@ -84,6 +93,7 @@ def start_request_path(
         series=run_dir / "requests.jsonl",
         activators=http.activators,
         window=kpa_spec(v).stable_window,  # a receiver younger than the KPA's window is "young"
+        launcher=launcher,
     ).start()
     (run_dir / f"{v.name}.url").write_text(path.url + "\n")  # where clients send: tidal status shows it
     return path

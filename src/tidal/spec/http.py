@@ -14,7 +14,7 @@ from pydantic import Field, model_validator
 
 from tidal.spec.base import Model
 
-__all__ = ["HttpAuthSpec", "HttpSourceSpec", "TokenSpec", "is_loopback"]
+__all__ = ["HttpAuthSpec", "HttpSourceSpec", "TokenSpec", "host_port", "is_loopback"]
 
 
 class TokenSpec(Model):
@@ -56,7 +56,9 @@ class HttpSourceSpec(Model):
     (Knative's revision ``timeoutSeconds``, 300 by default): a request still waiting for the
     queue-proxy's breaker when it passes gets 503. ``activators``: how many activator processes
     share the public port, each balancing over its own slice of the receivers (Knative's
-    activator subsetting; 1 by default). ``auth``: a bearer token every request must carry
+    activator subsetting; 1 by default). ``receiverHosts``: the agents (``tidal agent --listen
+    ADDR:PORT``) of the worker hosts the receivers run on, spread over them; none by default:
+    beside the driver. ``auth``: a bearer token every request must carry
     (:class:`HttpAuthSpec`); a source on a host other than loopback needs one, or ``auth: none``
     said on purpose."""
 
@@ -68,8 +70,20 @@ class HttpSourceSpec(Model):
     max_request_bytes: int = Field(1 << 20, ge=1024, le=1 << 30)
     timeout_seconds: float = Field(300.0, gt=0, le=3600)
     activators: int = Field(1, ge=1, le=20)
+    receiver_hosts: list[str] = Field(default_factory=list)
     # None: no token (loopback only); ``none``: no token, said on purpose (any host).
     auth: HttpAuthSpec | Literal["none"] | None = None
+
+    @model_validator(mode="after")
+    def _agents_are_addresses(self) -> HttpSourceSpec:
+        for i, address in enumerate(self.receiver_hosts):
+            try:
+                host_port(address)
+            except ValueError as exc:
+                raise ValueError(f"receiverHosts[{i}]: {exc}, where `tidal agent --listen` serves") from None
+        if len(set(self.receiver_hosts)) != len(self.receiver_hosts):
+            raise ValueError("receiverHosts names an agent twice: list each host's agent once")
+        return self
 
     @model_validator(mode="after")
     def _no_open_door(self) -> HttpSourceSpec:
@@ -80,6 +94,15 @@ class HttpSourceSpec(Model):
                 "auth: none on purpose"
             )
         return self
+
+
+def host_port(text: str) -> tuple[str, int]:
+    """``10.0.0.3:7171`` → ("10.0.0.3", 7171): an agent's address (``receiverHosts``, ``tidal
+    agent --listen``); anything else is refused naming the form."""
+    host, _, port = text.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65_536:
+        raise ValueError(f"{text!r} is not HOST:PORT (an address of the host and a port, e.g. 10.0.0.3:7171)")
+    return host, int(port)
 
 
 def is_loopback(host: str) -> bool:
