@@ -40,7 +40,9 @@ def agent(tmp_path: Path):
 
 def post(url: str, body: list[dict[str, object]], key: str) -> tuple[int, dict[str, object]]:
     request = urllib.request.Request(
-        url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json", "Idempotency-Key": key}
+        url,
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json", "Idempotency-Key": key},
     )
     with urllib.request.urlopen(request, timeout=30) as answer:
         return answer.status, json.loads(answer.read())
@@ -74,7 +76,7 @@ def test_an_agent_starts_receivers_that_store_in_jetstream_and_drains_them(agent
 
 def test_an_agent_refuses_a_sqlite_buffer_naming_the_fix(agent, tmp_path):
     config = ReceiverConfig(vertex="in", pipeline="p", outputs=("in-out",), db=str(tmp_path / "b.db"))
-    with pytest.raises(RuntimeError, match="buffers.backend: jetstream"):
+    with pytest.raises(RuntimeError, match=r"buffers\.backend: jetstream"):
         launch.AgentClient(agent.address).start(config)
     assert get(f"http://{agent.address}/agent")["receivers"] == {}
 
@@ -96,7 +98,9 @@ def test_an_agent_given_an_address_not_of_its_host_says_so_and_exits():
         capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
     )  # fmt: skip
     assert done.returncode == 2
-    assert "cannot listen on 192.0.2.7:7171" in done.stderr and "address of this host" in done.stderr, done.stderr
+    assert "cannot listen on 192.0.2.7:7171" in done.stderr and "address of this host" in done.stderr, (
+        done.stderr
+    )
     bad = subprocess.run([sys.executable, "-m", "tidal", "agent", "--listen", "7171"], capture_output=True,
                          text=True, timeout=60, stdin=subprocess.DEVNULL)  # fmt: skip
     assert bad.returncode == 2 and "is not HOST:PORT" in bad.stderr, bad.stderr
