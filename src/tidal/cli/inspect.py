@@ -29,6 +29,8 @@ def show_events(run_dir: str | Path, vertex: str | None = None, changes_only: bo
     log = read_executor_log(run_dir)
     executors = [] if vertex is not None else log["decision"]
     lost = [] if vertex is not None else log["lost"]
+    receivers = Path(run_dir) / "receivers.jsonl"  # HTTP receivers that ended unasked (a host lost)
+    ended = [json.loads(line) for line in receivers.read_text().splitlines()] if receivers.exists() else []
     start = min([e.at for e in events] + [d["at"] for d in executors], default=0.0)
     rows: list[tuple[float, str, str, str, str]] = []
     for e in events:
@@ -48,6 +50,10 @@ def show_events(run_dir: str | Path, vertex: str | None = None, changes_only: bo
         rows.append(
             (d["at"], "(executors)", "-1", "lost", f"executor {d['id']} on {d['host']}: {d['reason']}")
         )
+    for d in ended:  # a fault too: the request path replaces the receiver
+        if vertex is None or d["vertex"] == vertex:
+            why = f"pid {d['pid']} on {d['host']}: {d['reason']}"
+            rows.append((d["at"], d["vertex"], "-1", "receiver lost", why))
     table = Table(title=f"decisions in {run_dir}")
     for column in ("t (s)", "vertex", "replicas", "rule", "reason"):
         table.add_column(column, overflow="fold")

@@ -27,6 +27,7 @@ BENCHMARKS = {
     "latency": "latency",
     "reduce": "reduce",
     "hosts": "hosts",
+    "receivers": "receiver_hosts",
 }
 
 

@@ -31,10 +31,18 @@ from pathlib import Path
 from typing import IO, Any
 
 from tidal import errors
-from tidal.request.children import Child, first_port, get
+from tidal.request.children import Child, Process, first_port, get
 from tidal.request.receiver import READY_LINE, ReceiverConfig
 
-__all__ = ["AgentClient", "AgentLauncher", "Launcher", "LocalLauncher", "RemoteProcess", "launcher_for"]
+__all__ = [
+    "AgentClient",
+    "AgentLauncher",
+    "Launcher",
+    "LocalLauncher",
+    "RemoteProcess",
+    "exit_reason",
+    "launcher_for",
+]
 
 log = logging.getLogger("tidal.request")
 
@@ -168,6 +176,12 @@ class RemoteProcess:
             self.returncode = self.agent.returncode(self.pid)
         return self.returncode
 
+    def why(self) -> str:
+        """Why it ended, for the run's events."""
+        if self.agent.lost:
+            return f"its host's agent {self.agent.address} has not answered for {LOST_AFTER:g} s: host lost"
+        return f"exited with code {self.returncode} on {self.agent.address}"
+
     def send_signal(self, sig: int) -> None:
         self.agent.signal(self.pid, sig)
 
@@ -222,6 +236,13 @@ def _attempt(agent: AgentClient, config: ReceiverConfig) -> Child | str:
         return agent.start(config)
     except (OSError, RuntimeError, ValueError, KeyError) as exc:
         return str(exc)
+
+
+def exit_reason(proc: Process) -> str:
+    """Why a receiver ended: its host lost, or its exit code."""
+    if isinstance(proc, RemoteProcess):
+        return proc.why()
+    return f"exited with code {proc.poll()}"
 
 
 def launcher_for(receiver_hosts: list[str], log_dir: Path, field: str = "receiverHosts") -> Launcher:

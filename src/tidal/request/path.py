@@ -37,7 +37,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -45,8 +44,9 @@ from tidal.request import scrape
 from tidal.request.activator import READY_LINE as ACTIVATOR_LINE
 from tidal.request.activator import ActivatorConfig
 from tidal.request.children import Child, get, ports, put
-from tidal.request.launch import Launcher, LocalLauncher
+from tidal.request.launch import Launcher, LocalLauncher, exit_reason
 from tidal.request.receiver import ReceiverConfig
+from tidal.request.scrape import RequestSample
 
 __all__ = ["RequestPath", "RequestSample"]
 
@@ -55,25 +55,6 @@ log = logging.getLogger("tidal.request")
 START_TIMEOUT = 30.0  # seconds for a process to print its port
 STALE_AFTER = 5.0  # seconds after which the last report no longer says what is held
 DRAIN_TIMEOUT = 30.0  # seconds a stopping receiver gets to finish in flight (Knative drains 30 s)
-
-
-@dataclass(frozen=True, slots=True)
-class RequestSample:
-    """One second of the source's load, revision-wide (Knative's collector sums)."""
-
-    at: float
-    concurrency: float
-    rps: float
-    held: int = 0
-    in_path: bool = True
-    ready: int = 0  # receivers that answered the probe
-    refused: int = 0  # 503s so far: the activator's (held too many or too long) and the receivers'
-    longest_wait: float = 0.0  # seconds the longest request of the second waited for a receiver
-    accepted: int = 0  # messages stored so far
-    unauthorized: int = 0  # requests refused for their token so far (401, 403: source.http.auth)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {f: getattr(self, f) for f in self.__dataclass_fields__}
 
 
 class RequestPath:
@@ -89,6 +70,7 @@ class RequestPath:
         activators: int = 1,
         window: float = 60.0,
         launcher: Launcher | None = None,
+        faults: Path | None = None,
     ) -> None:
         if activators < 1:
             raise ValueError(f"activators must be ≥ 1 (got {activators})")
@@ -114,6 +96,7 @@ class RequestPath:
         self._unauthorized_gone = 0
         self._peak_gone = 0
         self._series = series  # one line a second: the request path's figures (requests.jsonl)
+        self._faults = faults  # one line per receiver that ended unasked (receivers.jsonl)
         self._pushed: tuple[tuple[str, ...], bool] | None = None
         self._lost: list[str] = []  # receivers found dead since the last push
         self.in_path = True
@@ -330,10 +313,7 @@ class RequestPath:
                 if p in self._receivers:
                     self._receivers.remove(p)
                     self._lost.append(p.url)  # the activator cuts what it has in flight there
-                    log.warning(
-                        "http source %s: receiver pid %d on %s exited (%s); starting another",
-                        self.receiver_config.vertex, p.proc.pid, p.host, p.proc.poll(),
-                    )  # fmt: skip
+                    self._record_exit(p)
                 else:
                     self._stopping.remove(p)
                 self._accepted_gone += p.accepted
@@ -345,6 +325,19 @@ class RequestPath:
             for p in self._stopping:
                 if p.stopping_at is not None and time.time() - p.stopping_at > DRAIN_TIMEOUT:
                     p.proc.kill()
+
+    def _record_exit(self, p: Child) -> None:
+        """A receiver that ended unasked: a warning, and an event with its cause (``tidal events``)."""
+        why = exit_reason(p.proc)
+        log.warning(
+            "http source %s: receiver pid %d on %s: %s; starting another",
+            self.receiver_config.vertex, p.proc.pid, p.host, why,
+        )  # fmt: skip
+        if self._faults is not None:
+            event = {"at": time.time(), "vertex": self.receiver_config.vertex, "pid": p.proc.pid,
+                     "host": p.host, "port": p.port, "reason": why}  # fmt: skip
+            with self._faults.open("a") as f:
+                f.write(json.dumps(event) + "\n")
 
     def _push(self) -> None:
         """Tell the activator which receivers are ready and whether it stays in the path, and the

@@ -12,11 +12,31 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from tidal.request.children import Child, get
 from tidal.scaling import scrape_sample
 
-__all__ = ["ActivatorLoad", "ReceiverLoad", "scrape_activators", "scrape_receivers"]
+__all__ = ["ActivatorLoad", "ReceiverLoad", "RequestSample", "scrape_activators", "scrape_receivers"]
+
+
+@dataclass(frozen=True, slots=True)
+class RequestSample:
+    """One second of the source's load, revision-wide (Knative's collector sums)."""
+
+    at: float
+    concurrency: float
+    rps: float
+    held: int = 0
+    in_path: bool = True
+    ready: int = 0  # receivers that answered the probe
+    refused: int = 0  # 503s so far: the activator's (held too many or too long) and the receivers'
+    longest_wait: float = 0.0  # seconds the longest request of the second waited for a receiver
+    accepted: int = 0  # messages stored so far
+    unauthorized: int = 0  # requests refused for their token so far (401, 403: source.http.auth)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f: getattr(self, f) for f in self.__dataclass_fields__}
 
 
 @dataclass(frozen=True, slots=True)

@@ -94,6 +94,7 @@ def start_request_path(
         activators=http.activators,
         window=kpa_spec(v).stable_window,  # a receiver younger than the KPA's window is "young"
         launcher=launcher,
+        faults=run_dir / "receivers.jsonl",  # receivers that ended unasked, with why: tidal events
     ).start()
     (run_dir / f"{v.name}.url").write_text(path.url + "\n")  # where clients send: tidal status shows it
     return path
