@@ -20,7 +20,6 @@ without copying Tidal's set-up.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -158,15 +157,10 @@ def run_pipeline(
 
 
 def delivered(path: str | Path) -> list[dict[str, Any]]:
-    """The records a ``file`` sink committed (JSON lines), in order; ``[]`` before the first.
+    """The records a ``file`` sink committed, in order (:func:`tidal.spark.sinks.read_file_sink`)."""
+    from tidal.spark.sinks import read_file_sink
 
-    Every record the sink writes ends with a newline; read while a commit is being appended,
-    the file can end in part of a line (a CI run failed on one), which is not a record yet."""
-    p = Path(path)
-    if not p.exists():
-        return []
-    complete = p.read_text().rpartition("\n")[0]
-    return [json.loads(line) for line in complete.splitlines() if line.strip()]
+    return read_file_sink(path)
 
 
 def ids_of(records: Iterable[dict[str, Any]]) -> list[str]:

@@ -28,6 +28,13 @@ def wait_for(condition: Callable[[], bool], what: str, deadline_s: float = DEADL
         time.sleep(0.2)
 
 
+def delivered_ids(path: Path) -> list[str]:
+    """The ids a ``file`` sink committed, in order (with repeats, if any: the benchmarks count them)."""
+    from tidal.spark.sinks import read_file_sink
+
+    return [str(r["id"]) for r in read_file_sink(path)]
+
+
 def write_result(name: str, payload: object, out: Path = RESULTS) -> Path:
     """Write ``payload`` as ``<out>/<name>.json`` and return the path."""
     import json

@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tidal.bench import RESULTS, write_result
+from tidal.bench import RESULTS, delivered_ids, write_result
 from tidal.controller.events import EventLog
 
 __all__ = ["SCENARIOS", "main", "run_scenario"]
@@ -65,19 +65,11 @@ SCENARIOS: dict[str, dict[str, Any]] = {
 }
 
 
-def _lines(path: Path) -> list[str]:
-    import json
-
-    if not path.exists():
-        return []
-    return [json.loads(line)["id"] for line in path.read_text().splitlines() if line.endswith("}")]
-
-
 def run_scenario(name: str, root: Path, total: int = TOTAL, rate: int = RATE) -> dict[str, Any]:
     from tidal.observe.latency import read_delays
     from tidal.rig import Impairment, Rig
     from tidal.rig.nats_cluster import start_nats_cluster
-    from tidal.rig.spark_cluster import start_spark_cluster
+    from tidal.rig.spark_cluster import alive_workers, start_spark_cluster
     from tidal.scaling.latency import pooled
     from tidal.spark.executors import read_executor_log
 
@@ -100,22 +92,23 @@ def run_scenario(name: str, root: Path, total: int = TOTAL, rate: int = RATE) ->
         killed_at = None
         deadline = time.monotonic() + 1800
         try:
-            while len(_lines(run_dir / "out.jsonl")) < total:
+            while len(delivered_ids(run_dir / "out.jsonl")) < total:
                 if proc.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError(f"{name}: the run ended or stalled; see {work / 'run.out'}")
                 if (
                     "kill" in scenario
                     and killed_at is None
-                    and len(_lines(run_dir / "out.jsonl")) >= total // 4
+                    and len(delivered_ids(run_dir / "out.jsonl")) >= total // 4
                 ):
                     killed_at = time.time()
                     rig[scenario["kill"]].kill()
                 time.sleep(0.5)
             time.sleep(2)  # anything doubled would show up now
+            alive = alive_workers(cluster, rig["driver"])
         finally:
             proc.send_signal(signal.SIGTERM)
             proc.wait(timeout=180)
-        ids = _lines(run_dir / "out.jsonl")
+        ids = delivered_ids(run_dir / "out.jsonl")
         samples = [s for v in read_delays(run_dir).values() for s in v]
         commits = sorted(s.at for s in samples)
         whole = pooled(samples, commits[-1] if commits else 0.0)
@@ -138,7 +131,16 @@ def run_scenario(name: str, root: Path, total: int = TOTAL, rate: int = RATE) ->
         "drain": round(commits[-1] - source_end, 1) if commits else None,
         "scale_ups": len(ups),
         "lost_executors": lost,
+        # For the test that runs a scenario (tests/integration/test_hosts.py):
+        "ids": ids,
+        "run_dir": str(run_dir),
+        "hosts": {h.name: h.address for h in workers},
+        "alive_workers": sorted(alive),
+        "killed": scenario.get("kill"),
     }
+
+
+_FOR_THE_TEST = ("ids", "run_dir", "hosts", "alive_workers")
 
 
 def main(out: Path = RESULTS) -> int:
@@ -153,7 +155,8 @@ def main(out: Path = RESULTS) -> int:
     try:
         for name in SCENARIOS:
             print(f"… {name}", flush=True)
-            rows.append(run_scenario(name, root))
+            row = run_scenario(name, root)
+            rows.append({k: v for k, v in row.items() if k not in _FOR_THE_TEST})
     finally:
         shutil.rmtree(root, ignore_errors=True)
     print()

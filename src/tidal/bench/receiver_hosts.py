@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tidal.bench import RESULTS, write_result
+from tidal.bench import RESULTS, delivered_ids, write_result
 
 __all__ = ["main", "run_receiver_loss"]
 
@@ -49,12 +49,6 @@ vertices:
 edges:
   - {{from: in, to: out}}
 """
-
-
-def _ids(path: Path) -> list[str]:
-    if not path.exists():
-        return []
-    return [json.loads(line)["id"] for line in path.read_text().splitlines() if line.endswith("}")]
 
 
 def _wait(what: str, condition: Any, timeout: float, proc: subprocess.Popen[Any], log: Path) -> None:
@@ -129,13 +123,14 @@ def run_receiver_loss(
             client.wait(timeout=900)
             result = json.loads(answers.read_text())
             acknowledged = {f"k-{i}/{j}" for i in result["ok"] for j in range(batch)}
-            _wait("every acknowledged message", lambda: acknowledged <= set(_ids(run_dir / "out.jsonl")),
-                  300, proc, run_log)  # fmt: skip
+            sink = run_dir / "out.jsonl"
+            everything = lambda: acknowledged <= set(delivered_ids(sink))  # noqa: E731
+            _wait("every acknowledged message", everything, 300, proc, run_log)
             time.sleep(2)  # anything doubled would show up now
         finally:
             proc.send_signal(signal.SIGTERM)
             proc.wait(timeout=180)
-        delivered = _ids(run_dir / "out.jsonl")
+        delivered = delivered_ids(sink)
     ended = [e for e in _series(run_dir, "receivers.jsonl") if e["host"] == rig["r2"].address]
     called = min((e["at"] for e in ended), default=None)
     samples = _series(run_dir, "requests.jsonl")
