@@ -9,7 +9,9 @@ autoscaled map and a file sink. Each scenario runs it once:
 - **slow host**: w3's link adds 200 ms to every frame it sends (userspace netem, tidal.rig.wire);
 - **lossy link**: w2's link drops 5 % of frames each way;
 - **worker host lost**: w1 (its executor, its worker and its NATS server) SIGKILLed once a
-  quarter of the messages arrived.
+  quarter of the messages arrived;
+- **JetStream server lost**: only w2's ``nats-server`` SIGKILLed at the same point (its host,
+  worker and executor keep running).
 
 Measured: every id delivered once (or not); the delivery delay (source time → sink commit) p50,
 p99 and max; the longest gap between two deliveries (how long the sink saw nothing: the
@@ -62,6 +64,7 @@ SCENARIOS: dict[str, dict[str, Any]] = {
     "slow host (w3 +200 ms)": {"impaired": {"w3": (0.2, 0.0)}},
     "lossy link (w2 5 %)": {"impaired": {"w2": (0.0, 0.05)}},
     "worker host lost (w1)": {"kill": "w1"},
+    "JetStream server lost (w2's)": {"kill": "w2", "only": "nats-server"},
 }
 
 
@@ -101,7 +104,7 @@ def run_scenario(name: str, root: Path, total: int = TOTAL, rate: int = RATE) ->
                     and len(delivered_ids(run_dir / "out.jsonl")) >= total // 4
                 ):
                     killed_at = time.time()
-                    rig[scenario["kill"]].kill()
+                    rig[scenario["kill"]].kill(scenario.get("only"))
                 time.sleep(0.5)
             time.sleep(2)  # anything doubled would show up now
             alive = alive_workers(cluster, rig["driver"])

@@ -30,6 +30,7 @@ import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from tidal import errors
@@ -90,6 +91,13 @@ def _free_subnet() -> ipaddress.IPv4Network:
     raise errors.TidalError("no free /24 in 10.0.0.0/8 for the rig's bridge")
 
 
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:  # gone already
+        return ""
+
+
 class Host:
     """One host of a :class:`Rig`: its namespace, its address, the processes started on it."""
 
@@ -123,15 +131,18 @@ class Host:
         done = _ip("netns", "pids", self.netns, check=False)
         return [int(p) for p in done.stdout.split()]
 
-    def kill(self) -> list[int]:
-        """The host is lost: SIGKILL every process on it, at once. Returns their PIDs."""
-        pids = self.pids()
+    def kill(self, only: str | None = None) -> list[int]:
+        """The host is lost: SIGKILL every process on it, at once; with ``only``, just those whose
+        command line contains it (``only="nats-server"``: one server lost, the host kept).
+        Returns their PIDs."""
+        pids = [p for p in self.pids() if only is None or only in _cmdline(p)]
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         for proc in self.procs:
-            with contextlib.suppress(Exception):
-                proc.wait(timeout=10)
+            if only is None or proc.pid in pids or only in str(proc.args):
+                with contextlib.suppress(Exception):
+                    proc.wait(timeout=10)
         return pids
 
     def link(self, up: bool) -> None:
