@@ -197,6 +197,26 @@ def test_a_receiver_killed_mid_request_loses_no_acknowledged_message(spark, tmp_
     assert ok <= set(got) and len(got) == len(set(got))
 
 
+def test_a_public_address_not_of_this_host_or_taken_stops_the_run_at_start_naming_it(spark, tmp_path):
+    import socket
+
+    from tidal import errors
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        for http, where in (({"host": "192.0.2.7", "port": 8080, "auth": "none"}, "192.0.2.7:8080"),
+                            ({"port": port}, f"127.0.0.1:{port}")):  # fmt: skip
+            run = PipelineRun(spec(http), tmp_path / where.replace(":", "-"), spark=spark)
+            with pytest.raises(errors.SpecError) as refused:
+                run.start()
+            run.stop()
+            text = str(refused.value)
+            assert "vertices[in].source.http" in text and f"cannot listen on {where}" in text, text
+            assert "address of this host" in text, text
+
+
 def test_bad_requests_get_a_4xx_that_names_the_problem_and_store_nothing(spark, tmp_path):
     run = PipelineRun(
         spec({"maxRequestBytes": 2048}, {"min-scale": 1}, replicas=1), tmp_path, spark=spark

@@ -58,9 +58,10 @@ from tidal.request.serving import PublicListener, local_port, run, until_stopped
 from tidal.request.throttler import Throttler, policy_name
 from tidal.scaling.request_stats import ConcurrencyReporter, RequestStat
 
-__all__ = ["ActivatorConfig", "main"]
+__all__ = ["CANNOT_LISTEN", "ActivatorConfig", "main"]
 
 READY_LINE = "TIDAL-ACTIVATOR"
+CANNOT_LISTEN = "TIDAL-ACTIVATOR-CANNOT-LISTEN"  # on stderr: the public address is not ours, or taken
 FORWARDED = ("Content-Type", "Idempotency-Key", "X-Message-Id")
 POKE_EVERY = 0.2  # seconds between pokes while requests wait at zero
 
@@ -293,7 +294,13 @@ async def _serve(config: ActivatorConfig) -> None:
     admin = web.TCPSite(runner, "127.0.0.1", 0)  # the run's: receivers, statistics
     await admin.start()
     activator.admin_port = admin_port = runner.addresses[0][1]
-    await activator.public.listen(True)
+    try:
+        await activator.public.listen(True)
+    except OSError as exc:  # the run reads this line from the log and names the field
+        reason = exc.strerror or exc
+        print(f"{CANNOT_LISTEN} {config.host}:{config.port}: {reason}", file=sys.stderr, flush=True)
+        await runner.cleanup()
+        raise SystemExit(2) from None
     print(f"{READY_LINE} {admin_port} {activator.public.port}", flush=True)
     await until_stopped()
     await runner.cleanup()

@@ -40,7 +40,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tidal import errors
 from tidal.request import scrape
+from tidal.request.activator import CANNOT_LISTEN as ACTIVATOR_CANNOT_LISTEN
 from tidal.request.activator import READY_LINE as ACTIVATOR_LINE
 from tidal.request.activator import ActivatorConfig
 from tidal.request.children import Child, get, ports, put
@@ -137,9 +139,7 @@ class RequestPath:
                 child.port, self.port = ports(proc.stdout, ACTIVATOR_LINE, START_TIMEOUT)
             except RuntimeError as exc:
                 self.stop()
-                raise RuntimeError(
-                    f"the activator {name} of {self.activator_config.vertex} did not start: {exc}"
-                ) from None
+                raise self._not_started(name, exc) from None
         # Receivers hold the same public port while the activator is out of the path.
         self.receiver_config = dataclasses.replace(
             self.receiver_config, public_host=config.host, public_port=self.port
@@ -153,6 +153,23 @@ class RequestPath:
             self.activator_config.vertex, len(self._activators), config.host, self.port,
         )  # fmt: skip
         return self
+
+    def _not_started(self, name: str, exc: Exception) -> Exception:
+        """Why an activator did not start: its public address said plainly (the spec's field), or
+        the end of its log."""
+        log_name = name if len(self._names) > 1 else "activator"
+        log_file = self._log_dir / f"{log_name}.log"
+        lines = log_file.read_text(errors="replace").splitlines() if log_file.exists() else []
+        vertex = self.activator_config.vertex
+        said = [line for line in lines if line.startswith(ACTIVATOR_CANNOT_LISTEN)]
+        if said:
+            return errors.SpecError(
+                f"vertices[{vertex}].source.http",
+                f"the activator cannot listen on {said[-1].split(' ', 1)[1]}",
+                "give host an address of this host (ip -br addr) and a free port, or port: 0 for any",
+            )
+        tail = " | ".join(lines[-3:]) or "no log"
+        return RuntimeError(f"the activator {name} of {vertex} did not start: {exc} ({log_file}: {tail})")
 
     def stop(self) -> None:
         """Stop every process by PID (receivers finish what is in flight). Idempotent."""
