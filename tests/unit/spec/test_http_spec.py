@@ -52,7 +52,16 @@ def test_knative_config_keys_without_an_annotation_are_read_too():
         ({"http": {"containerConcurrency": -1}}, {}, "containerConcurrency"),
         ({"http": {"port": 70000}}, {}, "port"),
         ({"http": {}, "generator": {}}, {}, "exactly one of generator, user, kafka, http"),
+        ({"http": {"receiverHosts": ["10.0.0.3"]}}, {}, "receiverHosts[0]: '10.0.0.3' is not HOST:PORT"),
+        ({"http": {"receiverHosts": ["a:1", "b:0"]}}, {}, "receiverHosts[1]: 'b:0' is not HOST:PORT"),
+        ({"http": {"receiverHosts": ["a:1", "a:1"]}}, {}, "names an agent twice"),
     ],
 )
 def test_bad_http_settings_name_the_field(source, vertex, words):
     assert words in problem(pipeline(source, **vertex))
+
+
+def test_receiver_hosts_are_agents_addresses_and_none_means_beside_the_driver():
+    assert parse_pipeline(pipeline({"http": {}})).vertex("in").source.http.receiver_hosts == []
+    spec = parse_pipeline(pipeline({"http": {"receiverHosts": ["10.0.0.3:7171", "worker-2:7171"]}}))
+    assert spec.vertex("in").source.http.receiver_hosts == ["10.0.0.3:7171", "worker-2:7171"]
