@@ -104,28 +104,51 @@ DEFAULT_WEB_PORT = 8080  # a standalone master's web UI unless spark.master.ui.p
 def capacity_problem(state: Mapping[str, Any], cluster: Any) -> str | None:
     """What stops the master's alive workers from running ``cluster``'s executors, or ``None``.
 
-    An executor takes ``executorCores`` cores on one worker, so a worker with fewer never hosts
-    one: with every worker that small, Spark would wait for an executor forever, in silence.
-    ``minExecutors`` is kept from the start, so the workers must hold that many executors."""
+    An executor takes ``executorCores`` cores and ``executorMemory`` on one worker, so a worker
+    with fewer of either never hosts one: with every worker that small, Spark would wait for an
+    executor forever, in silence. ``minExecutors`` is kept from the start, so the workers must
+    hold that many executors."""
     workers = [w for w in state.get("workers", []) if w.get("state") == "ALIVE"]
-    each = cluster.executor_cores
-    slots = sum(int(w.get("cores", 0)) // each for w in workers)
+    each, memory = cluster.executor_cores, memory_mb(cluster.executor_memory)
+
+    def room(w: Mapping[str, Any]) -> int:
+        by_memory = int(w["memory"]) // memory if "memory" in w and memory > 0 else 10**9
+        return int(min(int(w.get("cores", 0)) // each, by_memory))
+
+    slots = sum(room(w) for w in workers)
     biggest = max((int(w.get("cores", 0)) for w in workers), default=0)
+    roomiest = max((int(w["memory"]) for w in workers if "memory" in w), default=None)
     if not workers:
         return "the master has no alive worker: start one (tidal cluster up, or start-worker.sh)"
-    if slots == 0:
+    if biggest < each:
         return (
             f"cluster.executorCores is {each} but the largest alive worker has {biggest} cores, so no "
             f"executor can start: lower executorCores to {biggest} or add bigger workers"
         )
+    if slots == 0 and roomiest is not None:
+        return (
+            f"cluster.executorMemory is {cluster.executor_memory} ({memory} MB) but the alive worker with "
+            f"the most memory offers {roomiest} MB, so no executor can start: lower executorMemory to "
+            f"{roomiest}m or less, or give the workers more (SPARK_WORKER_MEMORY, --memory)"
+        )
     if cluster.min_executors > slots:
         have = "has" if len(workers) == 1 else "have"
-        room = f"{_count(len(workers), 'alive worker')} {have} room for {_count(slots, 'executor')}"
+        held = f"{_count(len(workers), 'alive worker')} {have} room for {_count(slots, 'executor')}"
         return (
-            f"cluster.minExecutors is {cluster.min_executors} but {room} of {_count(each, 'core')}: "
-            f"lower minExecutors to {slots} or add workers"
+            f"cluster.minExecutors is {cluster.min_executors} but {held} of {_count(each, 'core')} "
+            f"and {cluster.executor_memory}: lower minExecutors to {slots} or add workers"
         )
     return None
+
+
+def memory_mb(text: str) -> int:
+    """A JVM memory string as Spark reads ``spark.executor.memory`` (``512m``, ``2g``; a bare
+    number is MiB) → MiB."""
+    units = {"k": 1 / 1024, "m": 1, "g": 1024, "t": 1024 * 1024}
+    text = text.strip().lower()
+    if text and text[-1] in units:
+        return int(float(text[:-1]) * units[text[-1]])
+    return int(text)
 
 
 def _count(n: int, thing: str) -> str:

@@ -65,8 +65,8 @@ def test_a_bad_cluster_shorthand_names_the_option(text):
         parse_cluster(text)
 
 
-def _state(*cores: int, dead: int = 0) -> dict:
-    alive = [{"state": "ALIVE", "cores": c} for c in cores]
+def _state(*cores: int, dead: int = 0, memory: int | None = None) -> dict:
+    alive = [{"state": "ALIVE", "cores": c, **({"memory": memory} if memory else {})} for c in cores]
     return {"workers": alive + [{"state": "DEAD", "cores": 64}] * dead}
 
 
@@ -94,7 +94,22 @@ def test_min_executors_beyond_the_workers_room_and_no_worker_at_all():
     spec = parse_pipeline({**BASE, "cluster": {"executorCores": 2, "minExecutors": 3, "maxExecutors": 4}})
     problem = capacity_problem(_state(2, 3), spec.cluster)  # 1 + 1: a 3-core worker holds one
     assert problem == (
-        "cluster.minExecutors is 3 but 2 alive workers have room for 2 executors of 2 cores: "
+        "cluster.minExecutors is 3 but 2 alive workers have room for 2 executors of 2 cores and 1g: "
         "lower minExecutors to 2 or add workers"
     )
     assert "no alive worker" in (capacity_problem(_state(dead=2), spec.cluster) or "")
+
+
+def test_executor_memory_beyond_every_worker_is_named_with_the_fix_and_memory_bounds_the_room():
+    from tidal.spark.cluster import capacity_problem, memory_mb
+
+    assert (memory_mb("512m"), memory_mb("2g"), memory_mb("1024"), memory_mb("2048k")) == (512, 2048, 1024, 2)
+    cluster = {"executorCores": 1, "executorMemory": "16g", "maxExecutors": 2}
+    big = parse_pipeline({**BASE, "cluster": cluster})
+    problem = capacity_problem(_state(2, 2, memory=2048), big.cluster)
+    assert problem is not None and "executorMemory is 16g (16384 MB)" in problem, problem
+    assert "offers 2048 MB" in problem and "lower executorMemory to 2048m" in problem, problem
+    # Two 1-core executors of 1g fit a 2-core worker's cores but only one fits its 1.5 GB.
+    spec = parse_pipeline({**BASE, "cluster": {"executorCores": 1, "minExecutors": 2, "maxExecutors": 4}})
+    assert capacity_problem(_state(2, memory=2048), spec.cluster) is None
+    assert "room for 1 executor of 1 core" in (capacity_problem(_state(2, memory=1536), spec.cluster) or "")
