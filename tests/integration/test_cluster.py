@@ -279,8 +279,8 @@ def test_an_unreachable_master_is_refused_with_the_fix(tmp_path):
 
 
 def test_a_cluster_too_small_for_the_executors_asked_for_is_refused_at_start(tmp_path, cluster):
-    """Two alive 2-core workers: 4-core executors can never start, and 5 of 1 core cannot be
-    kept; Spark would wait for them in silence. Through the master's own state, at start."""
+    """Two alive 2-core workers of 2g: 4-core or 64g executors can never start, and 5 of 1 core
+    cannot be kept; Spark would wait for them in silence. Through the master's own state, at start."""
     from tidal import errors
     from tidal.spark.cluster import check_capacity, master_state
     from tidal.spec import parse_pipeline
@@ -288,7 +288,7 @@ def test_a_cluster_too_small_for_the_executors_asked_for_is_refused_at_start(tmp
     base = yaml.safe_load(pipeline(tmp_path, rate=1, total=1).read_text())
     assert len([w for w in master_state(cluster.web)["workers"] if w["state"] == "ALIVE"]) == 2
 
-    def sized(**shape: int):
+    def sized(**shape: int | str):
         return parse_pipeline({**base, "cluster": shape}).cluster
 
     big = sized(executorCores=4, maxExecutors=2)
@@ -298,6 +298,9 @@ def test_a_cluster_too_small_for_the_executors_asked_for_is_refused_at_start(tmp
     with pytest.raises(errors.ClusterError, match=r"minExecutors is 5 but 2 alive workers have room for 4"):
         check_capacity(many, cluster.master, cluster.web)
     assert check_capacity(sized(executorCores=2, minExecutors=2, maxExecutors=2), cluster.master, cluster.web)
+    heavy = sized(executorCores=1, executorMemory="64g", maxExecutors=2)  # the workers offer 2g each
+    with pytest.raises(errors.ClusterError, match=r"executorMemory is 64g \(65536 MB\) but .* offers 2048"):
+        check_capacity(heavy, cluster.master, cluster.web)
 
 
 def test_tidal_run_refuses_its_own_cluster_when_too_small_naming_the_fix(tmp_path):
