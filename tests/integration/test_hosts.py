@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from tidal.bench.hosts import run_scenario
+from tidal.controller.faults import read_faults
 from tidal.rig import unavailable
 from tidal.spark.executors import read_executor_log
 
@@ -38,4 +39,9 @@ def test_losing_a_worker_host_with_its_nats_server_mid_run_delivers_every_messag
     lost = [e for e in log["lost"] if e["host"] == hosts["w1"]]
     assert lost and all(e["reason"] for e in lost), log["lost"]
     code, text = output("events", r["run_dir"])
-    assert code == 0 and "lost" in text and hosts["w1"] in " ".join(text.split()), text
+    words = " ".join(text.split())
+    assert code == 0 and "lost" in text and hosts["w1"] in words, text
+    # So is the loss of its JetStream server, seen by the buffers' watch.
+    silent = [f for f in read_faults(r["run_dir"]) if f["kind"] == "buffer server silent"]
+    assert [f["server"] for f in silent] == ["nats-w1"], silent
+    assert "silent" in text and "nats-w1" in words, text

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from tidal.bench import RESULTS, delivered_ids, write_result
+from tidal.controller.faults import read_faults
 
 __all__ = ["main", "run_receiver_loss"]
 
@@ -131,7 +132,8 @@ def run_receiver_loss(
             proc.send_signal(signal.SIGTERM)
             proc.wait(timeout=180)
         delivered = delivered_ids(sink)
-    ended = [e for e in _series(run_dir, "receivers.jsonl") if e["host"] == rig["r2"].address]
+    lost_host = rig["r2"].address
+    ended = [f for f in read_faults(run_dir) if f["kind"] == "receiver lost" and f["host"] == lost_host]
     called = min((e["at"] for e in ended), default=None)
     samples = _series(run_dir, "requests.jsonl")
     back = [s["at"] for s in samples if called and s["at"] > called and s["ready"] >= 2]

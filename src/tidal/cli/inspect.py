@@ -11,6 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from tidal.controller.events import EventLog
+from tidal.controller.faults import read_faults
 
 __all__ = ["show_events", "show_status"]
 
@@ -29,9 +30,9 @@ def show_events(run_dir: str | Path, vertex: str | None = None, changes_only: bo
     log = read_executor_log(run_dir)
     executors = [] if vertex is not None else log["decision"]
     lost = [] if vertex is not None else log["lost"]
-    receivers = Path(run_dir) / "receivers.jsonl"  # HTTP receivers that ended unasked (a host lost)
-    ended = [json.loads(line) for line in receivers.read_text().splitlines()] if receivers.exists() else []
-    start = min([e.at for e in events] + [d["at"] for d in executors], default=0.0)
+    faults = read_faults(run_dir)  # what happened to the run: a receiver or a buffer server lost
+    times = [e.at for e in events] + [d["at"] for d in executors] + [f["at"] for f in faults]
+    start = min(times, default=0.0)
     rows: list[tuple[float, str, str, str, str]] = []
     for e in events:
         if vertex is not None and e.vertex != vertex:
@@ -50,20 +51,21 @@ def show_events(run_dir: str | Path, vertex: str | None = None, changes_only: bo
         rows.append(
             (d["at"], "(executors)", "-1", "lost", f"executor {d['id']} on {d['host']}: {d['reason']}")
         )
-    for d in ended:  # a fault too: the request path replaces the receiver
-        if vertex is None or d["vertex"] == vertex:
-            why = f"pid {d['pid']} on {d['host']}: {d['reason']}"
-            rows.append((d["at"], d["vertex"], "-1", "receiver lost", why))
+    decided = len(rows)
+    faults = [f for f in faults if vertex is None or f["who"] == vertex]
+    for f in faults:  # what happened to the run, with its cause: shown whatever --changes says
+        rows.append((f["at"], f["who"], "", f["kind"], f["reason"]))
     table = Table(title=f"decisions in {run_dir}")
     for column in ("t (s)", "vertex", "replicas", "rule", "reason"):
         table.add_column(column, overflow="fold")
     for at, who, replicas, rule, reason in sorted(rows, key=lambda r: r[0]):
         table.add_row(f"{at - start:,.1f}", escape(who), replicas, escape(rule), escape(reason))
     console.print(table)
-    shown = sum(1 for r in rows if r[1] != "(executors)")
+    shown = sum(1 for r in rows[:decided] if r[1] != "(executors)")
     console.print(
         f"{shown} of {len(events)} decisions shown"
-        + (f", and {len(rows) - shown} of the executor allocator's" if executors else "")
+        + (f", and {decided - shown} of the executor allocator's" if executors else "")
+        + (f"; {len(faults)} faults" if faults else "")
     )
     return 0
 

@@ -131,6 +131,19 @@ class JetStreamStore:
         check_replicas(made, self.replicas, name, self.url)
         return JetStreamBuffer(self, name, stream, limits)
 
+    def replica_view(self, name: str) -> tuple[str | None, dict[str, float]]:
+        """Buffer ``name``'s leader, and the seconds since each other replica was heard from
+        (JetStream's ``stream info``: its cluster's ``active``, nanoseconds)."""
+        stream = stream_name(self.pipeline, name)
+
+        async def info() -> Any:
+            return await self.nc.jsm().stream_info(stream)
+
+        cluster = self.run(info()).cluster
+        if cluster is None:  # a single server: no replicas
+            return None, {}
+        return cluster.leader, {r.name: (r.active or 0) / 1e9 for r in cluster.replicas or []}
+
     def open(self, name: str) -> JetStreamBuffer:
         from nats.js.errors import NotFoundError
 

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from tidal import errors
+from tidal.controller.faults import FaultLog
 from tidal.request import scrape
 from tidal.request.activator import CANNOT_LISTEN as ACTIVATOR_CANNOT_LISTEN
 from tidal.request.activator import READY_LINE as ACTIVATOR_LINE
@@ -72,7 +73,7 @@ class RequestPath:
         activators: int = 1,
         window: float = 60.0,
         launcher: Launcher | None = None,
-        faults: Path | None = None,
+        faults: FaultLog | None = None,
     ) -> None:
         if activators < 1:
             raise ValueError(f"activators must be ≥ 1 (got {activators})")
@@ -98,7 +99,7 @@ class RequestPath:
         self._unauthorized_gone = 0
         self._peak_gone = 0
         self._series = series  # one line a second: the request path's figures (requests.jsonl)
-        self._faults = faults  # one line per receiver that ended unasked (receivers.jsonl)
+        self._faults = faults  # one line per receiver that ended unasked (faults.jsonl)
         self._pushed: tuple[tuple[str, ...], bool] | None = None
         self._lost: list[str] = []  # receivers found dead since the last push
         self.in_path = True
@@ -351,10 +352,8 @@ class RequestPath:
             self.receiver_config.vertex, p.proc.pid, p.host, why,
         )  # fmt: skip
         if self._faults is not None:
-            event = {"at": time.time(), "vertex": self.receiver_config.vertex, "pid": p.proc.pid,
-                     "host": p.host, "port": p.port, "reason": why}  # fmt: skip
-            with self._faults.open("a") as f:
-                f.write(json.dumps(event) + "\n")
+            where = f"pid {p.proc.pid} on {p.host}:{p.port}"
+            self._faults.record("receiver lost", self.receiver_config.vertex, f"{where}: {why}", host=p.host)
 
     def _push(self) -> None:
         """Tell the activator which receivers are ready and whether it stays in the path, and the

@@ -320,12 +320,16 @@ def read_executor_log(where: str | Path) -> dict[str, list[dict[str, Any]]]:
 
 
 def start_allocator(
-    spark: Any, spec: Any, vertices: Mapping[str, int], control: Any, run_dir: Path, db: str
+    spark: Any, spec: Any, control_spec: Any, control: Any, run_dir: Path, db: str
 ) -> ExecutorAllocator:
     """The allocator of a run on a cluster manager: ``cluster:``'s bounds, over the replicas the
-    controller sets for ``vertices`` (each with the count it starts with)."""
+    controller sets for the vertices of ``control_spec`` that run as tasks (an HTTP source's
+    replicas are receiver processes, not tasks: no executors)."""
+    from tidal.spark.http_source import http_sources
     from tidal.spark.session import check_no_dynamic_allocation
 
+    served = set(http_sources(spec))
+    vertices = {v.name: v.replicas for v in control_spec.vertices if v.name not in served}
     check_no_dynamic_allocation(spark)
     c = spec.cluster
     bounds = ExecutorBounds(c.executor_cores, c.min_executors, c.max_executors, c.shrink_wait_seconds)

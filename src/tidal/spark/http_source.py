@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tidal import errors
+from tidal.controller.faults import FAULTS_FILE, FaultLog
 from tidal.controller.loop import ProbeSample
 from tidal.isb.control import ControlStore
 from tidal.request.activator import ActivatorConfig
@@ -94,7 +95,7 @@ def start_request_path(
         activators=http.activators,
         window=kpa_spec(v).stable_window,  # a receiver younger than the KPA's window is "young"
         launcher=launcher,
-        faults=run_dir / "receivers.jsonl",  # receivers that ended unasked, with why: tidal events
+        faults=FaultLog(run_dir / FAULTS_FILE),  # receivers that ended unasked, with why: tidal events
     ).start()
     (run_dir / f"{v.name}.url").write_text(path.url + "\n")  # where clients send: tidal status shows it
     return path

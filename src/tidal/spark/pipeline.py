@@ -31,11 +31,13 @@ from typing import TYPE_CHECKING, Any
 from tidal import errors
 from tidal.controller import Controller, EventLog, StoreProbe
 from tidal.controller.choose import spec_policies
+from tidal.controller.faults import FAULTS_FILE, FaultLog
 from tidal.isb.base import BufferStore
 from tidal.isb.control import ControlStore
 from tidal.scaling import Decision, Rule
 from tidal.scaling.latency import DelaySample
 from tidal.spark import rundir
+from tidal.spark.buffer_watch import start_buffer_watch
 from tidal.spark.config import QueryConfig, input_buffer
 from tidal.spark.queries import query_config
 from tidal.spark.restarts import BUDGET, RestartBudget, transient
@@ -111,6 +113,7 @@ class PipelineRun:
         self._released = False
         self.allocator: Any = None  # the executor allocator, on a cluster manager
         self._refreshers: list[Any] = []  # reference tables read again on their intervals
+        self._watches: list[Any] = []  # the buffer servers' watch (a replica unheard: a fault)
         self.requests: dict[str, RequestPath] = {}  # an HTTP source's request path, by vertex
         # A spec the control API asked the run to restart with (tidal apply --restart): the
         # runner drains this run and starts another with it (tidal.cli.run).
@@ -153,10 +156,12 @@ class PipelineRun:
         self.buffers = self._open_buffers()
         limits = self.spec.limits.buffer
         self.control = ControlStore(self.db)
-        for v in self.control_spec.vertices:  # a chain's followers have no buffer and no replicas
-            name = input_buffer(v)
-            if name is not None:
-                self.buffers.create(name, limits)
+        made = [b for b in map(input_buffer, self.control_spec.vertices) if b is not None]
+        for name in made:  # a chain's followers have no buffer
+            self.buffers.create(name, limits)
+        watch = start_buffer_watch(self.buffers, self.spec, made, FaultLog(self.run_dir / FAULTS_FILE))
+        self._watches = [watch] if watch is not None else []
+        for v in self.control_spec.vertices:
             if not self.control.known(v.name):  # a restart keeps the replicas it had
                 self.control.set_replicas(v.name, v.replicas)
             if v.source is not None:  # the last stop closed it; a paused run stays closed
@@ -178,7 +183,12 @@ class PipelineRun:
                 extra = None
             self._spark = build_session(f"tidal-{self.spec.name}", self._master, extra=extra)
         if self.on_cluster:
-            self._start_allocator()
+            from tidal.spark.executors import start_allocator
+
+            assert self.control is not None
+            self.allocator = start_allocator(
+                self._spark, self.spec, self.control_spec, self.control, self.run_dir, str(self.db)
+            )
         from tidal.spark.datasource import register
 
         register(self._spark)
@@ -231,18 +241,6 @@ class PipelineRun:
             " (dry run: decisions are not applied)" if self.dry_run else "",
         )
         return self
-
-    def _start_allocator(self) -> None:
-        from tidal.spark.executors import start_allocator
-        from tidal.spark.http_source import http_sources
-
-        assert self.control is not None
-        # An HTTP source's replicas are receiver processes on this host, not tasks: no executors.
-        served = set(http_sources(self.spec))
-        vertices = {v.name: v.replicas for v in self.control_spec.vertices if v.name not in served}
-        self.allocator = start_allocator(
-            self._spark, self.spec, vertices, self.control, self.run_dir, str(self.db)
-        )
 
     # -- while it runs -------------------------------------------------------------------------
 
@@ -396,7 +394,7 @@ class PipelineRun:
                 time.sleep(0.2)
         if self.controller is not None:
             self.controller.stop()
-        for refresher in self._refreshers:
+        for refresher in [*self._refreshers, *self._watches]:
             refresher.stop()
         if self.allocator is not None:
             self.allocator.stop()
