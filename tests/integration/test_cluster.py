@@ -312,3 +312,33 @@ def test_tidal_run_refuses_its_own_cluster_when_too_small_naming_the_fix(tmp_pat
     assert proc.returncode == 1, out
     assert "minExecutors is 3 but 1 alive worker has room for 2 executors of 1 core" in out, out
     assert "lower minExecutors to 2 or add workers" in out
+
+
+def test_executors_that_die_before_registering_are_an_event_with_their_words_and_a_back_off(tmp_path):
+    """A JVM option the executors cannot start with: the master relaunches them for ever (hundreds
+    a minute) and the driver never hears of one. The run finds them on the worker, records their
+    own last words, and asks for none for 5 s, then 10 s: a back-off that doubles."""
+    spec = pipeline(tmp_path, rate=10, total=1000)
+    spec.write_text(
+        spec.read_text().replace(
+            "shrinkWaitSeconds: 5}", "shrinkWaitSeconds: 5, conf: {spark.executor.extraJavaOptions: -Xss1k}}"
+        )
+    )
+    run_dir = tmp_path / "run"
+    proc = tidal("run", str(spec), "--run-dir", str(run_dir), "--cluster", "local:1x2",
+                 "--no-metrics", "--no-live")  # fmt: skip
+    try:
+        wait_for(lambda: len(read_executor_log(run_dir).get("start failed", [])) >= 2, 240,
+                 "two rounds of failed starts", proc)  # fmt: skip
+    finally:
+        out = stop(proc)
+    log = read_executor_log(run_dir)
+    first, second = log["start failed"][:2]
+    assert "Could not create the Java Virtual Machine" in first["reason"], first
+    assert first["hosts"] == ["127.0.0.1"] and first["count"] >= 1
+    assert (first["retry_in"], second["retry_in"]) == (5.0, 10.0)
+    held = [d for d in log["decision"] if d["rule"] == "backoff"]
+    assert held and held[0]["target"] == 0 and "failed to start" in held[0]["reason"], log["decision"]
+    assert log["startup"] == [] and registered(run_dir) == 0, out[-2000:]
+    code, text = output("events", str(run_dir))
+    assert code == 0 and "start failed" in text and "backoff" in text, text

@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from tidal.controller.events import EventLog
-from tidal.controller.faults import read_faults
+from tidal.controller.faults import FAULTS_FILE, read_faults
 
 __all__ = ["show_events", "show_status"]
 
@@ -20,7 +20,10 @@ def show_events(run_dir: str | Path, vertex: str | None = None, changes_only: bo
     """Every recorded decision with its reason: the answer to "why did it scale?"."""
     console = Console()
     path = Path(run_dir) / "events.jsonl"
-    if not path.exists():
+    # A run stuck before its controller started (executors that never come) has no decisions yet,
+    # but its executors' records and faults say why.
+    others = [Path(run_dir) / name for name in ("executors.jsonl", FAULTS_FILE)]
+    if not path.exists() and not any(p.exists() for p in others):
         console.print(f"[red]no events at {path}[/] (is {run_dir} a run directory?)")
         return 2
     from tidal.spark.executors import read_executor_log
@@ -30,6 +33,7 @@ def show_events(run_dir: str | Path, vertex: str | None = None, changes_only: bo
     log = read_executor_log(run_dir)
     executors = [] if vertex is not None else log["decision"]
     lost = [] if vertex is not None else log["lost"]
+    failed = [] if vertex is not None else log.get("start failed", [])
     faults = read_faults(run_dir)  # what happened to the run: a receiver or a buffer server lost
     times = [e.at for e in events] + [d["at"] for d in executors] + [f["at"] for f in faults]
     start = min(times, default=0.0)
@@ -51,6 +55,9 @@ def show_events(run_dir: str | Path, vertex: str | None = None, changes_only: bo
         rows.append(
             (d["at"], "(executors)", "-1", "lost", f"executor {d['id']} on {d['host']}: {d['reason']}")
         )
+    for d in failed:  # executors dead before registering, with their own words; then a back-off
+        why = f"{d['reason']}; next try in {d['retry_in']:g} s"
+        rows.append((d["at"], "(executors)", "", "start failed", why))
     decided = len(rows)
     faults = [f for f in faults if vertex is None or f["who"] == vertex]
     for f in faults:  # what happened to the run, with its cause: shown whatever --changes says

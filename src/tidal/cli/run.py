@@ -98,7 +98,7 @@ def _plain_line(statuses: list[Any], elapsed: float) -> str:
     return f"[{elapsed:6.0f} s] " + " | ".join(parts)
 
 
-def _restart(run: Any, run_dir: Path, master: str, dry_run: bool, console: Console) -> Any:
+def _restart(run: Any, run_dir: Path, master: tuple[str, str | None], dry_run: bool, console: Console) -> Any:
     """Drain ``run``, then start its requested spec in the same Spark session and run directory
     (the checkpoints, buffers and sinks' batch identities carry over: the layout is the same)."""
     import json
@@ -114,7 +114,9 @@ def _restart(run: Any, run_dir: Path, master: str, dry_run: bool, console: Conso
     rundir.adopt(run_dir, new)
     document = json.loads(new.model_dump_json(by_alias=True, exclude_none=True))
     (run_dir / "pipeline.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
-    fresh = PipelineRun(new, run_dir, spark=spark, own_spark=True, master=master, dry_run=dry_run).start()
+    fresh = PipelineRun(
+        new, run_dir, spark=spark, own_spark=True, master=master[0], master_web=master[1], dry_run=dry_run
+    ).start()
     console.print("restarted with the edited spec")
     return fresh
 
@@ -238,7 +240,7 @@ def run_pipeline(
                 drain,
                 metrics_port,
                 live,
-                master,
+                (master, embedded.info.web if embedded is not None and embedded.info is not None else None),
                 until,
                 api,
             )
@@ -262,7 +264,7 @@ def _run(
     drain: bool,
     metrics_port: int | None,
     live: bool,
-    master: str,
+    master: tuple[str, str | None],  # its URL, and its web UI when known (the embedded cluster's)
     until: Any,
     api: tuple[int, str, str] | None,
 ) -> int:
@@ -273,7 +275,7 @@ def _run(
     from tidal.spark.http_source import http_sources as http_names
     from tidal.spark.pipeline import PipelineRun, VertexStatus
 
-    run = PipelineRun(spec, run_dir, master=master, dry_run=dry_run)
+    run = PipelineRun(spec, run_dir, master=master[0], master_web=master[1], dry_run=dry_run)
     series = SeriesLog(run_dir)
     exporter = api_server = None
     status = 0

@@ -101,6 +101,13 @@ def master_address(master: str) -> tuple[str, str]:
 DEFAULT_WEB_PORT = 8080  # a standalone master's web UI unless spark.master.ui.port says otherwise
 
 
+def default_master_web(master: str) -> str | None:
+    """``spark://HOST:PORT`` → its web UI at Spark's default port; ``None`` for another master."""
+    if not master.startswith("spark://"):
+        return None
+    return f"http://{master_address(master)[0]}:{DEFAULT_WEB_PORT}"
+
+
 def capacity_problem(state: Mapping[str, Any], cluster: Any) -> str | None:
     """What stops the master's alive workers from running ``cluster``'s executors, or ``None``.
 
@@ -159,8 +166,7 @@ def check_capacity(cluster: Any, master: str, web_url: str | None = None) -> boo
     """Refuse at start a cluster too small for ``cluster`` (:func:`capacity_problem`). The master's
     state comes from its web UI: ``web_url``, else Spark's default port on the master's host; a
     master whose UI does not answer there is not checked (False), one that answers is (True)."""
-    host, _ = master_address(master)
-    url = web_url or f"http://{host}:{DEFAULT_WEB_PORT}"
+    url = web_url or default_master_web(master) or ""
     try:
         state = master_state(url)
     except (OSError, ValueError):

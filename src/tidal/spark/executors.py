@@ -39,12 +39,15 @@ from tidal.scaling.executors import (
     decide_executors,
     ready_slots,
 )
+from tidal.spark.executor_starts import StartFailures
 
 __all__ = ["ExecutorAllocator", "SparkExecutors", "read_executor_log", "start_allocator"]
 
 log = logging.getLogger("tidal.executors")
 
 KILL_TIMEOUT = 30.0  # seconds a killed executor may stay listed before it counts again
+FAILURES_EVERY = 2.0  # seconds between looks at the workers for executors that died starting
+BACKOFF_FIRST, BACKOFF_MAX = 5.0, 120.0  # seconds without asking for executors after failures
 
 
 class SparkExecutors:
@@ -120,6 +123,7 @@ class ExecutorAllocator:
         db: str = "",
         interval: float = 0.5,
         clock: Callable[[], float] = time.time,
+        failures: StartFailures | None = None,
     ) -> None:
         self._executors = executors
         self.bounds = bounds
@@ -146,6 +150,11 @@ class ExecutorAllocator:
         self.lost = 0  # executors that went away without being killed here (a host lost, a crash)
         self._local = _local_hosts()
         self._began = clock()
+        self._failures = failures  # executors dead before registering (a standalone cluster's workers)
+        self._looked_at = 0.0
+        self._backoff_until: float | None = None
+        self._backoff_why = ""
+        self._next_backoff = BACKOFF_FIRST
 
     # -- the loop ------------------------------------------------------------------------------
 
@@ -195,9 +204,11 @@ class ExecutorAllocator:
         executors = [e for e in listed if e.id not in self._killing]  # a killed one is on its way out
         with self._lock:
             self._ready = ready_slots(wanted, sum(e.cores for e in executors))
+        self._notice_failed_starts(now)
         decision = decide_executors(
-            now, sum(wanted.values()), executors, self.requested, self.bounds, self._shrink_since
-        )
+            now, sum(wanted.values()), executors, self.requested, self.bounds, self._shrink_since,
+            self._backoff_until, self._backoff_why,
+        )  # fmt: skip
         wants_fewer = decision.target < len(executors)
         self._shrink_since = (self._shrink_since or now) if wants_fewer else None
         if decision.kill:
@@ -238,6 +249,7 @@ class ExecutorAllocator:
             if e.id not in self._seen:
                 asked = self._asked.popleft() if self._asked else self._began
                 self._seen[e.id] = (asked, e.added_at or now)
+                self._next_backoff = BACKOFF_FIRST  # one started: the next failure is news again
             if e.id not in self._started and e.completed_tasks > 0:
                 self._started.add(e.id)
                 asked, registered = self._seen[e.id]
@@ -258,6 +270,32 @@ class ExecutorAllocator:
                     e.id, max(0.0, registered - asked), max(0.0, now - asked),
                 )  # fmt: skip
         self._write_count(now, len(executors), sum(e.cores for e in executors))
+
+    def _notice_failed_starts(self, now: float) -> None:
+        """Executors that died before registering: an event with their own last words, and a
+        back-off (5 s, doubling to 2 min) in which no more are asked for."""
+        if self._failures is None or now - self._looked_at < FAILURES_EVERY:
+            return
+        self._looked_at = now
+        try:
+            failed = self._failures.new(self._seen.keys())
+        except (OSError, ValueError) as exc:  # the master's UI did not answer: look again later
+            log.debug("executor start failures: %s", exc)
+            return
+        if not failed:
+            return
+        if self._backoff_until is not None and now < self._backoff_until:
+            # Launched before the back-off began: the same round, not news.
+            log.debug("%d more executors of the last round failed to start", len(failed))
+            return
+        delay, self._next_backoff = self._next_backoff, min(self._next_backoff * 2, BACKOFF_MAX)
+        self._backoff_until = now + delay
+        hosts = sorted({f.worker for f in failed})
+        where = ", ".join(hosts)
+        self._backoff_why = f"{len(failed)} exited before registering, on {where}: {failed[-1].words}"
+        self._append({"kind": "start failed", "at": now, "count": len(failed), "hosts": hosts,
+                      "reason": self._backoff_why, "retry_in": delay})  # fmt: skip
+        log.warning("executors failed to start (%s); asking for no more for %.0f s", self._backoff_why, delay)
 
     def _notice_lost(self, now: float, ids: set[str]) -> None:
         """An executor gone that was not killed here was lost: its host died, its JVM crashed, or
@@ -320,11 +358,12 @@ def read_executor_log(where: str | Path) -> dict[str, list[dict[str, Any]]]:
 
 
 def start_allocator(
-    spark: Any, spec: Any, control_spec: Any, control: Any, run_dir: Path, db: str
+    spark: Any, spec: Any, control_spec: Any, control: Any, run_dir: Path, db: str, master_web: str | None
 ) -> ExecutorAllocator:
     """The allocator of a run on a cluster manager: ``cluster:``'s bounds, over the replicas the
     controller sets for the vertices of ``control_spec`` that run as tasks (an HTTP source's
-    replicas are receiver processes, not tasks: no executors)."""
+    replicas are receiver processes, not tasks: no executors). With the standalone master's web
+    UI (``master_web``), executors that die before registering are found on its workers."""
     from tidal.spark.http_source import http_sources
     from tidal.spark.session import check_no_dynamic_allocation
 
@@ -344,4 +383,5 @@ def start_allocator(
         run_dir / "executors.jsonl",
         backend=spec.buffers.backend,
         db=db,
+        failures=StartFailures(master_web, spark.sparkContext.applicationId) if master_web else None,
     ).start()

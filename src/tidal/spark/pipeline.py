@@ -38,6 +38,7 @@ from tidal.scaling import Decision, Rule
 from tidal.scaling.latency import DelaySample
 from tidal.spark import rundir
 from tidal.spark.buffer_watch import start_buffer_watch
+from tidal.spark.cluster import default_master_web
 from tidal.spark.config import QueryConfig, input_buffer
 from tidal.spark.queries import query_config
 from tidal.spark.restarts import BUDGET, RestartBudget, transient
@@ -82,9 +83,11 @@ class PipelineRun:
         trigger_seconds: float | None = None,
         buffers_url: str | None = None,
         own_spark: bool | None = None,
+        master_web: str | None = None,
     ) -> None:
         """``spark``: a session to run in (one is built otherwise); ``own_spark``: whether this run
-        stops it when it stops (by default, only the one it built)."""
+        stops it when it stops (by default, only the one it built); ``master_web``: a standalone
+        master's web UI (Spark's default port on the master's host otherwise)."""
         self.spec = spec
         # Adjacent vertices on one-to-one edges run as one query (tidal.spec.chains); the
         # controller scales each chain as one vertex, its head.
@@ -100,6 +103,8 @@ class PipelineRun:
         self._spark = spark
         self._own_spark = spark is None if own_spark is None else own_spark
         self._master = master
+        self._web_given = master_web  # checked: its silence is an error (a default is not)
+        self.master_web = master_web or default_master_web(master)
         self._url = buffers_url or spec.buffers.url
         self._nats: Any = None
         self.queries: dict[str, Any] = {}
@@ -177,7 +182,7 @@ class PipelineRun:
                 from tidal.spark.session import check_master, cluster_conf
 
                 check_master(self._master)
-                check_capacity(self.spec.cluster, self._master)
+                check_capacity(self.spec.cluster, self._master, self._web_given)
                 extra = cluster_conf(self.spec.cluster, self._master)
             else:
                 extra = None
@@ -187,8 +192,9 @@ class PipelineRun:
 
             assert self.control is not None
             self.allocator = start_allocator(
-                self._spark, self.spec, self.control_spec, self.control, self.run_dir, str(self.db)
-            )
+                self._spark, self.spec, self.control_spec, self.control, self.run_dir, str(self.db),
+                self.master_web,
+            )  # fmt: skip
         from tidal.spark.datasource import register
 
         register(self._spark)

@@ -44,6 +44,18 @@ def test_requested_executors_not_registered_yet_are_waited_for():
     assert d.rule is ExecutorRule.STARTING and not d.changed
 
 
+def test_after_start_failures_no_more_executors_are_asked_for_until_the_back_off_ends():
+    why = "2 exited before registering: Error: Could not create the Java Virtual Machine."
+    held = decide_executors(10.0, 7, [ex("1")], 4, TWO, backoff_until=30.0, backoff_why=why)
+    assert held.rule is ExecutorRule.BACKOFF and held.target == 1 and held.changed  # 4 → 1: no relaunches
+    assert "executors failed to start (2 exited" in held.reason and "for 20 s" in held.reason, held.reason
+    after = decide_executors(31.0, 7, [ex("1")], 1, TWO, backoff_until=30.0, backoff_why=why)
+    assert after.rule is ExecutorRule.GROW and after.target == 4  # then it asks again
+    # A back-off never stops a shrink or a steady state.
+    shrink = decide_executors(10.0, 0, [ex("1"), ex("2")], requested=2, bounds=TWO, backoff_until=30.0)
+    assert shrink.rule is ExecutorRule.SHRINK and shrink.target == 1
+
+
 def test_shrinking_kills_idle_executors_newest_first_never_a_busy_one():
     executors = [ex("1", active=1, added=1), ex("2", added=2), ex("3", added=3), ex("4", active=2, added=4)]
     d = decide_executors(10.0, 3, executors, requested=4, bounds=TWO)  # 3 replicas → 2 executors
