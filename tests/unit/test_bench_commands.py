@@ -36,3 +36,16 @@ def test_every_peers_trace_makes_a_valid_pipeline_for_every_tidal_job(tmp_path):
                 assert spec.cluster.min_executors == spec.cluster.max_executors == 4
             else:
                 assert spec.policy == job
+
+
+def test_the_cluster_benchmarks_latency_pipeline_keeps_one_query_per_vertex() -> None:
+    """Each vertex a query of its own, so a replica more is an executor more (chained, the two
+    made one query of one replica and the benchmark waited for a second executor for ever)."""
+    import yaml
+
+    from tidal.bench.cluster import LATENCY_PIPELINE
+    from tidal.spec import parse_pipeline
+    from tidal.spec.chains import plan_chains
+
+    plan = plan_chains(parse_pipeline(yaml.safe_load(LATENCY_PIPELINE)))
+    assert plan.signature == "" and {plan.head_of("gen"), plan.head_of("out")} == {"gen", "out"}

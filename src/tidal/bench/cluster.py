@@ -48,7 +48,7 @@ vertices:
   - name: out
     sink: {blackhole: {}}
     scale: {disabled: true}
-edges: [{from: gen, to: out}]
+edges: [{from: gen, to: out, chain: false}]  # two queries: one executor each
 """
 
 
