@@ -126,3 +126,26 @@ def test_an_agent_silent_for_longer_than_lost_after_is_a_lost_host(agent, nats_s
     finally:
         store.drop("in-out")
         store.close()
+
+
+def test_an_agent_with_a_token_refuses_a_run_without_it_and_serves_one_with_it(tmp_path, nats_server):
+    served = Agent("127.0.0.1", 0, tmp_path / "logs", token="s3cret")
+    thread = threading.Thread(target=served.server.serve_forever, daemon=True)
+    thread.start()
+    store = JetStreamStore(nats_server.url, "tokened")
+    store.create("in-out")
+    try:
+        field = "vertices[in].source.http.receiverHosts"
+        for wrong in (None, "guess"):
+            with pytest.raises(errors.SpecError) as refused:
+                launcher_for([served.address], Path("unused"), field, wrong)
+            assert "refused the run" in str(refused.value) and "agentToken" in str(refused.value)
+        config = ReceiverConfig(vertex="in", pipeline="tokened", outputs=("in-out",), backend="jetstream",
+                                url=nats_server.url)  # fmt: skip
+        [child] = launcher_for([served.address], Path("unused"), field, "s3cret").start(config, 1)
+        assert get(child.url + "_tidal/ready") == "queue" and child.proc.poll() is None
+    finally:
+        served.server.shutdown()
+        served.stop()
+        store.drop("in-out")
+        store.close()

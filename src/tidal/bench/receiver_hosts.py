@@ -42,7 +42,7 @@ controller: {{intervalSeconds: 0.5}}
 buffers: {{backend: jetstream, url: "{url}", replicas: 3}}
 vertices:
   - name: in
-    source: {{http: {{containerConcurrency: 4, receiverHosts: [{agents}]}}}}
+    source: {{http: {{containerConcurrency: 4, receiverHosts: [{agents}], agentToken: {{file: "{token}"}}}}}}
     replicas: 2
     kpa: {{min-scale: 2, target: 4, window: 6s}}
   - name: out
@@ -76,17 +76,20 @@ def run_receiver_loss(
     rig = Rig(["driver", "n1", "n2", "n3", "r1", "r2"])
     with rig:
         url = start_nats_cluster([rig["n1"], rig["n2"], rig["n3"]], root / "nats", probe_from=rig["driver"])
+        token = root / "agent.token"  # the agents require it (tidal agent --token-file)
+        token.write_text("bench-agent-token\n")
+        token.chmod(0o600)
         agents = []
         for name in ("r1", "r2"):
             address = f"{rig[name].address}:{AGENT_PORT}"
             log = root / f"agent-{name}.out"
             with log.open("w") as out:
                 agent = [sys.executable, "-m", "tidal", "agent", "--listen", address,
-                         "--log-dir", str(root / f"agent-{name}")]  # fmt: skip
+                         "--log-dir", str(root / f"agent-{name}"), "--token-file", str(token)]  # fmt: skip
                 rig[name].popen(agent, stdout=out, stderr=subprocess.STDOUT)
             agents.append((address, log))
         spec = root / "front.yaml"
-        spec.write_text(PIPELINE.format(url=url, agents=", ".join(f'"{a}"' for a, _ in agents)))
+        spec.write_text(PIPELINE.format(url=url, agents=", ".join(f'"{a}"' for a, _ in agents), token=token))
         run_dir, run_log = root / "run", root / "run.out"
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         command = [sys.executable, "-m", "tidal", "run", str(spec), "--run-dir", str(run_dir),

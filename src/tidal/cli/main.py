@@ -176,6 +176,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     agent.add_argument("--listen", required=True, metavar="ADDR:PORT", help="this host's address and a port")
     agent.add_argument("--log-dir", default="tidal-agent", help="where the receivers' logs go")
+    agent.add_argument("--token-file", default=None, help="require this file's token (the run's agentToken)")
+    agent.add_argument("--token-env", default=None, help="require the token in this environment variable")
 
     from tidal.sim import POLICIES, TRACES
 
@@ -265,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
         from tidal.request.agent import serve as serve_agent
 
         try:
-            return serve_agent(args.listen, Path(args.log_dir))
+            return serve_agent(args.listen, Path(args.log_dir), args.token_file, args.token_env)
         except (OSError, ValueError) as exc:
             print(f"tidal agent: {exc}", file=sys.stderr)
             return 2

@@ -17,8 +17,10 @@ host forwards requests to them across the network.
   finishes what is in flight), SIGKILL ends it.
 
 Every receiver's stderr goes to ``LOG_DIR/receivers.log``. SIGTERM or Ctrl-C to the agent
-drains its receivers and exits. The agent has no token: bind it to a private address that only
-the driver's host reaches (``docs/cluster.md``).
+drains its receivers and exits. With a token (``--token-file``/``--token-env``; the run's is
+``source.http.agentToken``), every request needs ``Authorization: Bearer <token>``, else 401:
+an agent starts processes, so one that anybody can reach should have one. Bind it to a private
+address all the same.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from tidal.request.auth import bearer_ok, load_token
 from tidal.request.children import first_port
 from tidal.request.receiver import READY_LINE, ReceiverConfig
 from tidal.spec.http import host_port
@@ -51,8 +54,8 @@ _SIGNAL = re.compile(r"^/receivers/(\d+)/signal$")
 class Agent:
     """The agent's state: the receivers it started (by pid) and where their logs go."""
 
-    def __init__(self, host: str, port: int, log_dir: Path) -> None:
-        self.host, self.log_dir = host, log_dir
+    def __init__(self, host: str, port: int, log_dir: Path, token: str | None = None) -> None:
+        self.host, self.log_dir, self.token = host, log_dir, token
         self._lock = threading.Lock()
         self._receivers: dict[int, subprocess.Popen[str]] = {}
         try:
@@ -146,13 +149,24 @@ def _handler(agent: Agent) -> type[BaseHTTPRequestHandler]:
         def _body(self) -> Any:
             return json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
 
+        def _allowed(self) -> bool:
+            if agent.token is None or bearer_ok(self.headers.get("Authorization", ""), agent.token):
+                return True
+            self._answer(HTTPStatus.UNAUTHORIZED, {"error": "this agent needs its token: give the run the "
+                         "agent's (source.http.agentToken)"})  # fmt: skip
+            return False
+
         def do_GET(self) -> None:
+            if not self._allowed():
+                return
             if self.path == "/agent":
                 self._answer(HTTPStatus.OK, agent.listing())
             else:
                 self._answer(HTTPStatus.NOT_FOUND, {"error": f"no {self.path}: GET /agent"})
 
         def do_POST(self) -> None:
+            if not self._allowed():
+                return
             try:
                 if self.path == "/receivers":
                     config = ReceiverConfig.from_json(json.dumps(self._body()))
@@ -170,10 +184,11 @@ def _handler(agent: Agent) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-def serve(listen: str, log_dir: Path) -> int:
+def serve(listen: str, log_dir: Path, token_file: str | None = None, token_env: str | None = None) -> int:
     """``tidal agent``: serve until SIGTERM or Ctrl-C, then drain the receivers."""
     host, port = host_port(listen)
-    agent = Agent(host, port, log_dir)
+    token = load_token(token_file, token_env, "--token-file/--token-env")
+    agent = Agent(host, port, log_dir, token)
     stopping = threading.Event()
 
     def stop(signum: int, frame: object) -> None:
@@ -184,6 +199,9 @@ def serve(listen: str, log_dir: Path) -> int:
     thread = threading.Thread(target=agent.server.serve_forever, name="tidal-agent", daemon=True)
     thread.start()
     print(f"tidal agent on {agent.address}: receivers bind {host}, logs in {log_dir}", flush=True)
+    if token is None:
+        print(f"tidal agent: no token: anyone who reaches {agent.address} can start receivers here "
+              "(--token-file PATH to require one)", file=sys.stderr, flush=True)  # fmt: skip
     while not stopping.wait(0.5):
         pass
     agent.server.shutdown()

@@ -16,18 +16,18 @@ from pathlib import Path
 
 from aiohttp import web
 
-__all__ = ["load_token", "refused"]
+__all__ = ["bearer_ok", "load_token", "refused"]
 
 
-def load_token(file: str | None, env: str | None) -> str | None:
+def load_token(file: str | None, env: str | None, field: str = "source.http.auth.token") -> str | None:
     """The token from ``file`` or the variable ``env`` (None: no auth). Raises ``ValueError``
-    naming where it looked when the token is missing or empty."""
+    naming ``field`` and where it looked when the token is missing or empty."""
     if file is None and env is None:
         return None
     if file is not None:
         path = Path(file)
         if not path.is_file():
-            raise ValueError(f"source.http.auth.token.file: {file} does not exist (write the token there)")
+            raise ValueError(f"{field}.file: {file} does not exist (write the token there)")
         token = path.read_text().strip()
         where = f"the file {file}"
     else:
@@ -35,8 +35,15 @@ def load_token(file: str | None, env: str | None) -> str | None:
         token = os.environ.get(env, "").strip()
         where = f"the environment variable {env}"
     if not token:
-        raise ValueError(f"source.http.auth.token: {where} is empty (put the token in it)")
+        raise ValueError(f"{field}: {where} is empty (put the token in it)")
     return token
+
+
+def bearer_ok(header: str, token: str) -> bool:
+    """``Authorization: Bearer <token>`` with this token (compared in constant time)."""
+    if not header.lower().startswith("bearer "):
+        return False
+    return hmac.compare_digest(header[7:].strip().encode(), token.encode())
 
 
 def refused(request: web.Request, token: str | None) -> web.Response | None:
@@ -50,6 +57,6 @@ def refused(request: web.Request, token: str | None) -> web.Response | None:
             status=401,
             headers={"WWW-Authenticate": 'Bearer realm="tidal"'},
         )
-    if not hmac.compare_digest(header[7:].strip().encode(), token.encode()):
+    if not bearer_ok(header, token):
         return web.json_response({"error": "the bearer token is not this source's"}, status=403)
     return None

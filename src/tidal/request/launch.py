@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from tidal import errors
-from tidal.request.children import Child, Process, first_port, get
+from tidal.request.children import Child, Process, first_port
 from tidal.request.receiver import READY_LINE, ReceiverConfig
 
 __all__ = [
@@ -93,11 +93,13 @@ class LocalLauncher(Launcher):
         return started
 
 
-def _call(url: str, body: dict[str, Any] | None, timeout: float) -> Any:
+def _call(url: str, body: dict[str, Any] | None, timeout: float, token: str | None = None) -> Any:
     data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(
-        url, data=data, method="GET" if data is None else "POST", headers={"Content-Type": "application/json"}
-    )
+    headers = {"Content-Type": "application/json"}
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    method = "GET" if data is None else "POST"
+    request = urllib.request.Request(url, data=data, method=method, headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=timeout) as answer:
             return json.loads(answer.read())
@@ -109,8 +111,8 @@ class AgentClient:
     """One agent, as the run sees it: its receivers' exit codes (cached for ``_FRESH`` s) and
     whether its host is lost."""
 
-    def __init__(self, address: str) -> None:
-        self.address = address
+    def __init__(self, address: str, token: str | None = None) -> None:
+        self.address, self.token = address, token
         self.url = f"http://{address}"
         self._lock = threading.Lock()
         self._codes: dict[int, int | None] = {}
@@ -121,7 +123,10 @@ class AgentClient:
     def check(self, field: str) -> None:
         """At start: the agent answers, or the run stops naming it (``field``) and the fix."""
         try:
-            get(self.url + "/agent", timeout=5.0)
+            _call(self.url + "/agent", None, 5.0, self.token)
+        except RuntimeError as exc:  # it answered, and refused
+            refusal = f"the receiver agent at {self.address} refused the run: {exc}"
+            raise errors.SpecError(field, refusal) from None
         except (OSError, ValueError) as exc:
             raise errors.SpecError(
                 field,
@@ -135,10 +140,10 @@ class AgentClient:
             if now - self._asked_at > (2.0 if self.lost else _FRESH):
                 self._asked_at = now
                 try:
-                    listing = get(self.url + "/agent", timeout=1.0)
+                    listing = _call(self.url + "/agent", None, 1.0, self.token)
                     self._codes = {int(p): c for p, c in listing["receivers"].items()}
                     self._answered_at, self.lost = time.monotonic(), False
-                except (OSError, ValueError, KeyError):
+                except (OSError, ValueError, KeyError, RuntimeError):
                     if not self.lost and time.monotonic() - self._answered_at > LOST_AFTER:
                         self.lost = True
                         log.warning("receiver host %s: no answer for %.0f s, lost", self.address, LOST_AFTER)
@@ -152,10 +157,10 @@ class AgentClient:
 
     def signal(self, pid: int, sig: int) -> None:
         with contextlib.suppress(OSError, RuntimeError, ValueError):  # a lost host: nothing to signal
-            _call(f"{self.url}/receivers/{pid}/signal", {"signal": int(sig)}, timeout=2.0)
+            _call(f"{self.url}/receivers/{pid}/signal", {"signal": int(sig)}, 2.0, self.token)
 
     def start(self, config: ReceiverConfig) -> Child:
-        answer = _call(self.url + "/receivers", json.loads(config.to_json()), timeout=START_TIMEOUT + 5)
+        answer = _call(self.url + "/receivers", json.loads(config.to_json()), START_TIMEOUT + 5, self.token)
         proc = RemoteProcess(self, int(answer["pid"]))
         with self._lock:
             self._codes[proc.pid] = None
@@ -202,8 +207,8 @@ class AgentLauncher(Launcher):
 
     shares_port = False  # on other hosts: the activator stays in the path (docs/http.md)
 
-    def __init__(self, addresses: list[str]) -> None:
-        self.agents = [AgentClient(a) for a in addresses]
+    def __init__(self, addresses: list[str], token: str | None = None) -> None:
+        self.agents = [AgentClient(a, token) for a in addresses]
 
     def check(self, field: str) -> None:
         for agent in self.agents:
@@ -245,11 +250,13 @@ def exit_reason(proc: Process) -> str:
     return f"exited with code {proc.poll()}"
 
 
-def launcher_for(receiver_hosts: list[str], log_dir: Path, field: str = "receiverHosts") -> Launcher:
-    """The agents of ``receiver_hosts`` (each checked now: ``field`` names them in the error), or
-    child processes when none."""
+def launcher_for(
+    receiver_hosts: list[str], log_dir: Path, field: str = "receiverHosts", token: str | None = None
+) -> Launcher:
+    """The agents of ``receiver_hosts`` (each checked now: ``field`` names them in the error; each
+    request with ``token``), or child processes when none."""
     if not receiver_hosts:
         return LocalLauncher(log_dir)
-    launcher = AgentLauncher(receiver_hosts)
+    launcher = AgentLauncher(receiver_hosts, token)
     launcher.check(field)
     return launcher

@@ -84,7 +84,13 @@ def start_request_path(
             "receivers on other hosts write to the buffers from there, and a SQLite buffer is a file on "
             "this host: set buffers.backend: jetstream (a url every host reaches), or remove receiverHosts",
         )
-    launcher = launcher_for(http.receiver_hosts, run_dir / "logs", field)  # each agent answers, or it says so
+    agent_token, token_field = None, f"vertices[{v.name}].source.http.agentToken"
+    if http.agent_token is not None:
+        try:
+            agent_token = load_token(http.agent_token.file, http.agent_token.env, token_field)
+        except ValueError as exc:
+            raise errors.SpecError(token_field, str(exc).split(": ", 1)[-1]) from None
+    launcher = launcher_for(http.receiver_hosts, run_dir / "logs", field, agent_token)  # each agent answers
     path = RequestPath(
         activator,
         receiver,

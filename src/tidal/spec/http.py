@@ -58,7 +58,8 @@ class HttpSourceSpec(Model):
     share the public port, each balancing over its own slice of the receivers (Knative's
     activator subsetting; 1 by default). ``receiverHosts``: the agents (``tidal agent --listen
     ADDR:PORT``) of the worker hosts the receivers run on, spread over them; none by default:
-    beside the driver. ``auth``: a bearer token every request must carry
+    beside the driver; ``agentToken`` (a :class:`TokenSpec`), the token the agents were started
+    with (``tidal agent --token-file``). ``auth``: a bearer token every request must carry
     (:class:`HttpAuthSpec`); a source on a host other than loopback needs one, or ``auth: none``
     said on purpose."""
 
@@ -71,6 +72,7 @@ class HttpSourceSpec(Model):
     timeout_seconds: float = Field(300.0, gt=0, le=3600)
     activators: int = Field(1, ge=1, le=20)
     receiver_hosts: list[str] = Field(default_factory=list)
+    agent_token: TokenSpec | None = None
     # None: no token (loopback only); ``none``: no token, said on purpose (any host).
     auth: HttpAuthSpec | Literal["none"] | None = None
 
