@@ -18,6 +18,15 @@ RESULTS = Path("runs") / "bench"
 DEADLINE_S = 600.0
 
 
+def rig_refusal(name: str) -> str | None:
+    """Why ``tidal bench NAME`` cannot start its hosts here (they are network namespaces: root on
+    Linux), or ``None``."""
+    from tidal.rig import unavailable
+
+    reason = unavailable()
+    return None if reason is None else f"tidal bench {name} needs network namespaces: {reason}"
+
+
 def wait_for(condition: Callable[[], bool], what: str, deadline_s: float = DEADLINE_S) -> None:
     """Poll ``condition`` until it holds; after ``deadline_s`` raise ``TimeoutError`` saying that
     ``what`` (e.g. "the plain job finished no batch") is what never changed."""

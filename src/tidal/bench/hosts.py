@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tidal.bench import RESULTS, delivered_ids, write_result
+from tidal.bench import RESULTS, delivered_ids, rig_refusal, write_result
 from tidal.controller.events import EventLog
 
 __all__ = ["SCENARIOS", "main", "run_scenario"]
@@ -147,11 +147,9 @@ _FOR_THE_TEST = ("ids", "run_dir", "hosts", "alive_workers")
 
 
 def main(out: Path = RESULTS) -> int:
-    from tidal.rig import unavailable
-
-    reason = unavailable()
-    if reason is not None:
-        print(f"tidal bench hosts needs network namespaces: {reason}")
+    refusal = rig_refusal("hosts")
+    if refusal is not None:
+        print(refusal)
         return 2
     root = Path(tempfile.mkdtemp(prefix="tidal-bench-hosts-"))
     rows = []

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tidal.bench import RESULTS, delivered_ids, write_result
+from tidal.bench import RESULTS, delivered_ids, rig_refusal, write_result
 from tidal.controller.faults import read_faults
 
 __all__ = ["main", "run_receiver_loss"]
@@ -166,11 +166,9 @@ def run_receiver_loss(
 
 
 def main(out: Path = RESULTS) -> int:
-    from tidal.rig import unavailable
-
-    reason = unavailable()
-    if reason is not None:
-        print(f"tidal bench receivers needs network namespaces: {reason}")
+    refusal = rig_refusal("receivers")
+    if refusal is not None:
+        print(refusal)
         return 2
     root = Path(tempfile.mkdtemp(prefix="tidal-bench-receivers-"))
     try:
