@@ -21,7 +21,7 @@ pytestmark = [
     pytest.mark.skipif(REASON is not None, reason=f"no multi-host rig here: {REASON}"),
 ]
 
-TOTAL = 20_000
+TOTAL = 12_000  # the loss comes at a quarter delivered, mid-run whatever the box
 
 
 def test_losing_a_worker_host_with_its_nats_server_mid_run_delivers_every_message_once(tmp_path):
