@@ -106,7 +106,9 @@ def test_an_agent_given_an_address_not_of_its_host_says_so_and_exits():
     assert bad.returncode == 2 and "is not HOST:PORT" in bad.stderr, bad.stderr
 
 
-def test_an_agent_silent_for_longer_than_lost_after_is_a_lost_host(agent, nats_server, monkeypatch):
+def test_an_agent_silent_for_longer_than_lost_after_is_a_lost_host_until_it_answers_again(
+    agent, nats_server, monkeypatch
+):
     monkeypatch.setattr(launch, "LOST_AFTER", 0.5)
     store = JetStreamStore(nats_server.url, "lost")
     store.create("in-out")
@@ -123,6 +125,20 @@ def test_an_agent_silent_for_longer_than_lost_after_is_a_lost_host(agent, nats_s
             time.sleep(0.2)
         assert child.proc.poll() == LOST_CODE and launcher.agents[0].lost
         assert launcher.start(config, 1) == []  # no host left to start on
+        # The host comes back (an agent on the same address): it takes receivers again.
+        back = Agent("127.0.0.1", agent.port, agent.log_dir)
+        threading.Thread(target=back.server.serve_forever, daemon=True).start()
+        try:
+            started: list = []
+            deadline = time.monotonic() + 30
+            while not started and time.monotonic() < deadline:
+                started = launcher.start(config, 1)
+                time.sleep(0.5)
+            assert len(started) == 1 and not launcher.agents[0].lost
+            assert get(started[0].url + "_tidal/ready") == "queue"
+        finally:
+            back.server.shutdown()
+            back.stop()
     finally:
         store.drop("in-out")
         store.close()

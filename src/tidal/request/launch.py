@@ -134,19 +134,27 @@ class AgentClient:
                 f"`tidal agent --listen {self.address}`, or remove it from the list",
             ) from None
 
-    def returncode(self, pid: int) -> int | None:
+    def refresh(self) -> None:
+        """Ask the agent for its receivers (at most every ``_FRESH`` s; every 2 s once lost)."""
         with self._lock:
             now = time.monotonic()
-            if now - self._asked_at > (2.0 if self.lost else _FRESH):
-                self._asked_at = now
-                try:
-                    listing = _call(self.url + "/agent", None, 1.0, self.token)
-                    self._codes = {int(p): c for p, c in listing["receivers"].items()}
-                    self._answered_at, self.lost = time.monotonic(), False
-                except (OSError, ValueError, KeyError, RuntimeError):
-                    if not self.lost and time.monotonic() - self._answered_at > LOST_AFTER:
-                        self.lost = True
-                        log.warning("receiver host %s: no answer for %.0f s, lost", self.address, LOST_AFTER)
+            if now - self._asked_at <= (2.0 if self.lost else _FRESH):
+                return
+            self._asked_at = now
+            try:
+                listing = _call(self.url + "/agent", None, 1.0, self.token)
+                self._codes = {int(p): c for p, c in listing["receivers"].items()}
+                if self.lost:
+                    log.warning("receiver host %s answers again: it takes receivers again", self.address)
+                self._answered_at, self.lost = time.monotonic(), False
+            except (OSError, ValueError, KeyError, RuntimeError):
+                if not self.lost and time.monotonic() - self._answered_at > LOST_AFTER:
+                    self.lost = True
+                    log.warning("receiver host %s: no answer for %.0f s, lost", self.address, LOST_AFTER)
+
+    def returncode(self, pid: int) -> int | None:
+        self.refresh()
+        with self._lock:
             if self.lost:
                 return LOST_CODE
             return self._codes.get(pid, LOST_CODE)  # unknown: the agent restarted, its receivers with it
@@ -215,6 +223,9 @@ class AgentLauncher(Launcher):
             agent.check(field)
 
     def start(self, config: ReceiverConfig, count: int) -> list[Child]:
+        for agent in self.agents:
+            if agent.lost:  # nothing of its own polls a lost host: ask whether it is back
+                agent.refresh()
         up = [a for a in self.agents if not a.lost]
         if not up:
             log.warning("http source %s: every receiver host is lost; none started", config.vertex)
