@@ -23,6 +23,12 @@ the configured port). Every request arrives here.
   On many hosts, a load balancer in front of the receivers takes the kernel's place
   (``docs/http.md``).
 
+**A receiver that takes no connection** (refused, or no answer to the handshake within 2 s: dead,
+or its host gone) never saw the request, so the activator sends it once more through the
+throttler, to another receiver, and sets that one aside for ``SET_ASIDE_SECONDS`` (the run calls a
+dead receiver gone within that). Knative's activator answers 502 there and leaves the retry to
+the client; a request that reached its receiver is never sent twice (its answer, or a 502).
+
 The run talks to it on a private loopback port (``/_tidal/``, refused on the public one):
 ``PUT /_tidal/receivers`` (the ready receivers, whether to stay in the path, the names of
 every activator of the source, and the receivers just found dead: requests in flight to them
@@ -64,6 +70,12 @@ READY_LINE = "TIDAL-ACTIVATOR"
 CANNOT_LISTEN = "TIDAL-ACTIVATOR-CANNOT-LISTEN"  # on stderr: the public address is not ours, or taken
 FORWARDED = ("Content-Type", "Idempotency-Key", "X-Message-Id")
 POKE_EVERY = 0.2  # seconds between pokes while requests wait at zero
+SET_ASIDE_SECONDS = 5.0  # a receiver that took no connection sits out this long
+UNSENT = (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError)  # the request never left
+
+
+class _Unsent(Exception):
+    """No connection to the receiver: it never saw the request, so it may go to another."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +118,9 @@ class _Activator:
         self.token = load_token(config.token_file, config.token_env)
         self.unauthorized = 0  # 401s and 403s: no token, or another one
         self.posts: dict[str, set[asyncio.Task[web.Response]]] = {}  # forwards in flight, per receiver
+        self.known: list[str] = []  # the ready receivers, as the run last said
+        self.aside: dict[str, float] = {}  # receivers that took no connection → until when they sit out
+        self.resent = 0  # requests sent to another receiver after one took no connection
 
     def _poke(self, stat: bool) -> None:
         """Tell the run now: ``stat`` carries the immediate {concurrency 1, one request} of a
@@ -138,9 +153,10 @@ class _Activator:
             # throttler, and close the connection so the client's next one reaches a receiver.
             trackers = self.throttler.trackers
             url = trackers[next(self._round) % len(trackers)].url
-            answer = await self._forward(url, body, headers)
-            answer.force_close()
-            return answer
+            direct = await self._forward(url, body, headers)
+            assert direct is not None  # without may_retry it always answers
+            direct.force_close()
+            return direct
         arrived = time.monotonic()
         if self.reporter.request_in(arrived):
             self._poke(stat=True)
@@ -148,11 +164,16 @@ class _Activator:
             if not self.throttler.trackers:
                 self._poke(stat=False)
             try:
-                async with self.throttler.slot(self.config.hold_timeout) as tracker:
-                    self.longest_wait = max(self.longest_wait, time.monotonic() - arrived)
-                    headers[PROXY_HEADER] = "activator"
-                    self.sent_to[tracker.url] = self.sent_to.get(tracker.url, 0) + 1
-                    return await self._forward(tracker.url, body, headers)
+                for attempt in (1, 2):  # a receiver that takes no connection: once more, elsewhere
+                    async with self.throttler.slot(self.config.hold_timeout) as tracker:
+                        self.longest_wait = max(self.longest_wait, time.monotonic() - arrived)
+                        headers[PROXY_HEADER] = "activator"
+                        self.sent_to[tracker.url] = self.sent_to.get(tracker.url, 0) + 1
+                        answer = await self._forward(tracker.url, body, headers, may_retry=attempt == 1)
+                    if answer is not None:
+                        return answer
+                    self.resent += 1
+                raise AssertionError("unreachable: the second attempt always answers")
             except Overloaded as exc:
                 self.rejected += 1
                 return _error(503, f"activator: {exc}")
@@ -166,15 +187,24 @@ class _Activator:
         finally:
             self.reporter.request_out(time.monotonic())
 
-    async def _forward(self, url: str, body: bytes, headers: dict[str, str]) -> web.Response:
+    async def _forward(
+        self, url: str, body: bytes, headers: dict[str, str], *, may_retry: bool = False
+    ) -> web.Response | None:
         """The receiver's answer; a 502 when it fails, or when the run reports it dead while the
         request is in flight (a lost host answers nothing, not even a reset: without the cut the
-        request would wait for TCP to give up, many minutes)."""
+        request would wait for TCP to give up, many minutes). ``None`` when no connection could
+        be made and ``may_retry``: the receiver is set aside and the caller sends it elsewhere."""
         post = asyncio.ensure_future(self._post(url, body, headers))
         posts = self.posts.setdefault(url, set())
         posts.add(post)
         try:
             return await post
+        except _Unsent as exc:
+            self.set_aside(url)
+            if may_retry:
+                return None
+            return _error(502, f"activator: no connection to the receiver {url} ({exc}); retry with the "
+                          "same Idempotency-Key")  # fmt: skip
         except asyncio.CancelledError:
             current = asyncio.current_task()
             if current is not None and current.cancelling():
@@ -187,6 +217,17 @@ class _Activator:
             posts.discard(post)
             if not posts:
                 self.posts.pop(url, None)
+
+    def set_aside(self, url: str) -> None:
+        """A receiver that took no connection: out of the balancing for ``SET_ASIDE_SECONDS``
+        (the run calls a dead one gone within that), then back unless the run dropped it."""
+        self.aside[url] = time.monotonic() + SET_ASIDE_SECONDS
+        self._balance()
+
+    def _balance(self) -> None:
+        now = time.monotonic()
+        self.aside = {u: until for u, until in self.aside.items() if until > now and u in self.known}
+        self.throttler.update([u for u in self.known if u not in self.aside])
 
     def cut(self, lost: list[str]) -> None:
         """The run found these receivers dead: end the requests in flight to them now."""
@@ -201,6 +242,8 @@ class _Activator:
                 payload = await answer.read()
                 out = {k: answer.headers[k] for k in ("Content-Type", "Retry-After") if k in answer.headers}
                 return web.Response(status=answer.status, body=payload, headers=out)
+        except UNSENT as exc:  # no connection: the receiver never saw the request
+            raise _Unsent(f"{type(exc).__name__}: {exc}") from None
         except (aiohttp.ClientError, OSError) as exc:
             return _error(502, f"activator: the receiver failed ({type(exc).__name__}: {exc}); retry with "
                           "the same Idempotency-Key: messages it stored are not stored twice")  # fmt: skip
@@ -212,7 +255,8 @@ class _Activator:
         if not self._admin(request):
             raise web.HTTPNotFound()
         update = await request.json()
-        self.throttler.update([str(u) for u in update["receivers"]])
+        self.known = [str(u) for u in update["receivers"]]
+        self._balance()
         self.cut([str(u) for u in update.get("lost", [])])
         names = sorted(str(n) for n in update.get("activators", [self.config.name]))
         self.throttler.set_activators(max(1, len(names)), subsetting.infer_index(names, self.config.name))
@@ -244,6 +288,7 @@ class _Activator:
                 "policy": policy_name(self.config.container_concurrency),
                 "rejected": self.rejected,
                 "unauthorized": self.unauthorized,
+                "resent": self.resent,
                 "longest_wait": wait,
             }
         )
@@ -273,7 +318,11 @@ def activator_app(config: ActivatorConfig) -> tuple[web.Application, _Activator]
     app.router.add_post("/", activator.handle)
     app.router.add_put("/_tidal/receivers", activator.receivers)
     app.router.add_get("/_tidal/stats", activator.stats_handler)
-    app.router.add_get("/_tidal/slice", lambda request: _slice_handler(activator, request))
+
+    async def slice_handler(request: web.Request) -> web.Response:
+        return await _slice_handler(activator, request)
+
+    app.router.add_get("/_tidal/slice", slice_handler)
 
     async def session(app: web.Application) -> Any:
         connector = aiohttp.TCPConnector(limit=0, force_close=False)
@@ -283,7 +332,19 @@ def activator_app(config: ActivatorConfig) -> tuple[web.Application, _Activator]
         yield
         await activator.session.close()
 
+    async def set_aside_ends(app: web.Application) -> Any:
+        async def every_second() -> None:
+            while True:
+                await asyncio.sleep(1.0)
+                if activator.aside:
+                    activator._balance()  # those whose time is up come back
+
+        task = asyncio.create_task(every_second())
+        yield
+        task.cancel()
+
     app.cleanup_ctx.append(session)
+    app.cleanup_ctx.append(set_aside_ends)
     return app, activator
 
 
