@@ -100,9 +100,12 @@ def request_line(name: str, r: dict[str, Any]) -> str:
     if "at" not in r:
         return f"[bold]{escape(name)}[/] {escape(r.get('url', ''))} — no report yet"
     where = "[yellow]activator in the path[/]" if r["in_path"] else "[green]activator out of the path[/]"
+    hosts = r.get("hosts")  # receivers on other hosts: how many on each
+    on = f" ({', '.join(f'{h}: {n}' for h, n in hosts.items()) or 'no host'})" if hosts is not None else ""
     return (
         f"[bold]{escape(name)}[/] {escape(r['url'])} — {r['rps']:,.0f} req/s, concurrency "
-        f"{r['concurrency']:.1f}, {r['held']} held, {r['ready']} receivers, {r['refused']:,} refused (503); "
+        f"{r['concurrency']:.1f}, {r['held']} held, {r['ready']} receivers{escape(on)}, "
+        f"{r['refused']:,} refused (503); "
         + (f"{r['unauthorized']:,} without the token (401/403); " if r.get("unauthorized") else "")
         + where
     )

@@ -219,9 +219,15 @@ class RequestPath:
             return self._accepted_gone + sum(r.accepted for r in [*self._receivers, *self._stopping])
 
     def report(self) -> dict[str, Any]:
-        """The last one-second figures and the public address (status, live view, metrics)."""
+        """The last one-second figures and the public address (status, live view, metrics), and
+        with receivers on other hosts, how many are ready on each."""
         last = self.last
-        return {"url": self.url, **(last.to_dict() if last is not None else {})}
+        out = {"url": self.url, **(last.to_dict() if last is not None else {})}
+        if not self.launcher.shares_port:
+            with self._lock:
+                hosts = [r.host for r in self._receivers if r.ready_at is not None]
+            out["hosts"] = {h: hosts.count(h) for h in sorted(set(hosts))}
+        return out
 
     def held(self) -> int | None:
         """Requests the activator held at the last report (None before the first, or when the

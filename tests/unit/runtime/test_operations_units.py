@@ -230,3 +230,15 @@ def test_a_sigterm_that_a_jvm_call_swallowed_still_stops_the_wait() -> None:
         signal.signal(signal.SIGTERM, previous)
         cli_run._TERMINATED.clear()
     assert cli_run._terminated(lambda: True)() is True
+
+
+def test_an_http_sources_line_says_how_many_receivers_run_on_each_host_when_they_are_elsewhere():
+    from tidal.observe.live import request_line
+
+    report = {"url": "http://10.0.0.10:8080/", "at": 1.0, "rps": 120.0, "concurrency": 3.5, "held": 0,
+              "ready": 3, "refused": 2, "in_path": True}  # fmt: skip
+    beside = request_line("in", report)
+    assert "3 receivers," in beside and "(" not in beside.split("receivers")[0][-3:]
+    spread = request_line("in", {**report, "hosts": {"10.0.0.11": 2, "10.0.0.12": 1}})
+    assert "3 receivers (10.0.0.11: 2, 10.0.0.12: 1)," in spread, spread
+    assert "3 receivers (no host)," in request_line("in", {**report, "hosts": {}})
