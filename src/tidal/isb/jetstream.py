@@ -7,7 +7,6 @@ synchronous; a private event loop thread per process runs the nats-py client.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import time
@@ -107,27 +106,29 @@ class JetStreamStore:
         stream = stream_name(self.pipeline, name)
         config = stream_config(self.pipeline, name, limits, self.dedup_window, self.replicas)
 
-        deadline = time.monotonic() + FAILOVER_SECONDS
-
         async def create() -> Any:
             jsm = self.nc.jsm()
-            while True:
-                try:
-                    return await jsm.add_stream(config)
-                except APIError as exc:
-                    if peer_offline(exc) and time.monotonic() < deadline:
-                        await asyncio.sleep(0.5)  # a server is coming back: place the stream then
-                        continue
-                    if exc.err_code in _ERR_NO_ROOM_FOR_REPLICAS:
-                        raise refused(exc, self.replicas, name, self.url) from None
-                    if exc.err_code != _ERR_STREAM_EXISTS:
-                        raise
-                try:
-                    return await jsm.update_stream(config)
-                except APIError:  # it exists with another shape: checked below
-                    return await jsm.stream_info(stream)
+            try:
+                return await jsm.add_stream(config)
+            except APIError as exc:
+                if peer_offline(exc):
+                    raise  # a server is coming back: call() tries again through the fail-over
+                if exc.err_code in _ERR_NO_ROOM_FOR_REPLICAS:
+                    raise refused(exc, self.replicas, name, self.url) from None
+                if exc.err_code != _ERR_STREAM_EXISTS:
+                    raise
+            try:
+                return await jsm.update_stream(config)
+            except APIError:  # it exists with another shape: checked below
+                return await jsm.stream_info(stream)
 
-        made = self._loop.run(create(), FAILOVER_SECONDS + REQUEST_TIMEOUT * 3)
+        try:
+            made = self.call(create)
+        except APIError as exc:
+            if not peer_offline(exc):
+                raise
+            # A peer still offline once the fail-over time is up: refused, naming the fix.
+            raise refused(exc, self.replicas, name, self.url) from None
         check_replicas(made, self.replicas, name, self.url)
         return JetStreamBuffer(self, name, stream, limits)
 

@@ -95,8 +95,9 @@ def refused(exc: Exception, asked: int, buffer: str, url: str) -> errors.BufferU
 
 
 def failing_over(exc: BaseException) -> bool:
-    """A timeout, no responder, a reconnecting or closed connection, or JetStream unavailable:
-    what a client sees while a server is lost and the cluster recovers."""
+    """A timeout, no responder, a reconnecting or closed connection, JetStream unavailable, or a
+    stream's placement waiting on an offline peer: what a client sees while a server is lost (or
+    not yet heard from) and the cluster recovers."""
     import concurrent.futures
 
     import nats.errors
@@ -111,7 +112,7 @@ def failing_over(exc: BaseException) -> bool:
         concurrent.futures.TimeoutError,
         TimeoutError,
     )
-    return isinstance(exc, transient)
+    return isinstance(exc, transient) or peer_offline(exc)
 
 
 def peer_offline(exc: BaseException) -> bool:

@@ -42,6 +42,7 @@ def test_a_stream_waits_for_an_offline_peer_but_not_for_a_cluster_too_small():
     offline = APIError(code=400, err_code=10005, description="no suitable peers for placement, peer offline")
     too_few = APIError(code=400, err_code=10005, description="no suitable peers for placement")
     not_clustered = APIError(code=500, err_code=10074, description="replicas > 1 not supported")
-    assert peer_offline(offline)
+    assert peer_offline(offline) and failing_over(offline)  # retried through the fail-over
     assert not peer_offline(too_few) and not peer_offline(not_clustered)
+    assert not failing_over(too_few) and not failing_over(not_clustered)  # refused at once
     assert not peer_offline(ValueError("peer offline"))  # only the server's own answer says so
