@@ -314,10 +314,13 @@ def test_tidal_run_refuses_its_own_cluster_when_too_small_naming_the_fix(tmp_pat
     assert "lower minExecutors to 2 or add workers" in out
 
 
-def test_executors_that_die_before_registering_are_an_event_with_their_words_and_a_back_off(tmp_path):
+def test_executors_that_die_before_registering_are_an_event_with_their_words_and_a_back_off(
+    tmp_path, cluster
+):
     """A JVM option the executors cannot start with: the master relaunches them for ever (hundreds
-    a minute) and the driver never hears of one. The run finds them on the worker, records their
-    own last words, and asks for none for 5 s, then 10 s: a back-off that doubles."""
+    a minute) and the driver never hears of one. The run finds them on the workers (through the
+    master's UI given with ``--master-ui``: the module's cluster serves it on a free port), records
+    their own last words, and asks for none for 5 s, then 10 s: a back-off that doubles."""
     spec = pipeline(tmp_path, rate=10, total=1000)
     spec.write_text(
         spec.read_text().replace(
@@ -325,8 +328,7 @@ def test_executors_that_die_before_registering_are_an_event_with_their_words_and
         )
     )
     run_dir = tmp_path / "run"
-    proc = tidal("run", str(spec), "--run-dir", str(run_dir), "--cluster", "local:1x2",
-                 "--no-metrics", "--no-live")  # fmt: skip
+    proc = tidal(*run_args(spec, run_dir, cluster.master, "--master-ui", cluster.web))
     try:
         wait_for(lambda: len(read_executor_log(run_dir).get("start failed", [])) >= 2, 240,
                  "two rounds of failed starts", proc)  # fmt: skip
@@ -335,7 +337,7 @@ def test_executors_that_die_before_registering_are_an_event_with_their_words_and
     log = read_executor_log(run_dir)
     first, second = log["start failed"][:2]
     assert "Could not create the Java Virtual Machine" in first["reason"], first
-    assert first["hosts"] == ["127.0.0.1"] and first["count"] >= 1
+    assert first["hosts"] == ["127.0.0.1"] and first["count"] >= 1  # both workers are on 127.0.0.1
     assert (first["retry_in"], second["retry_in"]) == (5.0, 10.0)
     held = [d for d in log["decision"] if d["rule"] == "backoff"]
     assert held and held[0]["target"] == 0 and "failed to start" in held[0]["reason"], log["decision"]

@@ -69,6 +69,13 @@ def build_parser() -> argparse.ArgumentParser:
         "become executors (default: cluster.master in the pipeline, else local[2])",
     )
     run.add_argument(
+        "--master-ui",
+        default=None,
+        metavar="URL",
+        help="the standalone master's web UI, where its capacity and the executors that fail to start "
+        "are read (default: port 8080 on the master's host, Spark's default)",
+    )
+    run.add_argument(
         "--cluster",
         default=None,
         metavar="local:N[xC]",
@@ -222,6 +229,7 @@ def main(argv: list[str] | None = None) -> int:
             metrics_port=None if args.no_metrics else args.metrics_port,
             live=not args.no_live,
             master=args.master,
+            master_ui=args.master_ui,
             ui_port=args.ui_port if args.ui else None,
             cluster=args.cluster,
             api=None if args.no_api else (args.api_port, args.api_host, args.api_auth),

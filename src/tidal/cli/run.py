@@ -132,6 +132,7 @@ def run_pipeline(
     metrics_port: int | None = 9464,
     live: bool = True,
     master: str | None = None,
+    master_ui: str | None = None,
     until: Any = None,
     console: Console | None = None,
     ui_port: int | None = None,
@@ -145,7 +146,8 @@ def run_pipeline(
     invalid pipeline or a run directory that is not this pipeline's. ``ui_port`` serves the
     dashboard of this run meanwhile (``tidal run --ui``).
 
-    ``master`` (else ``cluster.master`` in the spec, else ``local[2]``) is where Spark runs;
+    ``master`` (else ``cluster.master`` in the spec, else ``local[2]``) is where Spark runs, and
+    ``master_ui`` a standalone master's web UI when it is not on Spark's default port;
     ``cluster="local:N"`` starts a standalone cluster of N workers on 127.0.0.1 for this run
     (under ``RUN_DIR/cluster``) and stops it afterwards. ``api`` is where the control API listens,
     ``(port, host, auth)`` (:mod:`tidal.cli.serving`); None: no control API."""
@@ -240,7 +242,7 @@ def run_pipeline(
                 drain,
                 metrics_port,
                 live,
-                (master, embedded.info.web if embedded is not None and embedded.info is not None else None),
+                (master, embedded.info.web if embedded is not None and embedded.info else master_ui),
                 until,
                 api,
             )
