@@ -191,6 +191,7 @@ class Controller:
                     "vertex %s: sampling failed (%s: %s); leaving it alone", name, type(exc).__name__, exc
                 )
                 sample = None
+                v.active_at = now  # not known: counted as working
             samples[name] = sample
             if sample is not None:
                 v.rater.record(now, self._counters(v, sample), sample.pending)
@@ -228,6 +229,15 @@ class Controller:
             self.events.record(decision)
             out.append(decision)
         return out
+
+    def idle_for(self, now: float) -> Mapping[str, float]:
+        """Per vertex, for how long it has had nothing pending and processed nothing (0 while it
+        works, or while its probe fails): the executor allocator releases an idle vertex's slots."""
+        with self._lock:
+            return {
+                name: 0.0 if v.active_at is None else max(0.0, now - v.active_at)
+                for name, v in self._vertices.items()
+            }
 
     def stuck(self, now: float) -> Mapping[str, float | None]:
         """Per vertex, for how long it has been stuck (pending, nothing processed), or ``None``."""

@@ -41,6 +41,7 @@ class VertexState:
     processed: float | None = None  # the last sample's cumulative count
     progress_at: float | None = None  # when it last processed something, or had nothing to do
     stuck_since: float | None = None  # set while pending and no progress for stuck_after seconds
+    active_at: float | None = None  # when it last processed something or had messages pending
 
 
 def watch_progress(
@@ -52,6 +53,8 @@ def watch_progress(
     note to record when the vertex becomes stuck or moves again."""
     moved = v.processed is not None and sample.processed > v.processed
     idle = sample.pending is not None and sample.pending <= 0
+    if moved or not idle or v.active_at is None:  # a pending not known counts as work
+        v.active_at = now
     v.processed = sample.processed
     if v.progress_at is None or moved or idle:
         v.progress_at = now

@@ -8,6 +8,14 @@ of them first, and kills one that runs a task only after ``shrink_wait`` seconds
 idle executor turned up — the task's micro-batch then runs again, exactly once all the same, but
 later. Every evaluation is an :class:`ExecutorDecision` with its inputs and one line of reason.
 
+**Idle vertices hold no executors.** A vertex with no backlog that processed nothing for
+``idle_seconds`` keeps its replicas (Numaflow's rules step them down over its cooldowns, or
+keep them for the next wave) but needs no task slot: an idle query runs no tasks. Its replicas
+are left out of the sum, so executors go as soon as the work is gone, as under Spark's dynamic
+allocation (``executorIdleTimeout``), not a cooldown and a step of two at a time later. When it
+has work again its replicas count at once, before the policy even looks. Numaflow has no such
+rule: its pods are its replicas; here the executors are what costs.
+
 Ready replicas on a cluster are the slots that exist: when the registered executors' cores are
 fewer than the replicas asked for, :func:`ready_slots` shares them among the vertices in
 proportion to their replicas (FAIR pools share a cluster roughly that way), so the policy sees
@@ -19,7 +27,7 @@ Pure: no Spark, no clock; ``now`` and what the cluster looks like are arguments.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -65,6 +73,7 @@ class ExecutorBounds:
     min: int = 0
     max: int = 8
     shrink_wait: float = 30.0  # seconds a shrink waits for an idle executor before killing a busy one
+    idle_seconds: float = 10.0  # a vertex with no backlog that processed nothing this long needs no slot
 
     def __post_init__(self) -> None:
         require(
@@ -85,6 +94,23 @@ class ExecutorBounds:
             "cluster.shrinkWaitSeconds",
             f"{self.shrink_wait} is negative",
             "use 0 or more",
+        )
+        require(
+            self.idle_seconds >= 0,
+            "cluster.executorIdleSeconds",
+            f"{self.idle_seconds} is negative",
+            "use 0 or more",
+        )
+
+    @classmethod
+    def of(cls, cluster: Any) -> ExecutorBounds:
+        """From a pipeline's ``cluster:`` block (:class:`tidal.spec.cluster.ClusterSpec`)."""
+        return cls(
+            cluster.executor_cores,
+            cluster.min_executors,
+            cluster.max_executors,
+            cluster.shrink_wait_seconds,
+            cluster.executor_idle_seconds,
         )
 
     def needed(self, replicas: int) -> int:
@@ -137,20 +163,25 @@ def decide_executors(
     shrink_since: float | None = None,
     backoff_until: float | None = None,
     backoff_why: str = "",
+    idle: Mapping[str, int] | None = None,
 ) -> ExecutorDecision:
     """The allocator's decision at ``now``.
 
-    ``replicas`` is the sum of the vertices' replicas, ``executors`` the registered ones,
+    ``replicas`` is the sum of the vertices' replicas, ``idle`` the replicas of the vertices idle
+    for ``bounds.idle_seconds`` (left out: they need no slot), ``executors`` the registered ones,
     ``requested`` the total last asked for, ``shrink_since`` when the allocator first wanted
     fewer executors than are registered (None if it did not at the previous evaluation).
     ``backoff_until``: executors failed to start (``backoff_why``), so until then no more than
     the registered ones are asked for — a standalone master relaunches a failing executor at once,
     for ever, while more are wanted (measured: 349 launches in 6 s with a bad JVM option).
     """
-    target = bounds.needed(replicas)
+    resting = sum((idle or {}).values())
+    working = replicas - resting
+    target = bounds.needed(working)
     registered = len(executors)
     inputs = {
         "replicas": replicas,
+        "idle": dict(idle or {}),
         "executor_cores": bounds.cores,
         "min": bounds.min,
         "max": bounds.max,
@@ -158,10 +189,15 @@ def decide_executors(
         "requested": requested,
         "busy": sum(1 for e in executors if e.active_tasks > 0),
     }
-    head = f"Σ replicas {replicas} on {bounds.cores}-core executors → {_executors(target)}"
-    if target == bounds.max and math.ceil(replicas / bounds.cores) > bounds.max:
+    head = f"Σ replicas {replicas}"
+    if resting:
+        names = ", ".join(f"{n} {r}" for n, r in sorted((idle or {}).items()))
+        quiet = f"nothing pending or processed for {bounds.idle_seconds:g} s"
+        head += f", {resting} of them idle ({names}: {quiet})"
+    head += f" on {bounds.cores}-core executors → {_executors(target)}"
+    if target == bounds.max and math.ceil(working / bounds.cores) > bounds.max:
         head += f" (maxExecutors {bounds.max})"
-    elif target == bounds.min and math.ceil(replicas / bounds.cores) < bounds.min:
+    elif target == bounds.min and math.ceil(working / bounds.cores) < bounds.min:
         head += f" (minExecutors {bounds.min})"
 
     def result(rule: ExecutorRule, reason: str, kill: tuple[str, ...] = ()) -> ExecutorDecision:
@@ -182,8 +218,8 @@ def decide_executors(
         )
     if target < registered:
         excess = registered - target
-        idle = sorted((e for e in executors if e.active_tasks == 0), key=lambda e: (-e.added_at, e.id))
-        kill = [e.id for e in idle[:excess]]
+        free = sorted((e for e in executors if e.active_tasks == 0), key=lambda e: (-e.added_at, e.id))
+        kill = [e.id for e in free[:excess]]
         waited = 0.0 if shrink_since is None else now - shrink_since
         if len(kill) < excess and waited >= bounds.shrink_wait:
             busy = sorted(
@@ -215,16 +251,22 @@ def decide_executors(
     return result(ExecutorRule.STEADY, f"{head}; {registered} registered")
 
 
-def ready_slots(replicas: Mapping[str, int], slots: int) -> dict[str, int]:
+def ready_slots(replicas: Mapping[str, int], slots: int, idle: Collection[str] = ()) -> dict[str, int]:
     """Each vertex's replicas that have a task slot, when ``slots`` (the registered executors'
     cores) may be fewer than the replicas asked for: in proportion to the replicas, the
     remainders to the largest fractions (ties by name), never more than a vertex asked for.
+    An ``idle`` vertex needs no slot: its replicas are all ready, and the slots go to the others.
 
     >>> ready_slots({"a": 2, "b": 6}, 4)
     {'a': 1, 'b': 3}
     >>> ready_slots({"a": 2, "b": 6}, 10)
     {'a': 2, 'b': 6}
+    >>> ready_slots({"a": 2, "b": 6}, 2, idle={"b"})
+    {'b': 6, 'a': 2}
     """
+    if idle:
+        working = {n: r for n, r in replicas.items() if n not in idle}
+        return {**{n: max(0, r) for n, r in replicas.items() if n in idle}, **ready_slots(working, slots)}
     total = sum(max(0, r) for r in replicas.values())
     if total <= slots:
         return {name: max(0, r) for name, r in replicas.items()}

@@ -155,6 +155,9 @@ class ExecutorAllocator:
         self._backoff_until: float | None = None
         self._backoff_why = ""
         self._next_backoff = BACKOFF_FIRST
+        # Per vertex, for how long it has had nothing to do (the controller's ``idle_for``, set
+        # once the controller exists): an idle vertex's replicas need no executor.
+        self.idle_for: Callable[[float], Mapping[str, float]] | None = None
 
     # -- the loop ------------------------------------------------------------------------------
 
@@ -202,12 +205,14 @@ class ExecutorAllocator:
         self._listed = {e.id: e.host for e in listed}
         self._killing = {i: t for i, t in self._killing.items() if i in ids and now - t < KILL_TIMEOUT}
         executors = [e for e in listed if e.id not in self._killing]  # a killed one is on its way out
+        quiet = self.idle_for(now) if self.idle_for is not None else {}
+        idle = {n: r for n, r in wanted.items() if r > 0 and quiet.get(n, 0.0) >= self.bounds.idle_seconds}
         with self._lock:
-            self._ready = ready_slots(wanted, sum(e.cores for e in executors))
+            self._ready = ready_slots(wanted, sum(e.cores for e in executors), idle)
         self._notice_failed_starts(now)
         decision = decide_executors(
             now, sum(wanted.values()), executors, self.requested, self.bounds, self._shrink_since,
-            self._backoff_until, self._backoff_why,
+            self._backoff_until, self._backoff_why, idle,
         )  # fmt: skip
         wants_fewer = decision.target < len(executors)
         self._shrink_since = (self._shrink_since or now) if wants_fewer else None
@@ -371,7 +376,7 @@ def start_allocator(
     vertices = {v.name: v.replicas for v in control_spec.vertices if v.name not in served}
     check_no_dynamic_allocation(spark)
     c = spec.cluster
-    bounds = ExecutorBounds(c.executor_cores, c.min_executors, c.max_executors, c.shrink_wait_seconds)
+    bounds = ExecutorBounds.of(c)
 
     def replicas() -> dict[str, int]:
         return {n: control.replicas(n, default=start) for n, start in vertices.items()}

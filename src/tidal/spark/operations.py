@@ -312,9 +312,7 @@ class RunOperations:
                 self.control.set_read_batch_size(new.limits.read_batch_size)
             c = new.cluster
             if self.run.allocator is not None:
-                self._bounds = ExecutorBounds(
-                    c.executor_cores, c.min_executors, c.max_executors, c.shrink_wait_seconds
-                )
+                self._bounds = ExecutorBounds.of(c)
                 if self.phase() == "Running":
                     self.run.allocator.bounds = self._bounds
             now = time.time()

@@ -93,8 +93,7 @@ class PipelineRun:
         # controller scales each chain as one vertex, its head.
         self.plan = plan_chains(spec)
         self.control_spec = folded(spec, self.plan)
-        # Absolute: executors on a cluster run in their own working directories, and a relative
-        # path there would open (and create) another, empty pipeline.db.
+        # Absolute: executors run in their own working directories (a relative one: another db).
         self.run_dir = Path(run_dir).absolute()
         self.db = self.run_dir / "pipeline.db"
         self.dry_run = dry_run
@@ -237,6 +236,8 @@ class PipelineRun:
             ),
         )
         self.controller.paused = self.control.phase() != "Running"  # paused: no decisions until resumed
+        if self.allocator is not None:  # an idle vertex's replicas hold no executor
+            self.allocator.idle_for = self.controller.idle_for
         self.controller.start(ready=self.warm)
         log.info(
             "pipeline %s running: %d vertices in %d queries, run directory %s%s",

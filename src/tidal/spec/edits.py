@@ -22,6 +22,8 @@ from tidal.spec.model import PipelineSpec
 
 __all__ = ["LIVE_FIELDS", "changes", "restart_needed", "restart_refused"]
 
+# The executor settings a running pipeline takes without a restart (the allocator's bounds).
+LIVE_CLUSTER = ("minExecutors", "maxExecutors", "shrinkWaitSeconds", "executorIdleSeconds")
 # What a live edit may change; everything else in the spec needs a restart.
 LIVE_FIELDS = (
     "vertices[].scale",
@@ -30,9 +32,7 @@ LIVE_FIELDS = (
     "vertices[].replicas",
     "policy",
     "controller",
-    "cluster.minExecutors",
-    "cluster.maxExecutors",
-    "cluster.shrinkWaitSeconds",
+    *(f"cluster.{key}" for key in LIVE_CLUSTER),
     "limits.readBatchSize",
 )
 
@@ -41,7 +41,7 @@ def _without_live(spec: PipelineSpec) -> dict[str, Any]:
     data = spec.model_dump(by_alias=True)
     for key in ("policy", "controller"):
         data.pop(key, None)
-    for key in ("minExecutors", "maxExecutors", "shrinkWaitSeconds"):
+    for key in LIVE_CLUSTER:
         data["cluster"].pop(key, None)
     data["limits"].pop("readBatchSize", None)
     for vertex in data["vertices"]:
@@ -119,7 +119,7 @@ def changes(old: PipelineSpec, new: PipelineSpec) -> list[str]:
             out += [f"vertices[{va['name']}].{d}" for d in _described(va.get(key), vb.get(key), key)]
     for key in ("policy", "controller"):
         out += _described(a.get(key), b.get(key), key)
-    for key in ("minExecutors", "maxExecutors", "shrinkWaitSeconds"):
+    for key in LIVE_CLUSTER:
         out += _described(a["cluster"].get(key), b["cluster"].get(key), f"cluster.{key}")
     out += _described(
         a["limits"].get("readBatchSize"), b["limits"].get("readBatchSize"), "limits.readBatchSize"

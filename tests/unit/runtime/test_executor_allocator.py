@@ -123,3 +123,24 @@ def test_sqlite_buffers_with_an_executor_on_another_host_stop_the_run_naming_jet
     jet.tick(1.0)
     assert jet.error is None
     assert json.loads((tmp_path / "y.jsonl").read_text().splitlines()[-1])["kind"] == "decision"
+
+
+def test_executors_go_when_a_vertex_has_had_nothing_to_do_for_idle_seconds_and_come_back_with_work(tmp_path):
+    cluster, wanted = FakeCluster(), {"src": 1, "enrich": 6}
+    quiet = {"src": 0.0, "enrich": 0.0}
+    bounds = ExecutorBounds(cores=2, min=1, max=4, idle_seconds=10)
+    alloc = ExecutorAllocator(cluster, bounds, lambda: wanted, tmp_path / "x.jsonl", clock=lambda: 0.0)
+    alloc.idle_for = lambda now: quiet  # the controller's, in a run
+    cluster.request_total(4)
+    alloc.requested = 4
+    cluster.arrive(0.0)
+    assert alloc.tick(1.0).target == 4
+    quiet["enrich"] = 9.5  # not yet
+    assert alloc.tick(2.0).target == 4
+    quiet["enrich"] = 10.0  # nothing pending, nothing processed for 10 s: its 6 replicas need no slot
+    d = alloc.tick(3.0)
+    assert str(d.rule) == "shrink" and d.target == 1 and len(d.kill) == 3, d
+    assert alloc.ready() == {"src": 1, "enrich": 6}  # an idle vertex is not starved of slots
+    quiet["enrich"] = 0.0  # a wave again
+    assert str(alloc.tick(4.0).rule) == "grow" and cluster.target == 4
+    assert alloc.ready() == {"src": 0, "enrich": 2}  # one executor's two cores, shared as ever

@@ -97,6 +97,27 @@ def test_a_vertex_with_pending_and_no_progress_is_reported_stuck_then_unstuck(tm
         assert any(d.rule == Rule.UNSTUCK for d in EventLog(tmp_path / "e").read())
 
 
+def test_idle_for_is_how_long_a_vertex_had_nothing_pending_and_processed_nothing(tmp_path):
+    """What the executor allocator reads: a vertex with messages pending is never idle, even
+    stuck; one with none is idle from the last time it processed something."""
+    spec = parse_pipeline(_pipeline())
+    with BufferRig(tmp_path) as rig:
+        for name in ("work", "out"):
+            rig.buffer(name)
+        rig.fill("work", 3000)
+        controller = Controller(
+            spec, StoreProbe(spec, rig.store, rig.control), rig.control, EventLog(tmp_path / "e")
+        )
+        assert set(controller.idle_for(999.0).values()) == {0.0}  # nothing seen yet: not idle
+        for t in range(0, 25, 5):
+            controller.tick(1000.0 + t)
+        assert controller.idle_for(1030.0)["work"] == pytest.approx(10.0)  # pending at the last tick
+        assert controller.idle_for(1030.0)["out"] == pytest.approx(30.0)  # never had anything
+        rig.control.record_batch("out", 0, tasks=1, rows=10)  # it processed something
+        controller.tick(1030.0)
+        assert controller.idle_for(1035.0)["out"] == pytest.approx(5.0)
+
+
 def test_the_controller_waits_for_the_queries_warm_up_before_deciding(tmp_path):
     spec = parse_pipeline({**_pipeline(), "controller": {"intervalSeconds": 0.05}})
     with BufferRig(tmp_path) as rig:

@@ -91,6 +91,7 @@ def test_a_decision_round_trips_through_its_dict():
         ("cluster.minExecutors", {"min": -1}),
         ("cluster.maxExecutors", {"min": 5, "max": 4}),
         ("cluster.shrinkWaitSeconds", {"shrink_wait": -1}),
+        ("cluster.executorIdleSeconds", {"idle_seconds": -1}),
     ],
 )
 def test_bad_bounds_name_the_field(field, kwargs):
@@ -128,3 +129,44 @@ def test_ready_slots_never_exceed_the_slots_or_what_a_vertex_asked_for(replicas,
     assert set(ready) == set(replicas)
     assert sum(ready.values()) == min(slots, sum(replicas.values()))
     assert all(0 <= ready[v] <= replicas[v] for v in replicas)
+
+
+def test_an_idle_vertexs_replicas_hold_no_executor_and_the_reason_names_it():
+    """enrich keeps 6 replicas through its cooldowns, but has had nothing to do for 10 s: only the
+    source's replica needs a slot (Spark's dynamic allocation would have let the executors go)."""
+    executors = [ex(str(i), added=i) for i in range(1, 5)]
+    d = decide_executors(50.0, 7, executors, requested=4, bounds=TWO, idle={"enrich": 6})
+    assert d.rule is ExecutorRule.SHRINK and d.target == 1 and set(d.kill) == {"4", "3", "2"}
+    assert d.reason == (
+        "Σ replicas 7, 6 of them idle (enrich 6: nothing pending or processed for 10 s) on 2-core "
+        "executors → 1 executor; 4 registered: killing idle executors 4, 3, 2"
+    ), d.reason
+    assert d.replicas == 7 and d.inputs["idle"] == {"enrich": 6}
+    # Work again: its replicas count at once.
+    again = decide_executors(60.0, 7, executors[:1], requested=1, bounds=TWO, idle={})
+    assert again.rule is ExecutorRule.GROW and again.target == 4
+
+
+@given(
+    replicas=st.dictionaries(st.sampled_from("abcdef"), st.integers(0, 9), min_size=1),
+    slots=st.integers(0, 40),
+    data=st.data(),
+)
+def test_idle_vertices_are_ready_whole_and_the_slots_go_to_the_others(replicas, slots, data):
+    idle = data.draw(st.sets(st.sampled_from(sorted(replicas))))
+    ready = ready_slots(replicas, slots, idle)
+    assert ready.keys() == replicas.keys()
+    assert all(ready[n] == replicas[n] for n in idle)
+    working = {n: r for n, r in replicas.items() if n not in idle}
+    assert {n: ready[n] for n in working} == ready_slots(working, slots)
+
+
+def test_the_bounds_come_from_the_pipelines_cluster_block_idle_seconds_included():
+    from tidal.spec import parse_pipeline
+
+    doc = {"name": "p", "cluster": {"executorCores": 2, "executorIdleSeconds": 4},
+           "vertices": [{"name": "g", "source": {"generator": {"rate": 1}}},
+                        {"name": "o", "sink": {"log": {}}}],
+           "edges": [{"from": "g", "to": "o"}]}  # fmt: skip
+    assert ExecutorBounds.of(parse_pipeline(doc).cluster) == ExecutorBounds(2, 0, 8, 30.0, 4.0)
+    assert ExecutorBounds.of(parse_pipeline({**doc, "cluster": {}}).cluster).idle_seconds == 10.0
