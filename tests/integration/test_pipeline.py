@@ -35,10 +35,6 @@ def file_ids(path: Path) -> list[str]:
     return [json.loads(line)["id"] for line in path.read_text().splitlines()]
 
 
-BURSTS = {"rate": 0, "shape": "bursty", "peak": 2000, "period": 45, "duration": 3, "msgSize": 40,
-          "maxMessages": 12_000}  # fmt: skip
-
-
 def test_a_burst_scales_the_udf_up_drains_goes_to_zero_and_the_next_burst_wakes_it(spark, tmp_path):
     # Bursts of 2000 msg/s for 3 s every 45 s; 1 ms of work per message in the UDF, which keeps
     # its buffer (not chained) so that it scales on its own.
