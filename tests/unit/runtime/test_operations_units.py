@@ -76,7 +76,9 @@ def test_a_hanging_call_without_dead_letter_stops_naming_the_message():
     assert "in _hangs" in str(failed.value)  # the user's frame, where it hung
 
 
-def test_a_vertex_with_pending_and_no_progress_is_reported_stuck_then_unstuck(tmp_path):
+def test_a_vertex_with_pending_and_no_progress_is_reported_stuck_then_unstuck_never_idle(tmp_path):
+    """Stuck: pending, nothing processed. Idle (what the executor allocator reads, ``idle_for``):
+    nothing pending and nothing processed, since the last time it processed something."""
     spec = parse_pipeline({**_pipeline(), "controller": {"stuckAfterSeconds": 30}})
     with BufferRig(tmp_path) as rig:
         for name in ("work", "out"):
@@ -85,37 +87,22 @@ def test_a_vertex_with_pending_and_no_progress_is_reported_stuck_then_unstuck(tm
         controller = Controller(
             spec, StoreProbe(spec, rig.store, rig.control), rig.control, EventLog(tmp_path / "e")
         )
+        assert set(controller.idle_for(999.0).values()) == {0.0}  # nothing seen yet: not idle
         for t in range(0, 45, 5):
             controller.tick(1000.0 + t)
         assert controller.stuck(1040.0)["work"] == pytest.approx(40.0)
         assert controller.stuck(1040.0)["out"] is None  # nothing pending: idle, not stuck
+        assert controller.idle_for(1045.0)["work"] == pytest.approx(5.0)  # pending at the last tick
+        assert controller.idle_for(1045.0)["out"] == pytest.approx(45.0)  # never had anything
+        rig.control.record_batch("out", 0, tasks=1, rows=10)  # it processed something
+        controller.tick(1045.0)
+        assert controller.idle_for(1050.0)["out"] == pytest.approx(5.0)
         notes = [d for d in EventLog(tmp_path / "e").read() if d.rule == Rule.STUCK]
         assert [d.vertex for d in notes] == ["work"] and "3,000 messages pending" in notes[0].reason
         rig.control.record_batch("work", 0, tasks=1, rows=10)
         controller.tick(1050.0)
         assert controller.stuck(1050.0)["work"] is None
         assert any(d.rule == Rule.UNSTUCK for d in EventLog(tmp_path / "e").read())
-
-
-def test_idle_for_is_how_long_a_vertex_had_nothing_pending_and_processed_nothing(tmp_path):
-    """What the executor allocator reads: a vertex with messages pending is never idle, even
-    stuck; one with none is idle from the last time it processed something."""
-    spec = parse_pipeline(_pipeline())
-    with BufferRig(tmp_path) as rig:
-        for name in ("work", "out"):
-            rig.buffer(name)
-        rig.fill("work", 3000)
-        controller = Controller(
-            spec, StoreProbe(spec, rig.store, rig.control), rig.control, EventLog(tmp_path / "e")
-        )
-        assert set(controller.idle_for(999.0).values()) == {0.0}  # nothing seen yet: not idle
-        for t in range(0, 25, 5):
-            controller.tick(1000.0 + t)
-        assert controller.idle_for(1030.0)["work"] == pytest.approx(10.0)  # pending at the last tick
-        assert controller.idle_for(1030.0)["out"] == pytest.approx(30.0)  # never had anything
-        rig.control.record_batch("out", 0, tasks=1, rows=10)  # it processed something
-        controller.tick(1030.0)
-        assert controller.idle_for(1035.0)["out"] == pytest.approx(5.0)
 
 
 def test_the_controller_waits_for_the_queries_warm_up_before_deciding(tmp_path):
