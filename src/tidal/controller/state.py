@@ -50,7 +50,9 @@ def watch_progress(
     """The "stuck" condition: messages pending and none processed for ``stuckAfterSeconds``
     (a UDF that hangs, a sink that blocks). It is reported — logged, recorded as an event,
     shown in the status — not acted on: scaling cannot unstick a hung call. Returns the
-    note to record when the vertex becomes stuck or moves again."""
+    note to record when the vertex becomes stuck or moves again. Also keeps ``active_at``, the
+    last time the vertex processed something or had messages pending: the executor allocator
+    lets an idle vertex's executors go (:meth:`tidal.controller.loop.Controller.idle_for`)."""
     moved = v.processed is not None and sample.processed > v.processed
     idle = sample.pending is not None and sample.pending <= 0
     if moved or not idle or v.active_at is None:  # a pending not known counts as work
