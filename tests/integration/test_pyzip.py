@@ -1,0 +1,25 @@
+"""Spark's Python workers import PySpark from the bytecode that `make` adds to its zip."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from tidal.spark.pyzip import has_bytecode, spark_python_zips
+
+
+def test_a_task_imports_pyspark_from_the_zips_bytecode(spark: Any) -> None:
+    zips = spark_python_zips()
+    fix = "`make pyc` (python -m tidal.spark.pyzip) compiles them"
+    assert zips and all(has_bytecode(z) for z in zips), f"no bytecode in {zips}: {fix}"
+
+    def where_pyspark_comes_from(batches: Iterator[Any]) -> Iterator[Any]:  # by value, to the worker
+        import pyarrow as pa
+        import pyspark
+
+        for _ in batches:
+            yield pa.RecordBatch.from_pydict({"file": [pyspark.__file__]})
+
+    files = spark.range(1).mapInArrow(where_pyspark_comes_from, "file string").collect()
+    # Spark puts the zip first on the worker's path; the module comes from its bytecode.
+    assert [row.file for row in files] == [f"{zips[0].parent}/pyspark.zip/pyspark/__init__.pyc"]
