@@ -27,12 +27,13 @@ import sys
 import time
 from pathlib import Path
 
-__all__ = ["archive_path", "build", "driver_options", "executor_options"]
+__all__ = ["archive_path", "build", "driver_options", "executor_options", "spark_home"]
 
 QUIET = "-Xlog:cds*=off"  # the archive's notes (signed jars skipped, …) would reach the console
 
 
-def _spark_home() -> Path:
+def spark_home() -> Path:
+    """The Spark that PySpark launches (``SPARK_HOME``, or the pip package's own)."""
     from pyspark.find_spark_home import _find_spark_home
 
     return Path(_find_spark_home())
@@ -48,7 +49,7 @@ def key() -> str:
     """What the archive was made for: the JDK, the PySpark version, the Spark jars."""
     import pyspark
 
-    jars = _spark_home() / "jars"
+    jars = spark_home() / "jars"
     listing = sorted(f"{p.name}:{p.stat().st_size}" for p in jars.glob("*.jar")) if jars.is_dir() else []
     digest = hashlib.sha256("\n".join([_java(), pyspark.__version__, *listing]).encode()).hexdigest()
     return f"{pyspark.__version__}-{digest[:12]}"

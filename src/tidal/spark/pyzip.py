@@ -38,10 +38,9 @@ UNCHECKED_HASH = (0b01).to_bytes(4, "little")  # PEP 552 flags: hash-based, sour
 
 def spark_python_zips() -> list[Path]:
     """The zips Spark puts on its Python workers' path: ``$SPARK_HOME/python/lib/*.zip``."""
-    from pyspark.find_spark_home import _find_spark_home
+    from tidal.spark.cds import spark_home
 
-    lib = Path(_find_spark_home()) / "python" / "lib"
-    return sorted(lib.glob("*.zip"))
+    return sorted((spark_home() / "python" / "lib").glob("*.zip"))
 
 
 def _pyc(source: bytes, name: str) -> bytes:
