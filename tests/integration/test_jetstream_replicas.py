@@ -41,7 +41,7 @@ def test_a_url_of_several_servers_takes_whichever_answers(nats_server):
 # Run on the driver's host: make the buffer (3 replicas), append, report; then, after the loss of
 # one server's host, read everything back and append more through the two left.
 CLIENT = """
-import json, sys
+import json, sys, time
 from tidal.isb.jetstream import JetStreamStore
 from tidal.isb.jetstream_config import stream_name
 url, phase = sys.argv[1], sys.argv[2]
@@ -57,7 +57,14 @@ else:
     buffer = store.open("orders")
     ids = [f"m{i}" for i in range(3000, 3500)]
     assert buffer.append([i.encode() for i in ids], ids).appended == 500
+    # A read may be answered by the follower, which applies the leader's last writes a moment
+    # later (seen under load: the 500 just appended were not there yet). A vertex's reader reads
+    # on; so does this, until the leader's 3,500 are visible or a minute has gone.
+    deadline = time.monotonic() + 60
     got = [m[1] for m in buffer.read(0, 10_000)]  # (seq, id, payload)
+    while len(got) < 3500 and time.monotonic() < deadline:
+        time.sleep(0.2)
+        got = [m[1] for m in buffer.read(0, 10_000)]
     print(json.dumps({"ids": got}))
 store.close()
 """

@@ -276,6 +276,9 @@ class JetStreamBuffer:
         return out
 
     def read(self, after: int, limit: int) -> list[Message]:
+        """Any replica may answer, and a follower that has not applied the leader's last writes
+        answers with fewer: a prefix, never a gap, so the next read gets the rest (a reader
+        reads on from the last it got). Only a fixed range can skip: :meth:`_range`."""
         if limit <= 0:
             return []
         return [m[:3] for m in self._store.call(lambda: self._direct_get(after + 1, limit))]
