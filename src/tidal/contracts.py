@@ -25,7 +25,7 @@ method is an error that names the class, the method and the spec field, not an
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar, runtime_checkable
 
@@ -38,6 +38,7 @@ __all__ = [
     "Message",
     "Sink",
     "Source",
+    "ask_pending",
     "check_sink",
     "check_source",
 ]
@@ -97,6 +98,19 @@ def _check(obj: _T, methods: Sequence[str], what: str, at: str) -> _T:
             f"implement {', '.join(methods)} (see tidal.contracts.{what})",
         )
     return obj
+
+
+def ask_pending(pending: Callable[[], float | None]) -> tuple[float | None, str]:
+    """Call a source's ``pending()`` under the UDSource rule: raising, ``None`` or a negative
+    number mean "not available" (``None``), with why; the pipeline keeps running. (Here, beside
+    the contract, so a task's reader gets it without importing the controller.)"""
+    try:
+        value = pending()
+    except Exception as exc:  # the user's code: any exception means "not available"
+        return None, f"pending() raised {type(exc).__name__}: {exc}"
+    if value is None or value < 0:
+        return None, f"pending() returned {value!r}: not available"
+    return float(value), ""
 
 
 def check_source(obj: object, at: str) -> Source:

@@ -22,27 +22,16 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 
+from tidal.contracts import ask_pending
 from tidal.controller.loop import ProbeSample
 from tidal.isb.base import BufferStore
 from tidal.isb.control import ControlStore
 from tidal.log import Repeated
 from tidal.spec import PipelineSpec
 
-__all__ = ["StoreProbe", "ask_pending"]
+__all__ = ["StoreProbe"]
 
 log = logging.getLogger("tidal.controller")
-
-
-def ask_pending(pending: Callable[[], float | None]) -> tuple[float | None, str]:
-    """Call a source's ``pending()`` under the UDSource rule: raising, ``None`` or a negative
-    number mean "not available" (``None``), with why; the pipeline keeps running."""
-    try:
-        value = pending()
-    except Exception as exc:  # the user's code: any exception means "not available"
-        return None, f"pending() raised {type(exc).__name__}: {exc}"
-    if value is None or value < 0:
-        return None, f"pending() returned {value!r}: not available"
-    return float(value), ""
 
 
 class StoreProbe:

@@ -9,11 +9,13 @@ task builds its messages from their numbers (:func:`generate`): message ``n`` al
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tidal.spark import stores
 from tidal.spark.config import QueryConfig
-from tidal.spec.shapes import LoadShape
+
+if TYPE_CHECKING:  # a task's read worker imports this module without the spec package (pydantic)
+    from tidal.spec.shapes import LoadShape
 
 __all__ = [
     "due_times",

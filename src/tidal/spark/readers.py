@@ -39,14 +39,13 @@ from typing import Any
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
 from tidal import contracts, errors
-from tidal.controller.probe import ask_pending
+from tidal.contracts import ask_pending
 from tidal.isb.base import Buffer
 from tidal.log import Repeated
 from tidal.spark import stores
 from tidal.spark.admission import Range, admit, partition_batch, task_row
 from tidal.spark.config import QueryConfig
 from tidal.spark.generator import generator_start
-from tidal.spec.validate import resolve
 
 __all__ = ["BufferReader", "GeneratorReader", "RangeReader", "UserSourceReader"]
 
@@ -177,6 +176,10 @@ class UserSourceReader(BufferReader):
     def __init__(self, config: QueryConfig) -> None:
         super().__init__(config)
         assert config.source is not None and config.source.staged
+        # Here, not at the top: a task's read worker imports this module to run ``read`` and
+        # should not pay for the spec package (pydantic) it never uses.
+        from tidal.spec.validate import resolve
+
         if config.source.pynumaflow is not None:
             from tidal.spark.pynumaflow import SourcerSource
 

@@ -15,5 +15,6 @@ class Model(BaseModel):
         extra="forbid",
         frozen=True,
         arbitrary_types_allowed=True,
+        defer_build=True,
         allow_inf_nan=False,  # .inf and .nan in YAML are refused, with the field's path
     )

@@ -52,3 +52,17 @@ def test_decoding_a_plan_does_not_import_the_spec_models():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
     assert out.stdout.strip() == "", f"decoding imported {out.stdout.strip()}"
+
+
+def test_a_tasks_reader_does_not_import_the_spec_or_the_controller():
+    """Each task's read worker unpickles its reader, importing ``tidal.spark.readers``, to hand
+    Spark the task's range: it must not pay for the spec package (pydantic) or the controller."""
+    code = (
+        "import sys\n"
+        "import tidal.spark.readers\n"
+        "heavy = ('pydantic', 'tidal.spec', 'tidal.controller')\n"
+        "heavy = sorted(m for m in heavy if m in sys.modules)\n"
+        "print(','.join(heavy))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert out.stdout.strip() == "", f"importing the readers imported {out.stdout.strip()}"
