@@ -15,6 +15,8 @@ class Model(BaseModel):
         extra="forbid",
         frozen=True,
         arbitrary_types_allowed=True,
+        # Validators are built on first use, not at import: Spark's Python workers unpickle specs
+        # (no validation) and should not pay for building every model's schema.
         defer_build=True,
         allow_inf_nan=False,  # .inf and .nan in YAML are refused, with the field's path
     )
