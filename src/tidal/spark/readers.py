@@ -39,7 +39,6 @@ from typing import Any
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
 from tidal import contracts, errors
-from tidal.contracts import ask_pending
 from tidal.isb.base import Buffer
 from tidal.log import Repeated
 from tidal.spark import stores
@@ -199,7 +198,7 @@ class UserSourceReader(BufferReader):
         self.source = contracts.check_source(cls(**options), at)
 
     def pending(self) -> tuple[float | None, str]:
-        value, why = ask_pending(self.source.pending)
+        value, why = contracts.ask_pending(self.source.pending)
         if value is None and why.startswith("pending() raised"):
             kind = why.split(":", 1)[0]
             repeated.warning(
