@@ -95,6 +95,7 @@ class BufferReader(RangeReader):
                 f"vertices[{config.vertex}]", "has no input buffer", "connect it with an edge"
             )
         self.input: str = config.input
+        self._trimmed = -1  # the sequence this reader last trimmed its input to
 
     def buffer(self) -> Buffer:
         return stores.buffer(self.config, self.input)
@@ -103,12 +104,28 @@ class BufferReader(RangeReader):
         return {self.KEY: self.buffer().committed()}
 
     def latestOffset(self, start: dict[str, int], limit: Any = None) -> dict[str, int]:  # noqa: N802
-        return {self.KEY: self.admit(start[self.KEY], self.buffer().last_seq())}
+        buffer = self.buffer()
+        if self.config.reduce:
+            self._trim_behind(buffer, start[self.KEY])
+        return {self.KEY: self.admit(start[self.KEY], buffer.last_seq())}
+
+    def _trim_behind(self, buffer: Buffer, start: int) -> None:
+        """A reduce vertex's input is trimmed here, not at the writer's commit: its open windows
+        live in Spark's state store, and a batch replayed after a crash between the writer's commit
+        and Spark's commit log rebuilds them from the state before the batch *and the batch's
+        input*. Spark asks for offsets one batch at a time, after the commit log of the batch that
+        ended at ``start``: from here on that input is needed by no replay. Every trigger asks,
+        so an idle reduce's input is empty one trigger after its last batch."""
+        if start > self._trimmed:
+            buffer.commit(start)
+            self._trimmed = start
 
     def commit(self, end: dict[str, int]) -> None:
         """Spark calls this only when it plans the *next* batch (so never for the last batch
-        before an idle spell); the writer's commit trims the input as soon as a batch is done."""
+        before an idle spell); the writer's commit trims the input as soon as a batch is done
+        (a reduce's: :meth:`_trim_behind`)."""
         self.buffer().commit(end[self.KEY])
+        self._trimmed = max(self._trimmed, end[self.KEY])
 
 
 class RowsReader(BufferReader):

@@ -11,9 +11,10 @@ Streaming query with Spark's own stateful aggregation:
 
 **Why Spark's state store.** The open windows' messages live in the query's checkpoint (RocksDB
 or HDFS-backed state, versioned per micro-batch), not in Tidal's buffers: the input is trimmed
-once a batch commits, a restart (or a SIGKILL) resumes from the last committed state, and a
-replayed batch produces the same closed windows, which the output buffers de-duplicate (each
-task's appends are keyed ``<vertex>:b<batch>/t<partition>``). Exactly once.
+once Spark's commit log holds a batch (so a replay always finds its input), a restart (or a
+SIGKILL) resumes from the last committed state, and a replayed batch produces the same closed
+windows, which the output buffers de-duplicate (each task's appends are keyed
+``<vertex>:b<batch>/t<partition>``). Exactly once.
 
 **Partitions** are fixed, as Numaflow's are: the state is split by key into ``partitions``
 shuffle partitions (recorded in the checkpoint at the first batch). What scales is the read
@@ -126,7 +127,14 @@ class _Handler:
 
 
 class ReduceWriter(VertexWriter):
-    """Writes each closed window's reduction to the outputs (exactly once: keyed appends)."""
+    """Writes each closed window's reduction to the outputs (exactly once: keyed appends).
+
+    Its commit leaves the input alone: the reader trims it once Spark's commit log holds the
+    batch (:meth:`tidal.spark.readers.BufferReader._trim_behind`). Trimmed here, a driver killed
+    between this commit and the commit log lost the batch's open windows: the replay started
+    from the state before the batch, over an input already gone."""
+
+    TRIMS_INPUT = False
 
     def _handler(self) -> _Handler:
         if getattr(self, "_reducer", None) is None:
