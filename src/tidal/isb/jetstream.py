@@ -11,6 +11,7 @@ import contextlib
 import os
 import time
 from collections.abc import Callable, Coroutine
+from datetime import datetime
 from typing import Any, TypeVar
 
 from tidal import errors
@@ -29,7 +30,7 @@ from tidal.isb.jetstream_config import (
     stream_name,
 )
 
-__all__ = ["JetStreamBuffer", "JetStreamStore"]
+__all__ = ["JetStreamBuffer", "JetStreamStore", "unheard_seconds"]
 
 T = TypeVar("T")
 _ERR_STREAM_EXISTS = 10058  # "stream name already in use with a different configuration"
@@ -134,7 +135,7 @@ class JetStreamStore:
 
     def replica_view(self, name: str) -> tuple[str | None, dict[str, float]]:
         """Buffer ``name``'s leader, and the seconds since each other replica was heard from
-        (JetStream's ``stream info``: its cluster's ``active``, nanoseconds)."""
+        (JetStream's ``stream info``: :func:`unheard_seconds`)."""
         stream = stream_name(self.pipeline, name)
 
         async def info() -> Any:
@@ -143,7 +144,7 @@ class JetStreamStore:
         cluster = self.run(info()).cluster
         if cluster is None:  # a single server: no replicas
             return None, {}
-        return cluster.leader, {r.name: (r.active or 0) / 1e9 for r in cluster.replicas or []}
+        return cluster.leader, unheard_seconds(cluster, time.time())
 
     def open(self, name: str) -> JetStreamBuffer:
         from nats.js.errors import NotFoundError
@@ -189,3 +190,26 @@ class JetStreamStore:
             with contextlib.suppress(Exception):  # closing a broken connection is best effort
                 self.run(self._nc.close())
         self._nc = None
+
+
+def unheard_seconds(cluster: Any, now: float) -> dict[str, float]:
+    """Seconds since the stream's leader last heard from each other replica.
+
+    JetStream's ``active`` counts from the last contact *this* leader had with the replica. A
+    leader elected since a server died never had one: it reports ``active`` 0 and the replica not
+    ``current`` (measured on nats-server 2.15: the dead former leader stayed at 0.0 s for 25 s).
+    Such a replica is unheard since the election (``leader_since``), else a server that led every
+    buffer it kept would never look silent."""
+    since = getattr(cluster, "leader_since", None)
+    if isinstance(since, str):
+        since = datetime.fromisoformat(since.replace("Z", "+00:00"))
+    elected = since.timestamp() if isinstance(since, datetime) else None
+    out: dict[str, float] = {}
+    for r in cluster.replicas or []:
+        if r.active:
+            out[r.name] = r.active / 1e9
+        elif not r.current and elected is not None:
+            out[r.name] = max(0.0, now - elected)
+        else:
+            out[r.name] = 0.0
+    return out

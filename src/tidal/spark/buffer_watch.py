@@ -2,7 +2,8 @@
 
 Every ``WATCH_EVERY`` seconds the driver asks each buffer's stream who leads it and when each of
 its other replicas was last heard from (JetStream's own ``stream info``: one request a buffer).
-A replica unheard for ``SILENT_AFTER`` seconds means its server is dead or cut off: the run
+A replica unheard for ``SILENT_AFTER`` seconds (or never heard by a leader elected that long ago:
+:func:`tidal.isb.jetstream.unheard_seconds`) means its server is dead or cut off: the run
 records it once per server, as ``buffer server silent`` in the fault log (``tidal events``), with
 the buffers it keeps a copy of and their leaders now; when the server answers again, ``buffer
 server back``. The replicas left keep every message, so nothing else changes: the record is for
@@ -40,8 +41,16 @@ class BufferWatch:
         return self
 
     def stop(self) -> None:
+        """Stop watching, after one last look: a server lost in a run's last seconds (its buffers'
+        elections can hold every look for ~10 s) is still on the record."""
         self._stop.set()
         self._thread.join(timeout=10)
+        if self._thread.is_alive():  # still in a look: that one is the last
+            return
+        try:
+            self.check(time.time())
+        except Exception as exc:
+            log.debug("buffer watch, last look: %s", exc)
 
     def _run(self) -> None:
         while not self._stop.wait(WATCH_EVERY):
