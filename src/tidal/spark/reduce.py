@@ -134,8 +134,6 @@ class ReduceWriter(VertexWriter):
     between this commit and the commit log lost the batch's open windows: the replay started
     from the state before the batch, over an input already gone."""
 
-    TRIMS_INPUT = False
-
     def _handler(self) -> _Handler:
         if getattr(self, "_reducer", None) is None:
             assert self.config.udf is not None

@@ -31,7 +31,7 @@ import math
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 
@@ -98,8 +98,6 @@ class Written(WriterCommitMessage):
 class VertexWriter(DataSourceStreamArrowWriter):
     """Reads each task's input range, applies the UDF (if any) and writes to the output buffers,
     the sink and the dead letter."""
-
-    TRIMS_INPUT: ClassVar[bool] = True  # the batch's input is trimmed at its commit (see commit)
 
     def __init__(self, config: QueryConfig) -> None:
         self.config = config
@@ -330,8 +328,9 @@ class VertexWriter(DataSourceStreamArrowWriter):
         control = stores.control(self.config)
         batch = control.batch_range(self.config.vertex)
         # Every task of the batch succeeded and its output is stored: trim the input now.
-        # (A replay after a crash rewrites ids the output buffer already holds.)
-        if self.TRIMS_INPUT and batch is not None and batch.count and self.config.input is not None:
+        # (A replay after a crash rewrites ids the output buffer already holds.) Not a reduce's:
+        # its replay also needs the input, until Spark's commit log (BufferReader._trim_behind).
+        if not self.config.reduce and batch is not None and batch.count and self.config.input is not None:
             stores.buffer(self.config, self.config.input).commit(batch.last)
         if self.config.source is not None and self.config.source.kafka is not None:
             from tidal.spark.kafka import commit_group
