@@ -71,6 +71,7 @@ def kafka_ids(kafka: MockKafka, topic: str) -> list[str]:
     return seen
 
 
+@pytest.mark.long
 def test_every_chain_delivers_exactly_once_into_its_sink_through_a_driver_sigkill(tmp_path):
     """``tidal run`` SIGKILLed (driver, JVM and Python workers) mid-run, then run again on the same
     run directory: each branch is a buffered edge (the generator fans out) into a map chained

@@ -33,6 +33,7 @@ edges:
 """
 
 
+@pytest.mark.long
 def test_the_quickstarts_dry_run_then_real_run_lose_nothing(tmp_path):
     data = tmp_path / "orders.jsonl"
     data.write_text("".join(f'{{"id": {i}}}\n' for i in range(1, 301)))

@@ -104,6 +104,7 @@ def registered(run_dir: Path) -> int:
     return counts[-1]["executors"] if counts else 0
 
 
+@pytest.mark.long
 def test_raising_replicas_brings_executors_that_run_the_next_batches_lowering_kills_idle_ones(
     tmp_path, cluster
 ):
@@ -171,6 +172,7 @@ def executor_pids() -> list[int]:
     return [int(p) for p in found.stdout.split()]
 
 
+@pytest.mark.long
 def test_the_pipeline_scales_executors_and_delivers_exactly_once_through_an_executor_and_a_driver_kill(
     tmp_path, cluster
 ):
@@ -233,6 +235,7 @@ def hidden_cluster(tmp_path: Path):
         yield running.info, runs
 
 
+@pytest.mark.long
 def test_with_jetstream_a_task_needs_nothing_from_the_drivers_disk(tmp_path, hidden_cluster):
     info, runs = hidden_cluster
     total = 3000
@@ -314,6 +317,7 @@ def test_tidal_run_refuses_its_own_cluster_when_too_small_naming_the_fix(tmp_pat
     assert "lower minExecutors to 2 or add workers" in out
 
 
+@pytest.mark.long
 def test_executors_that_die_before_registering_are_an_event_with_their_words_and_a_back_off(
     tmp_path, cluster
 ):

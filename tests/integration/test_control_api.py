@@ -174,6 +174,7 @@ def cli(*args: str) -> tuple[int, str]:
     return done.returncode, " ".join((done.stdout + done.stderr).split())
 
 
+@pytest.mark.long
 def test_pause_drains_and_holds_a_restart_stays_paused_resume_delivers_everything_once(tmp_path):
     total = 30_000  # 7.5 s of the generator at 4,000/s: the pause comes long before its end
     path = tmp_path / "p.yaml"

@@ -90,6 +90,7 @@ def replicas_on_page(driver) -> str:
     )
 
 
+@pytest.mark.long
 def test_a_live_run_then_the_finished_run_from_disk(browser, tmp_path):
     spec = tmp_path / "waves.yaml"
     spec.write_text(PIPELINE)

@@ -24,6 +24,7 @@ pytestmark = [
 TOTAL = 12_000  # the loss comes at a quarter delivered, mid-run whatever the box
 
 
+@pytest.mark.long
 def test_losing_a_worker_host_with_its_nats_server_mid_run_delivers_every_message_once(tmp_path):
     # (With w2 behind a 5 % lossy link and w3 behind 200 ms as well, the same story delivered
     # every message once after the fix of a follower's short reads, in 7 minutes: a benchmark's

@@ -108,6 +108,7 @@ store.close()
 
 
 @pytest.mark.skipif(unavailable() is not None, reason=f"no multi-host rig here: {unavailable()}")
+@pytest.mark.long
 def test_a_range_read_from_a_replica_behind_its_leader_is_read_again_never_skipped(tmp_path):
     """Any replica answers a direct get; one behind a lossy, slow link (5 %, 200 ms) is behind its
     leader and answers with what it has. A batch read from it came back short (here, without

@@ -124,6 +124,7 @@ def delta_ids(path) -> list[str]:
 ORDER_COUNT = 12_000  # enough that the first run is still going when it is killed at 1,200
 
 
+@pytest.mark.long
 def test_kafka_to_parquet_and_delta_exactly_once_through_a_driver_sigkill_and_bad_records_to_the_dead_letter(
     tmp_path, kafka
 ):
@@ -186,6 +187,7 @@ def test_kafka_to_parquet_and_delta_exactly_once_through_a_driver_sigkill_and_ba
     assert "resumed from its checkpoints" in out
 
 
+@pytest.mark.long
 def test_lag_scales_the_source_up_by_numaflows_formula_and_down_and_a_broker_gone_leaves_it_alone(
     spark, run_dir
 ):

@@ -72,6 +72,7 @@ def test_into_the_file_sink_every_message_once_with_the_monovertexs_ids(spark, t
     assert set(ids) == {f"mono:{n}" for n in range(1, 8001)}
 
 
+@pytest.mark.long
 def test_exactly_once_into_parquet_through_a_driver_sigkill(tmp_path):
     count = 16_000
     spec = tmp_path / "mono.yaml"

@@ -35,6 +35,7 @@ def file_ids(path: Path) -> list[str]:
     return [json.loads(line)["id"] for line in path.read_text().splitlines()]
 
 
+@pytest.mark.long
 def test_a_burst_scales_the_udf_up_drains_goes_to_zero_and_the_next_burst_wakes_it(spark, tmp_path):
     # Bursts of 2000 msg/s for 3 s every 45 s; 1 ms of work per message in the UDF, which keeps
     # its buffer (not chained) so that it scales on its own.

@@ -21,6 +21,7 @@ pytestmark = [
 ]
 
 
+@pytest.mark.long
 def test_losing_a_receiver_host_under_http_load_delivers_every_acknowledged_message_once(tmp_path):
     r = run_receiver_loss(tmp_path, requests=1000, rate=80.0)
     # Every request was answered 200 in the end (retried with its key), and each of its

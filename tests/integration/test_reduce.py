@@ -168,6 +168,7 @@ def test_a_batch_whose_commit_log_failed_after_its_writers_commit_is_replayed_wi
     assert _tidal_counts(out) == EXPECTED  # window 3: 41 before the failure, 42..45 in the replay
 
 
+@pytest.mark.long
 def test_a_sigkilled_reduce_resumes_from_its_state_and_delivers_every_window_once(tmp_path):
     import json
     import os

@@ -197,6 +197,7 @@ def test_dataframe_step_runs_the_users_function(spark, tmp_path):
     assert {row["order"]: row["total"] for row in rows} == want
 
 
+@pytest.mark.long
 def test_a_sigkilled_run_resumes_exactly_once(tmp_path):
     from .test_cli import tidal, wait_for
 
