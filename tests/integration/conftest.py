@@ -20,7 +20,7 @@ ONE_AT_A_TIME = frozenset(
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if item.module is not None and item.module.__name__.rsplit(".", 1)[-1] in ONE_AT_A_TIME:
+        if item.path.stem in ONE_AT_A_TIME:
             item.add_marker(pytest.mark.xdist_group("hosts"))
 
 
