@@ -23,8 +23,8 @@ export SPARK_LOCAL_IP := 127.0.0.1
 PYTEST := $(VPY) -m pytest -q --durations=15
 # The integration tests in two workers: most of them wait (triggers, JVM starts, elections) more
 # than they compute. The modules that start clusters and multi-host rigs share one worker and run
-# one after the other (tests/integration/conftest.py). Measured on the 2-core box: 21:14 one at a
-# time, 14:01 two at a time (docs/testing.md).
+# one after the other (tests/integration/conftest.py). The times measured both ways are in
+# docs/testing.md.
 INTEGRATION := $(PYTEST) -n 2 --dist loadgroup tests/integration
 RUNS ?= 3
 
