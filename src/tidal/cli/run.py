@@ -21,9 +21,7 @@ import logging
 import os
 import signal
 import sys
-import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +30,7 @@ from rich.live import Live
 from rich.markup import escape
 
 from tidal import errors
+from tidal.cli import interrupts
 from tidal.cli.spark_log import spark_output_to
 
 __all__ = ["default_run_dir", "run_pipeline"]
@@ -51,29 +50,6 @@ def _importable(pipeline_file: Path) -> None:
     parts = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     if folder not in parts:
         os.environ["PYTHONPATH"] = os.pathsep.join([folder, *parts])
-
-
-_TERMINATED = threading.Event()  # a SIGTERM came; survives a handler's KeyboardInterrupt being swallowed
-
-
-def _raise_interrupt(signum: int, frame: Any) -> None:
-    """SIGTERM as Ctrl-C. The KeyboardInterrupt is raised wherever the main thread is, and py4j
-    catches and logs one that lands inside a call to the JVM: the run then went on (seen in CI, a
-    resumed run that never stopped). So the signal is also remembered, and :func:`_terminated`
-    raises it again from the wait loop."""
-    _TERMINATED.set()
-    raise KeyboardInterrupt
-
-
-def _terminated(until: Callable[[], bool] | None) -> Callable[[], bool]:
-    """``until`` for :meth:`PipelineRun.wait` that also raises a SIGTERM a JVM call swallowed."""
-
-    def check() -> bool:
-        if _TERMINATED.is_set():
-            raise KeyboardInterrupt
-        return bool(until is not None and until())
-
-    return check
 
 
 def _plain_line(statuses: list[Any], elapsed: float) -> str:
@@ -281,8 +257,8 @@ def _run(
     series = SeriesLog(run_dir)
     exporter = api_server = None
     status = 0
-    _TERMINATED.clear()
-    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    interrupts.clear()
+    previous = interrupts.install()  # SIGINT again once Spark started: its context takes SIGINT
     console.rule(
         f"[bold]{escape(spec.name)}[/]: {len(spec.vertices)} vertices"
         + (" — resumed from its checkpoints" if resumed else "")
@@ -312,6 +288,7 @@ def _run(
     try:
         try:
             run.start()
+            interrupts.install()
         except errors.SpecError as exc:  # what only Spark can check: a step's SQL, schema, result
             run.stop()
             console.print(f"[red]invalid pipeline {escape(str(path))}[/]:\n{escape(str(exc))}")
@@ -350,7 +327,7 @@ def _run(
             def asked(current: PipelineRun = run) -> bool:
                 return current.restart_requested is not None or bool(until is not None and until())
 
-            run.wait(left, every=every, until=_terminated(asked))
+            run.wait(left, every=every, until=interrupts.checked(asked))
             if run.restart_requested is None:
                 break
             run = _restart(run, run_dir, master, dry_run, console)
@@ -377,12 +354,13 @@ def _run(
     finally:
         if view is not None:
             view.stop()
-        signal.signal(signal.SIGTERM, previous)
-        try:
+        try:  # still with Tidal's handlers: a second Ctrl-C while draining stops now
             run.stop(drain=drain)
         except KeyboardInterrupt:
             console.print("[yellow]stopping now[/] (second interrupt)")
             run.stop(drain=False)
+        finally:
+            interrupts.restore(previous)
         if exporter is not None:
             exporter.close()
         if api_server is not None:

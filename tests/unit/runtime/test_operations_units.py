@@ -218,26 +218,52 @@ def test_spark_output_and_py4j_root_logging_go_to_the_run_log_not_the_terminal(t
 
 
 def test_a_sigterm_that_a_jvm_call_swallowed_still_stops_the_wait() -> None:
-    """py4j catches and logs a KeyboardInterrupt raised inside a call to the JVM; the SIGTERM
-    handler also remembers the signal, and the wait loop's check raises it again."""
+    """A KeyboardInterrupt that something swallowed: the handler also remembered the signal, and
+    the wait loop's check raises it again."""
     import contextlib
     import signal
 
-    from tidal.cli import run as cli_run
+    from tidal.cli import interrupts
 
-    cli_run._TERMINATED.clear()
-    check = cli_run._terminated(lambda: False)
+    interrupts.clear()
+    check = interrupts.checked(lambda: False)
     assert check() is False
-    previous = signal.signal(signal.SIGTERM, cli_run._raise_interrupt)
+    previous = interrupts.install()
     try:
-        with contextlib.suppress(KeyboardInterrupt):  # as a JVM call that swallows it
+        with contextlib.suppress(KeyboardInterrupt):  # as a call that swallows it
             signal.raise_signal(signal.SIGTERM)
         with pytest.raises(KeyboardInterrupt):
             check()
     finally:
-        signal.signal(signal.SIGTERM, previous)
-        cli_run._TERMINATED.clear()
-    assert cli_run._terminated(lambda: True)() is True
+        interrupts.restore(previous)
+        interrupts.clear()
+    assert interrupts.checked(lambda: True)() is True
+
+
+@pytest.mark.parametrize("name", ["SIGINT", "SIGTERM"])
+def test_a_stop_signal_inside_a_jvm_call_lets_the_call_finish_and_the_wait_raises_it(name: str) -> None:
+    """Ctrl-C landing in a py4j call made PySpark's cancel fail with a Py4JError and a traceback
+    (seen under load): inside py4j the handler only remembers the stop; outside it interrupts."""
+    import signal
+
+    from tidal.cli import interrupts
+
+    signum = getattr(signal, name)
+    in_py4j = {"__name__": "py4j.java_gateway", "signal": signal, "signum": signum}
+    interrupts.clear()
+    previous = interrupts.install()
+    try:
+        exec("signal.raise_signal(signum); finished = True", in_py4j)  # a JVM call under way
+        assert in_py4j["finished"] is True  # not interrupted half-way
+        with pytest.raises(KeyboardInterrupt):
+            interrupts.checked(lambda: False)()
+        interrupts.clear()
+        with pytest.raises(KeyboardInterrupt):  # anywhere else: at once
+            signal.raise_signal(signum)
+    finally:
+        interrupts.restore(previous)
+        interrupts.clear()
+    assert signal.getsignal(signum) is previous[signum]
 
 
 def test_an_http_sources_line_says_how_many_receivers_run_on_each_host_when_they_are_elsewhere():
