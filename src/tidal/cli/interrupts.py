@@ -11,7 +11,8 @@ older py4j swallowed the interrupt instead and the run went on.
 
 So :func:`stop_requested` records the signal and raises ``KeyboardInterrupt`` only when the main
 thread is not inside py4j; inside it, the call finishes and the wait loop's check
-(:func:`checked`) raises it at its next tick, a fraction of a second later. :func:`install`
+(:func:`checked`) raises it at its next tick, a fraction of a second later. A second signal
+interrupts at once, inside a call or not, as Ctrl-C did before. :func:`install`
 takes SIGINT back from PySpark, whose ``SparkContext`` sets its own handler when it starts.
 """
 
@@ -39,9 +40,12 @@ def in_jvm_call(frame: FrameType | None) -> bool:
 
 
 def stop_requested(signum: int, frame: FrameType | None) -> None:
-    """The handler: remember the stop; interrupt now unless a JVM call is under way."""
+    """The handler: remember the stop; interrupt now unless a JVM call is under way. A second
+    signal interrupts wherever it lands: the user insists (a call that blocks, as a query's
+    stop during the drain can, would otherwise hold "Ctrl-C again to stop now" back)."""
+    again = _REQUESTED.is_set()
     _REQUESTED.set()
-    if not in_jvm_call(frame):
+    if again or not in_jvm_call(frame):
         raise KeyboardInterrupt
 
 

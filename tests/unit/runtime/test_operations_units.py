@@ -257,8 +257,10 @@ def test_a_stop_signal_inside_a_jvm_call_lets_the_call_finish_and_the_wait_raise
         assert in_py4j["finished"] is True  # not interrupted half-way
         with pytest.raises(KeyboardInterrupt):
             interrupts.checked(lambda: False)()
+        with pytest.raises(KeyboardInterrupt):  # a second one: at once, even inside a call
+            exec("signal.raise_signal(signum)", in_py4j)
         interrupts.clear()
-        with pytest.raises(KeyboardInterrupt):  # anywhere else: at once
+        with pytest.raises(KeyboardInterrupt):  # outside a call: at once
             signal.raise_signal(signum)
     finally:
         interrupts.restore(previous)
