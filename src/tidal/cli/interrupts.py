@@ -4,10 +4,10 @@ Both signals mean "stop" (SIGTERM as Ctrl-C). Python runs a signal's handler in 
 wherever it is, and most of a run's main thread is the wait loop, which calls the JVM through
 py4j several times a tick. A ``KeyboardInterrupt`` raised inside one of those calls breaks it
 half-way: py4j then tries to cancel the command on its connection and, in PySpark's pinned
-thread mode, fails with ``Py4JError: Gateway must be connected to send cancel cmd.``, which
-escapes as a traceback and exit status 1 instead of a drain and a report (seen under load: PySpark's own
-SIGINT handler, whose ``cancelAllJobs`` then read the interrupted call's answer, a bool). An
-older py4j swallowed the interrupt instead and the run went on.
+thread mode, can fail with ``Py4JError: Gateway must be connected to send cancel cmd.``, which
+escaped as a traceback and exit status 1 instead of a drain and a report (seen under load with
+PySpark's own SIGINT handler, whose ``cancelAllJobs`` read the interrupted call's answer, a
+bool). Seen before that in CI: an interrupt py4j logged and lost, and a run that went on.
 
 So :func:`stop_requested` records the signal and raises ``KeyboardInterrupt`` only when the main
 thread is not inside py4j; inside it, the call finishes and the wait loop's check
