@@ -29,12 +29,18 @@ class MockKafka:
         self, topic: str, values: list[bytes], partitions: int = 4, keys: list[str] | None = None
     ) -> None:
         for i, value in enumerate(values):
-            self.producer.produce(
-                topic, value=value, partition=i % partitions, key=None if keys is None else keys[i]
-            )
+            key = None if keys is None else keys[i]
+            while True:
+                try:
+                    self.producer.produce(topic, value=value, partition=i % partitions, key=key)
+                    break
+                except BufferError:
+                    # librdkafka's local queue (100,000 messages) is full: on a loaded box the
+                    # broker acknowledges slower than this loop produces. Wait for deliveries.
+                    self.producer.poll(0.5)
             if i % 10_000 == 0:
                 self.producer.poll(0)
-        assert self.producer.flush(30) == 0
+        assert self.producer.flush(60) == 0
 
     def stop(self) -> None:
         """The broker goes away (the mock cluster lives in its holder client)."""
