@@ -168,6 +168,43 @@ def test_a_batch_whose_commit_log_failed_after_its_writers_commit_is_replayed_wi
     assert _tidal_counts(out) == EXPECTED  # window 3: 41 before the failure, 42..45 in the replay
 
 
+def _closed_through(commits: Path) -> float:
+    """The watermark (s) Spark's commit log holds for the query's next batch (0 with none)."""
+    import json
+
+    marks = [0.0]
+    for log in commits.glob("[0-9]*"):
+        body = log.read_text().splitlines()
+        if len(body) > 1:
+            marks.append(json.loads(body[1]).get("nextBatchWatermarkMs", 0) / 1000)
+    return max(marks)
+
+
+def test_a_restart_after_the_batch_that_moved_the_watermark_closes_its_windows_with_no_new_input(
+    spark, tmp_path
+):
+    """Spark closes the windows a batch's watermark passed in the *next* batch, a no-data batch,
+    and a restarted query runs none until a message comes. A SIGKILL between the two (it hit in
+    CI) left the last windows waiting for a message that never came. Made certain here: the first
+    run has Spark's no-data batches off, so its last batch moves the watermark and nothing closes."""
+    lines = tmp_path / "events.txt"
+    _write(lines, [*STAGE_1, *((T0 + 26 + i, 42 + i) for i in range(4)), (T0 + 100, 1000)])
+    out = tmp_path / "run" / "out.jsonl"
+    commits = tmp_path / "run" / "checkpoints" / "count" / "commits"
+    spec = _spec(lines)
+    spark.conf.set("spark.sql.streaming.noDataMicroBatches.enabled", "false")
+    try:
+        with PipelineRun(spec, tmp_path / "run", spark=spark, trigger_seconds=0.25) as run:
+            run.wait(180, until=lambda: _closed_through(commits) >= T0 + 100)
+    finally:
+        spark.conf.unset("spark.sql.streaming.noDataMicroBatches.enabled")
+    assert len(_tidal_counts(out)) < len(EXPECTED), "the windows closed with no-data batches off"
+    with PipelineRun(spec, tmp_path / "run", spark=spark, trigger_seconds=0.25) as run:
+        run.wait(180, until=lambda: len(_tidal_counts(out)) >= len(EXPECTED))
+        time.sleep(2)  # a window written twice would show up by now
+    assert _tidal_counts(out) == EXPECTED
+
+
 @pytest.mark.long
 def test_a_sigkilled_reduce_resumes_from_its_state_and_delivers_every_window_once(tmp_path):
     import json

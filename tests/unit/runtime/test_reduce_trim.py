@@ -53,10 +53,10 @@ def test_the_input_is_trimmed_at_the_writers_commit_only_when_no_state_needs_it(
     reader = RowsReader(config)
     writer = ReduceWriter(config) if udf is REDUCE else VertexWriter(config)
     end = _one_batch(config, reader, writer)
-    assert end == {"seq": 10}
+    assert end["seq"] == 10
     assert store.open("v-in").committed() == (10 if writer_trims else 0)
     # Spark's next trigger, after the commit log: it asks for offsets from the batch's end.
-    assert reader.latestOffset(end) == {"seq": 20}
+    assert reader.latestOffset(end)["seq"] == 20
     assert store.open("v-in").committed() == 10  # the reduce's batch is trimmed now, the map's was
     stats = store.open("v-in").stats()
     assert (stats.pending, stats.length) == (20, 20)  # an idle reduce counts no finished batch
@@ -69,3 +69,21 @@ def test_a_reduce_trims_each_batch_once_and_never_backwards(tmp_path):
     reader.latestOffset({"seq": 20})  # an idle trigger: nothing more to trim
     reader.latestOffset({"seq": 10})  # a start behind (a restarted query's first plan): no-op
     assert store.open("v-in").committed() == 20
+
+
+def test_a_reduce_asks_for_one_batch_at_each_start_and_no_more(tmp_path):
+    """Spark runs a batch when the offsets move: a new reduce reader's first offset counts one
+    more start (``wake``), even with no input, so the windows the last batch's watermark passed
+    close after a restart; later offsets keep it, so an idle reduce runs no batch."""
+    config, _ = _vertex(tmp_path, REDUCE)
+    start = {"seq": 30}  # everything read: the input has nothing new
+    reader = RowsReader(config)
+    first = reader.latestOffset(start)
+    assert first == {"seq": 30, "wake": 1}  # differs from the start: Spark runs a batch
+    assert reader.partitions(start, first) == []  # an empty one
+    assert reader.latestOffset(first) == first  # idle from then on: no batch
+    restarted = RowsReader(config)
+    assert restarted.latestOffset(first) == {"seq": 30, "wake": 2}
+    assert RowsReader(config).latestOffset({"seq": 20, "wake": 2})["seq"] == 30  # input moves it as ever
+    mapped, _ = _vertex(tmp_path / "map", MAP)
+    assert RowsReader(mapped).latestOffset(start) == start  # a stateless vertex runs no empty batch
