@@ -351,3 +351,34 @@ def test_one_sqlite_store_used_from_several_threads_at_once(tmp_path):
     assert failures == []
     assert buffer.stats().last_seq == 800
     store.close()
+
+
+def test_jetstream_publishes_a_batch_again_when_no_server_took_it(nats_server, monkeypatch):
+    """'No responders' says no server took the message (seen on the rig, under load, on a new
+    stream's first append): the batch is published again, and stored once. The fault is injected
+    into the real connection's first publish; the server and every other call are real."""
+    import nats.errors
+
+    from tidal.isb.jetstream import JetStreamStore
+
+    store = JetStreamStore(nats_server.url, "answered")
+    try:
+        buf = store.create("late")
+        connection = store.nc
+        real = connection.request
+        refused: list[str] = []
+
+        async def first_refused(subject, *args, **kwargs):
+            if not refused and not subject.startswith("$JS."):  # the publish, not an API call
+                refused.append(subject)
+                raise nats.errors.NoRespondersError
+            return await real(subject, *args, **kwargs)
+
+        monkeypatch.setattr(connection, "request", first_refused)
+        result = buf.append(*payloads(50))
+        assert refused, "the fault was not injected"
+        assert (result.appended, result.first_seq, result.last_seq) == (50, 1, 50)
+        assert [m[1] for m in buf.read(0, 100)] == [f"m-{i}" for i in range(50)]  # each once
+    finally:
+        store.drop("late")
+        store.close()

@@ -57,6 +57,9 @@ class Store(Protocol):
 __all__ = ["JetStreamBuffer"]
 
 _ATOMIC_MAX = 1000
+# How long an append publishes again through "no responders" (:meth:`JetStreamBuffer._atomic_answered`):
+# within the store's wait for one call (3 × REQUEST_TIMEOUT), with room for the publish itself.
+_NO_RESPONDER_SECONDS = REQUEST_TIMEOUT
 _GAP_RETRIES = 20  # reads of a range that came back short (about 20 s in all, see _range)
 _ERR_DUPLICATE_IN_BATCH = 10201
 _ERR_MAX_MESSAGES = 10077
@@ -150,7 +153,7 @@ class JetStreamBuffer:
             chunk_p, chunk_i = payloads[i : i + _ATOMIC_MAX], ids[i : i + _ATOMIC_MAX]
             chunk_d = dedup[i : i + _ATOMIC_MAX] if dedup is not None else None
             chunk_s = stamps[i : i + _ATOMIC_MAX]
-            result = await self._atomic(chunk_p, chunk_i, chunk_d, chunk_s)
+            result = await self._atomic_answered(chunk_p, chunk_i, chunk_d, chunk_s)
             if result is None:  # the chunk holds a known id: publish one by one, skipping duplicates
                 result = await self._singles(chunk_p, chunk_i, chunk_d, chunk_s)
             if result.appended:
@@ -181,6 +184,27 @@ class JetStreamBuffer:
         headers = {"Nats-Msg-Id": ids[j]} if dedup is None else {"Nats-Msg-Id": dedup[j], "Tidal-Id": ids[j]}
         headers.update(stamps[j])
         return headers
+
+    async def _atomic_answered(
+        self, payloads: list[bytes], ids: list[str], dedup: list[str] | None, stamps: list[dict[str, str]]
+    ) -> AppendResult | None:
+        """:meth:`_atomic`, published again (a new batch) while the server answers "no
+        responders". That answer says no server took the request, so nothing was stored and
+        publishing again is exact: unlike a timeout, which may hide a stored batch (a failed
+        append fails the task, and Spark's retry de-duplicates by id). It comes while a new
+        stream's subject reaches the server the client is on, or while a stream elects a leader:
+        seen under load on the multi-host rig, on the first append to a stream of three replicas
+        with one behind a slow, lossy link."""
+        from nats.errors import NoRespondersError
+
+        deadline = time.monotonic() + _NO_RESPONDER_SECONDS
+        while True:
+            try:
+                return await self._atomic(payloads, ids, dedup, stamps)
+            except NoRespondersError:
+                if time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(0.25)
 
     async def _atomic(
         self, payloads: list[bytes], ids: list[str], dedup: list[str] | None, stamps: list[dict[str, str]]

@@ -19,7 +19,9 @@ calls (reads, state, purges) through them for up to ``FAILOVER_SECONDS``. Making
 retried too while the cluster answers "no suitable peers for placement, peer offline": a
 server that is restarting, or not yet seen by the meta leader, comes back within seconds; a
 cluster with too few servers is refused at once. Appends are not retried here: a failed append
-fails the task, Spark runs it again, and the ids de-duplicate it.
+fails the task, Spark runs it again, and the ids de-duplicate it. The one exception is "no
+responders", which says no server took the message: the buffer publishes that batch again
+(``JetStreamBuffer._atomic_answered``).
 """
 
 from __future__ import annotations
