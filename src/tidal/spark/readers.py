@@ -124,7 +124,7 @@ class BufferReader(RangeReader):
         the commit log of the batch that read the stream's last message has the watermark (from
         the commit log) but runs no batch until a message comes, so its last windows would wait
         for one. The test that SIGKILLs a reduce mid-run hung this way in CI when the kill fell
-        between the two batches. The extra batch is empty (``start..start``), once per start."""
+        between the two batches. Once per start; with no input waiting, the batch is empty."""
         if self._woken:
             return start.get(WAKE, 0)
         self._woken = True

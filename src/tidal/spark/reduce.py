@@ -25,10 +25,10 @@ result is written when the watermark passes the window's end, and a message olde
 watermark is dropped (counted by Spark as ``numRowsDroppedByWatermark``). Numaflow's watermark is
 the smallest event time still to come from upstream, and it moves on in an idle pipeline; Spark's
 moves only with new messages, so the last window of a stream closes when a later message comes.
+With in-order sources (the generator, HTTP, a Sourcer with rising event times) the two agree.
 Spark closes windows in the batch after the one that moved the watermark; a restarted query would
 run that batch only when a message comes, so a reduce's reader asks for one batch at each start
 (:meth:`tidal.spark.readers.BufferReader._wake`).
-With in-order sources (the generator, HTTP, a Sourcer with rising event times) the two agree.
 
 **The handler** is pynumaflow's ``Reducer`` (a class, built per key and window with
 ``reduceArgs``, as ``ReduceAsyncServer(cls, init_args=...)`` builds it) or a reduce function,
