@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tidal.spark.kafka_sink import produce
+
 
 class MockKafka:
     def __init__(self) -> None:
@@ -30,14 +32,7 @@ class MockKafka:
     ) -> None:
         for i, value in enumerate(values):
             key = None if keys is None else keys[i]
-            while True:
-                try:
-                    self.producer.produce(topic, value=value, partition=i % partitions, key=key)
-                    break
-                except BufferError:
-                    # librdkafka's local queue (100,000 messages) is full: on a loaded box the
-                    # broker acknowledges slower than this loop produces. Wait for deliveries.
-                    self.producer.poll(0.5)
+            produce(self.producer, topic, value=value, partition=i % partitions, key=key)
             if i % 10_000 == 0:
                 self.producer.poll(0)
         assert self.producer.flush(60) == 0

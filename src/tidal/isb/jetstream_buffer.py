@@ -149,11 +149,12 @@ class JetStreamBuffer:
             raise errors.BufferFull(self._name, state.messages, len(payloads), self._limits.max_length)
         first = last = 0
         appended = duplicates = 0
+        answer_by = time.monotonic() + _NO_RESPONDER_SECONDS  # for the whole append, every chunk
         for i in range(0, len(payloads), _ATOMIC_MAX):
             chunk_p, chunk_i = payloads[i : i + _ATOMIC_MAX], ids[i : i + _ATOMIC_MAX]
             chunk_d = dedup[i : i + _ATOMIC_MAX] if dedup is not None else None
             chunk_s = stamps[i : i + _ATOMIC_MAX]
-            result = await self._atomic_answered(chunk_p, chunk_i, chunk_d, chunk_s)
+            result = await self._atomic_answered(answer_by, chunk_p, chunk_i, chunk_d, chunk_s)
             if result is None:  # the chunk holds a known id: publish one by one, skipping duplicates
                 result = await self._singles(chunk_p, chunk_i, chunk_d, chunk_s)
             if result.appended:
@@ -186,7 +187,12 @@ class JetStreamBuffer:
         return headers
 
     async def _atomic_answered(
-        self, payloads: list[bytes], ids: list[str], dedup: list[str] | None, stamps: list[dict[str, str]]
+        self,
+        deadline: float,
+        payloads: list[bytes],
+        ids: list[str],
+        dedup: list[str] | None,
+        stamps: list[dict[str, str]],
     ) -> AppendResult | None:
         """:meth:`_atomic`, published again (a new batch) while the server answers "no
         responders". That answer says no server took the request, so nothing was stored and
@@ -194,10 +200,9 @@ class JetStreamBuffer:
         append fails the task, and Spark's retry de-duplicates by id). It comes while a new
         stream's subject reaches the server the client is on, or while a stream elects a leader:
         seen under load on the multi-host rig, on the first append to a stream of three replicas
-        with one behind a slow, lossy link."""
+        with one behind a slow, lossy link. Until ``deadline`` (monotonic), one for the whole append."""
         from nats.errors import NoRespondersError
 
-        deadline = time.monotonic() + _NO_RESPONDER_SECONDS
         while True:
             try:
                 return await self._atomic(payloads, ids, dedup, stamps)

@@ -78,14 +78,20 @@ class KafkaSink:
             headers = [("tidal-id", message_id.encode())]
             if errors:
                 headers.append(("tidal-error", errors[i].encode()))
-            while True:
-                try:
-                    producer.produce(self.spec.topic, value=payload, key=self._key(message_id, payload),
-                                     headers=headers, on_delivery=delivered)  # fmt: skip
-                    break
-                except BufferError:  # the local queue is full: let deliveries drain it
-                    producer.poll(0.1)
+            produce(producer, self.spec.topic, value=payload, key=self._key(message_id, payload),
+                    headers=headers, on_delivery=delivered)  # fmt: skip
         return int(producer.flush(60))
 
     def commit(self, batch_id: int, parts: Sequence[Any]) -> None:
         return None
+
+
+def produce(producer: Any, topic: str, **message: Any) -> None:
+    """``producer.produce``, waiting while librdkafka's local queue is full (``BufferError``):
+    a broker that acknowledges slower than the loop produces fills it, most of all on a busy box."""
+    while True:
+        try:
+            producer.produce(topic, **message)
+            return
+        except BufferError:  # let deliveries drain it
+            producer.poll(0.1)
