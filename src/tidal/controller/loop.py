@@ -109,6 +109,7 @@ class Controller:
         # Ticks and the writes that come from outside (a scale, a pause, a retune) take turns.
         self._lock = threading.RLock()
         self.paused = False  # no decisions while a pipeline is paused
+        self._last_tick: float | None = None
 
     def decisions(self) -> Mapping[str, Decision | None]:
         """The latest decision per vertex (``None`` before the first tick)."""
@@ -228,6 +229,7 @@ class Controller:
             v.last = decision
             self.events.record(decision)
             out.append(decision)
+        self._last_tick = now
         return out
 
     def idle_for(self, now: float) -> Mapping[str, float]:
@@ -238,6 +240,19 @@ class Controller:
                 name: 0.0 if v.active_at is None else max(0.0, now - v.active_at)
                 for name, v in self._vertices.items()
             }
+
+    def progress(self) -> tuple[float, float, float] | None:
+        """``(at, delivered, pending)`` at the last tick: messages the sinks (and MonoVertices)
+        have processed so far, and messages pending across the vertices then — what the
+        executor allocator measures each executor count by
+        (:class:`~tidal.scaling.executor_payoff.ExecutorPayoff`). ``None`` before the first tick."""
+        with self._lock:
+            if self._last_tick is None:
+                return None
+            sinks = (VertexKind.SINK, VertexKind.MONOVERTEX)
+            delivered = sum(v.processed or 0.0 for v in self._vertices.values() if v.kind in sinks)
+            waiting = (v.rater.latest_pending() for v in self._vertices.values())
+            return self._last_tick, delivered, sum(max(0.0, p) for p in waiting if p is not None)
 
     def stuck(self, now: float) -> Mapping[str, float | None]:
         """Per vertex, for how long it has been stuck (pending, nothing processed), or ``None``."""

@@ -33,6 +33,7 @@ from enum import StrEnum
 from typing import Any
 
 from tidal.errors import require
+from tidal.scaling.executor_payoff import Payoff
 
 __all__ = [
     "Executor",
@@ -74,6 +75,7 @@ class ExecutorBounds:
     max: int = 8
     shrink_wait: float = 30.0  # seconds a shrink waits for an idle executor before killing a busy one
     idle_seconds: float = 10.0  # a vertex with no backlog that processed nothing this long needs no slot
+    payoff: float = 0.25  # the share of one executor's delivery the next must add (0: no cap)
 
     def __post_init__(self) -> None:
         require(
@@ -101,6 +103,9 @@ class ExecutorBounds:
             f"{self.idle_seconds} is negative",
             "use 0 or more",
         )
+        require(
+            self.payoff >= 0, "cluster.executorPayoff", f"{self.payoff} is negative", "use 0 (off) or more"
+        )
 
     @classmethod
     def of(cls, cluster: Any) -> ExecutorBounds:
@@ -111,6 +116,7 @@ class ExecutorBounds:
             cluster.max_executors,
             cluster.shrink_wait_seconds,
             cluster.executor_idle_seconds,
+            cluster.executor_payoff,
         )
 
     def needed(self, replicas: int) -> int:
@@ -164,6 +170,7 @@ def decide_executors(
     backoff_until: float | None = None,
     backoff_why: str = "",
     idle: Mapping[str, int] | None = None,
+    payoff: Payoff | None = None,
 ) -> ExecutorDecision:
     """The allocator's decision at ``now``.
 
@@ -174,10 +181,14 @@ def decide_executors(
     ``backoff_until``: executors failed to start (``backoff_why``), so until then no more than
     the registered ones are asked for — a standalone master relaunches a failing executor at once,
     for ever, while more are wanted (measured: 349 launches in 6 s with a bad JVM option).
+    ``payoff``: where one more executor was measured not to pay
+    (:class:`~tidal.scaling.executor_payoff.ExecutorPayoff`), no more than its cap are asked for.
     """
     resting = sum((idle or {}).values())
     working = replicas - resting
-    target = bounds.needed(working)
+    needed = bounds.needed(working)
+    cap = None if payoff is None or payoff.cap is None else max(bounds.min, payoff.cap)
+    target = needed if cap is None else min(needed, cap)
     registered = len(executors)
     inputs = {
         "replicas": replicas,
@@ -189,16 +200,20 @@ def decide_executors(
         "requested": requested,
         "busy": sum(1 for e in executors if e.active_tasks > 0),
     }
+    if payoff is not None and payoff.rates:
+        inputs["delivered_per_executors"] = {str(k): rate for k, rate, _ in payoff.rates}
     head = f"Σ replicas {replicas}"
     if resting:
         names = ", ".join(f"{n} {r}" for n, r in sorted((idle or {}).items()))
         quiet = f"nothing pending or processed for {bounds.idle_seconds:g} s"
         head += f", {resting} of them idle ({names}: {quiet})"
-    head += f" on {bounds.cores}-core executors → {_executors(target)}"
-    if target == bounds.max and math.ceil(working / bounds.cores) > bounds.max:
+    head += f" on {bounds.cores}-core executors → {_executors(needed)}"
+    if needed == bounds.max and math.ceil(working / bounds.cores) > bounds.max:
         head += f" (maxExecutors {bounds.max})"
-    elif target == bounds.min and math.ceil(working / bounds.cores) < bounds.min:
+    elif needed == bounds.min and math.ceil(working / bounds.cores) < bounds.min:
         head += f" (minExecutors {bounds.min})"
+    if target < needed and payoff is not None:
+        head += f", capped at {target}: {payoff.reason}"
 
     def result(rule: ExecutorRule, reason: str, kill: tuple[str, ...] = ()) -> ExecutorDecision:
         return ExecutorDecision(now, rule, replicas, registered, requested, target, kill, reason, inputs)

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from tidal import errors
+from tidal.scaling.executor_payoff import ExecutorPayoff, Payoff
 from tidal.scaling.executors import (
     Executor,
     ExecutorBounds,
@@ -158,6 +159,10 @@ class ExecutorAllocator:
         # Per vertex, for how long it has had nothing to do (the controller's ``idle_for``, set
         # once the controller exists): an idle vertex's replicas need no executor.
         self.idle_for: Callable[[float], Mapping[str, float]] | None = None
+        # What the sinks delivered and what is pending, at the controller's last tick (its
+        # ``progress``): whether one more executor pays.
+        self.progress: Callable[[], tuple[float, float, float] | None] | None = None
+        self._payoff = ExecutorPayoff()
 
     # -- the loop ------------------------------------------------------------------------------
 
@@ -210,9 +215,10 @@ class ExecutorAllocator:
         with self._lock:
             self._ready = ready_slots(wanted, sum(e.cores for e in executors), idle)
         self._notice_failed_starts(now)
+        payoff = self._judge_payoff(now, sum(wanted.values()) - sum(idle.values()), len(executors))
         decision = decide_executors(
             now, sum(wanted.values()), executors, self.requested, self.bounds, self._shrink_since,
-            self._backoff_until, self._backoff_why, idle,
+            self._backoff_until, self._backoff_why, idle, payoff,
         )  # fmt: skip
         wants_fewer = decision.target < len(executors)
         self._shrink_since = (self._shrink_since or now) if wants_fewer else None
@@ -234,6 +240,20 @@ class ExecutorAllocator:
         return decision
 
     # -- what it watches -----------------------------------------------------------------------
+
+    def _judge_payoff(self, now: float, working: int, registered: int) -> Payoff | None:
+        """Whether one more executor pays, from what the controller saw at its last tick
+        (:class:`~tidal.scaling.executor_payoff.ExecutorPayoff`); ``None`` when it is off."""
+        if self.progress is None or self.bounds.payoff == 0:
+            return None
+        self._payoff.payoff = self.bounds.payoff  # a live edit of the bounds takes effect here
+        seen = self.progress()
+        if seen is not None:
+            at, delivered, pending = seen
+            self._payoff.observe(
+                at, registered, delivered, pending, self.bounds.needed(working) >= registered
+            )
+        return self._payoff.judge(now)
 
     def _check_hosts(self, executors: list[Executor]) -> None:
         if self._backend != "sqlite" or self.error is not None:

@@ -238,6 +238,7 @@ class PipelineRun:
         self.controller.paused = self.control.phase() != "Running"  # paused: no decisions until resumed
         if self.allocator is not None:  # an idle vertex's replicas hold no executor
             self.allocator.idle_for = self.controller.idle_for
+            self.allocator.progress = self.controller.progress  # does one more executor pay?
         self.controller.start(ready=self.warm)
         log.info(
             "pipeline %s running: %d vertices in %d queries, run directory %s%s",

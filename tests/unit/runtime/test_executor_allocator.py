@@ -144,3 +144,34 @@ def test_executors_go_when_a_vertex_has_had_nothing_to_do_for_idle_seconds_and_c
     quiet["enrich"] = 0.0  # a wave again
     assert str(alloc.tick(4.0).rule) == "grow" and cluster.target == 4
     assert alloc.ready() == {"src": 0, "enrich": 2}  # one executor's two cores, shared as ever
+
+
+def test_an_executor_that_did_not_pay_is_let_go_and_not_asked_for_again(tmp_path):
+    """The controller's progress says what the sinks delivered: a 2nd executor that added
+    nothing is killed and, while that is remembered, not asked for again."""
+    cluster, wanted = FakeCluster(), {"a": 4}
+    delivered, t = [0.0], [0.0]
+    alloc = ExecutorAllocator(
+        cluster, ExecutorBounds(cores=2, min=1, max=2), lambda: wanted, tmp_path / "x.jsonl"
+    )
+    alloc.progress = lambda: (t[0], delivered[0], 50_000.0)  # a deep backlog throughout
+    alloc.requested = 2
+    cluster.request_total(2)
+    cluster.arrive(0.0)
+    lone = next(iter(cluster.executors))
+    cluster.kill([i for i in cluster.executors if i != lone])  # one registered, one on its way
+    for _ in range(20):  # 20 s at one executor: 500/s
+        t[0] += 1.0
+        delivered[0] += 500.0
+        alloc.tick(t[0])
+    cluster.arrive(t[0])
+    for _ in range(20):  # 20 s at two: still 500/s
+        t[0] += 1.0
+        delivered[0] += 500.0
+        decision = alloc.tick(t[0])
+    assert decision.target == 1 and len(cluster.executors) == 1
+    assert "capped at 1: a 2nd executor added 0%: 500/s → 500/s" in decision.reason
+    t[0] += 1.0
+    assert alloc.tick(t[0]).target == 1 and cluster.target == 1
+    logged = read_executor_log(tmp_path / "x.jsonl")["decision"]
+    assert any("capped at 1" in d["reason"] and d["kill"] for d in logged)
