@@ -242,15 +242,17 @@ class Controller:
             }
 
     def progress(self) -> tuple[float, float, float] | None:
-        """``(at, delivered, pending)`` at the last tick: messages the sinks (and MonoVertices)
-        have processed so far, and messages pending across the vertices then — what the
-        executor allocator measures each executor count by
-        (:class:`~tidal.scaling.executor_payoff.ExecutorPayoff`). ``None`` before the first tick."""
+        """``(at, delivered, pending)`` at the last tick: messages the last vertices of the graph
+        (sinks, MonoVertices, chains that end in a sink) have processed so far, and messages
+        pending across the vertices then — what the executor allocator measures each executor
+        count by (:class:`~tidal.scaling.executor_payoff.ExecutorPayoff`). ``None`` before the
+        first tick."""
         with self._lock:
             if self._last_tick is None:
                 return None
-            sinks = (VertexKind.SINK, VertexKind.MONOVERTEX)
-            delivered = sum(v.processed or 0.0 for v in self._vertices.values() if v.kind in sinks)
+            feeding = {e.from_ for e in self.spec.edges}
+            last = (v for name, v in self._vertices.items() if name not in feeding)
+            delivered = sum(v.processed or 0.0 for v in last)
             waiting = (v.rater.latest_pending() for v in self._vertices.values())
             return self._last_tick, delivered, sum(max(0.0, p) for p in waiting if p is not None)
 

@@ -23,7 +23,7 @@ from tidal.spec.model import PipelineSpec
 __all__ = ["LIVE_FIELDS", "changes", "restart_needed", "restart_refused"]
 
 # The executor settings a running pipeline takes without a restart (the allocator's bounds).
-LIVE_CLUSTER = ("minExecutors", "maxExecutors", "shrinkWaitSeconds", "executorIdleSeconds")
+LIVE_CLUSTER = ("minExecutors", "maxExecutors", "shrinkWaitSeconds", "executorIdleSeconds", "executorPayoff")
 # What a live edit may change; everything else in the spec needs a restart.
 LIVE_FIELDS = (
     "vertices[].scale",

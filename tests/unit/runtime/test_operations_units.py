@@ -17,6 +17,7 @@ from tidal.scaling import Rule
 from tidal.spark import rundir
 from tidal.spark.udf import Transform, UdfTimeout
 from tidal.spec import parse_pipeline
+from tidal.spec.chains import folded, plan_chains
 from tidal.spec.model import UdfSpec
 from tidal.testing import BufferRig
 
@@ -103,6 +104,29 @@ def test_a_vertex_with_pending_and_no_progress_is_reported_stuck_then_unstuck_ne
         controller.tick(1050.0)
         assert controller.stuck(1050.0)["work"] is None
         assert any(d.rule == Rule.UNSTUCK for d in EventLog(tmp_path / "e").read())
+
+
+def test_the_controller_says_what_the_last_vertices_delivered_and_what_is_pending(tmp_path):
+    """``progress``: what the executor allocator measures each executor count by — messages the
+    graph's last vertices processed (here ``work``, which ends in the sink ``out`` chained into
+    its query), messages pending anywhere, at the last tick."""
+    document = _pipeline(scale={"max": 6})
+    document["vertices"][0]["scale"] = {"max": 3}  # gen scales on its own: work → out is the chain
+    spec = parse_pipeline(document)
+    controlled = folded(spec, plan_chains(spec))
+    assert [v.name for v in controlled.vertices] == ["gen", "work"]
+    with BufferRig(tmp_path) as rig:
+        rig.buffer("work")
+        rig.fill("work", 3000)
+        controller = Controller(
+            controlled, StoreProbe(controlled, rig.store, rig.control), rig.control, EventLog(tmp_path / "e")
+        )
+        assert controller.progress() is None  # before the first tick
+        rig.control.record_batch("gen", 0, tasks=1, rows=40)  # feeds work: not delivered
+        rig.control.record_batch("work", 0, tasks=1, rows=25)
+        controller.tick(1000.0)
+        at, delivered, pending = controller.progress() or (0.0, 0.0, 0.0)
+        assert (at, delivered) == (1000.0, 25.0) and pending >= 3000
 
 
 def test_the_controller_waits_for_the_queries_warm_up_before_deciding(tmp_path):
