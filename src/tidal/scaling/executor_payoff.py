@@ -13,8 +13,9 @@ its sinks for each count of registered executors, from ``settle`` seconds after 
 changed (a new executor's first tasks start its Python workers), while the backlog would keep
 them busy for ``backlog_seconds`` more. The ``k + 1``-th executor
 *pays* when it raised the delivered rate by at least ``payoff`` of what one executor delivered
-at ``k``: with ``payoff`` 0.25, the second must add 25 %, the third 12.5 %, the fourth 8.3 %.
-The cap is the smallest ``k`` whose next executor was measured and did not pay; the allocator
+at ``k``: with ``payoff`` 0.25, the second must add 25 %, the third 12.5 %, the fourth 8.3 %
+(``j - k`` more executors, as many times that). The cap is the smallest ``k`` whose next
+measured count did not pay; the allocator
 asks for no more than that, and the reason says what was measured ("a 3rd executor added 2 %:
 655/s → 668/s delivered while executors were the limit; paying needs 12 %").
 
@@ -32,6 +33,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
+from itertools import pairwise
 
 __all__ = ["ExecutorPayoff", "Payoff"]
 
@@ -122,23 +124,26 @@ class ExecutorPayoff:
         return sum(s.delivered for s in spans) / seconds, seconds
 
     def judge(self, now: float) -> Payoff:
-        """The smallest count whose next executor was measured and did not pay, with the numbers."""
-        counts = sorted(k for k in self._spans if k >= 1)
-        measured = {k: r for k in counts if (r := self.rate(now, k)) is not None}
+        """The smallest measured count whose next measured count did not pay, with the numbers.
+
+        Counts are compared in order of those measured, so a policy that adds two executors at a
+        time (Numaflow's steps of two replicas, dynamic allocation's doubling) is judged too: the
+        ``j - k`` executors from ``k`` to ``j`` pay when they add ``payoff × (j - k)`` of one
+        executor's delivery at ``k``."""
+        measured = {k: r for k in sorted(self._spans) if k >= 1 and (r := self.rate(now, k)) is not None}
         rates = tuple((k, round(r[0], 1), round(r[1], 1)) for k, r in measured.items())
         if self.payoff == 0:
             return Payoff(None, "", rates)
-        for k in sorted(measured):
-            if k + 1 not in measured:
-                continue
-            at_k, at_next = measured[k][0], measured[k + 1][0]
-            needed = self.payoff * at_k / k
-            if at_next - at_k < needed:
-                gain, share = (at_next - at_k) / at_k, needed / at_k  # at_k > 0: else needed is 0
+        for k, j in pairwise(measured):
+            at_k, at_j = measured[k][0], measured[j][0]
+            needed = self.payoff * (j - k) * at_k / k
+            if at_j - at_k < needed:
+                gain, share = (at_j - at_k) / at_k, needed / at_k  # at_k > 0: else needed is 0
+                more = f"a {_ordinal(j)} executor" if j == k + 1 else f"{j - k} more executors ({j})"
                 reason = (
-                    f"a {_ordinal(k + 1)} executor added {gain:.0%}: {at_k:,.0f}/s → {at_next:,.0f}/s "
-                    f"delivered while executors were the limit; paying needs {share:.0%} "
-                    f"(cluster.executorPayoff {self.payoff:g}) → at most {k}"
+                    f"{more} added {gain:.0%}: {at_k:,.0f}/s → {at_j:,.0f}/s delivered while executors "
+                    f"were the limit; paying needs {share:.0%} (cluster.executorPayoff {self.payoff:g}) "
+                    f"→ at most {k}"
                 )
                 return Payoff(k, reason, rates)
         return Payoff(None, "", rates)

@@ -111,6 +111,20 @@ def test_the_cap_is_the_first_count_whose_next_executor_added_less_than_its_shar
     assert cap == expected
 
 
+def test_a_jump_of_two_executors_is_judged_on_twice_the_share():
+    p = ExecutorPayoff(payoff=0.25)
+    now = climb(p, {2: 240.0, 4: 250.0})  # never measured at 3: Numaflow's steps of two replicas
+    judged = p.judge(now)
+    assert judged.cap == 2
+    assert (
+        judged.reason.startswith("2 more executors (4) added 4%: 240/s → 250/s")
+        and "needs 25%" in judged.reason
+    )
+    assert ExecutorPayoff(payoff=0.25).judge(climb(ExecutorPayoff(), {})).cap is None
+    paying = ExecutorPayoff(payoff=0.25)
+    assert paying.judge(climb(paying, {2: 240.0, 4: 310.0})).cap is None  # +29 % ≥ 25 %
+
+
 def ex(id_: str, active: int = 0, added: float = 0.0) -> Executor:
     return Executor(id_, "127.0.0.1", 2, active_tasks=active, added_at=added)
 
