@@ -7,17 +7,16 @@ next executor often adds little: the hosts are shared (on the benchmark's rig fo
 workers share one 2-core machine), a sink or a broker is the bottleneck, a stage is skewed onto
 a few partitions. The executor is paid for all the same.
 
-:class:`ExecutorPayoff` measures it. While executors are the limit (messages are pending and
-the replicas want at least the executors registered), it adds up what the pipeline delivered at
-its sinks for each count of registered executors, from ``settle`` seconds after the count last
-changed (a new executor's first tasks start its Python workers), while the backlog would keep
-them busy for ``backlog_seconds`` more. The ``k + 1``-th executor
-*pays* when it raised the delivered rate by at least ``payoff`` of what one executor delivered
-at ``k``: with ``payoff`` 0.25, the second must add 25 %, the third 12.5 %, the fourth 8.3 %
-(``j - k`` more executors, as many times that). The cap is the smallest ``k`` whose next
-measured count did not pay; the allocator
-asks for no more than that, and the reason says what was measured ("a 3rd executor added 2 %:
-655/s → 668/s delivered while executors were the limit; paying needs 12 %").
+:class:`ExecutorPayoff` measures it. While executors are the limit (the replicas want every
+registered executor, and the backlog would keep them busy for ``backlog_seconds`` more), it
+adds up what the pipeline delivered at its last vertices for each count of registered
+executors, from ``settle`` seconds after the count last changed (a new executor's first tasks
+start its Python workers). The ``k + 1``-th executor *pays* when it raised the delivered rate
+by at least ``payoff`` of what one executor delivered at ``k``: with ``payoff`` 0.25, the
+second must add 25 %, the third 12.5 %, the fourth 8.3 % (``j - k`` more executors, as many
+times that). The cap is the smallest ``k`` whose next measured count did not pay; the
+allocator asks for no more than that, and the reason says what was measured ("a 3rd executor
+added -42%: 108/s → 63/s delivered while executors were the limit; paying needs 12%").
 
 What was measured is forgotten after ``memory`` seconds, so a cap is tried again: the load, the
 cluster or the code may have changed, and a count that did not pay may pay now. A count is
