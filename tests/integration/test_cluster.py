@@ -32,7 +32,7 @@ controller: {{intervalSeconds: 0.5}}
 buffers: {{backend: {backend}}}
 # executorPayoff 0: these runs are about executors following replicas; the cap on executors
 # that do not pay has a test of its own (test_executors_that_add_nothing_…).
-cluster: {{executorCores: 1, minExecutors: 1, maxExecutors: 4, shrinkWaitSeconds: 5, executorPayoff: 0}}
+cluster: {{executorCores: 1, minExecutors: 1, maxExecutors: 4, executorPayoff: 0, shrinkWaitSeconds: 5}}
 vertices:
   - name: gen
     source:
@@ -412,6 +412,7 @@ def test_executors_that_die_before_registering_are_an_event_with_their_words_and
             "shrinkWaitSeconds: 5}", "shrinkWaitSeconds: 5, conf: {spark.executor.extraJavaOptions: -Xss1k}}"
         )
     )
+    assert "-Xss1k" in spec.read_text()  # the template still ends its cluster block that way
     run_dir = tmp_path / "run"
     proc = tidal(*run_args(spec, run_dir, cluster.master, "--master-ui", cluster.web))
     try:
