@@ -75,7 +75,7 @@ class ExecutorBounds:
     max: int = 8
     shrink_wait: float = 30.0  # seconds a shrink waits for an idle executor before killing a busy one
     idle_seconds: float = 10.0  # a vertex with no backlog that processed nothing this long needs no slot
-    payoff: float = 0.25  # the share of one executor's delivery the next must add (0: no cap)
+    payoff: float = 0.0  # the share of one executor's delivery the next must add (0: no cap)
 
     def __post_init__(self) -> None:
         require(

@@ -29,8 +29,9 @@ class ClusterSpec(_Model):
     # replicas stay): executors go when the work does, not a cooldown later (docs/cluster.md).
     executor_idle_seconds: float = Field(10.0, ge=0, le=86_400)
     # The next executor must raise what the sinks deliver, while executors are the limit, by
-    # this share of one executor's delivery, or no more are asked for (0: off; docs/cluster.md).
-    executor_payoff: float = Field(0.25, ge=0, le=10)
+    # this share of one executor's delivery, or no more are asked for (0, the default: off; try
+    # 0.25; docs/cluster.md).
+    executor_payoff: float = Field(0.0, ge=0, le=10)
     conf: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("conf")

@@ -152,7 +152,7 @@ def test_an_executor_that_did_not_pay_is_let_go_and_not_asked_for_again(tmp_path
     cluster, wanted = FakeCluster(), {"a": 4}
     delivered, t = [0.0], [0.0]
     alloc = ExecutorAllocator(
-        cluster, ExecutorBounds(cores=2, min=1, max=2), lambda: wanted, tmp_path / "x.jsonl"
+        cluster, ExecutorBounds(cores=2, min=1, max=2, payoff=0.25), lambda: wanted, tmp_path / "x.jsonl"
     )
     alloc.progress = lambda: (t[0], delivered[0], 50_000.0)  # a deep backlog throughout
     alloc.requested = 2
