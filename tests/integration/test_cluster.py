@@ -122,6 +122,9 @@ def test_raising_replicas_brings_executors_that_run_the_next_batches_lowering_ki
         wait_for(lambda: registered(run_dir) == 3, 120, "3 executors for 3 replicas", proc)
         time.sleep(8)
         wait_for(lambda: registered(run_dir) == 3, 60, "the extra executor killed", proc)
+        # Every step is Python: the executors' JVMs compile with C1 only (tidal.spark.jit).
+        commands = executor_commands(cluster.pids)
+        assert commands and all("-XX:TieredStopAtLevel=1" in c for c in commands), commands
         control = ControlStore(run_dir / "pipeline.db")
         grown_at = time.time()
         control.set_replicas("work", 2)  # Σ replicas 4 on 1-core executors → 4 executors
@@ -164,6 +167,19 @@ def test_raising_replicas_brings_executors_that_run_the_next_batches_lowering_ki
     code, text = output("events", str(run_dir), "--changes")
     text = " ".join(text.split())
     assert code == 0 and "(executors)" in text and "requesting 4" in text, text
+
+
+def executor_commands(worker_pids: list[int]) -> list[str]:
+    """The command lines of the executor JVMs these workers launched (their children)."""
+    commands = []
+    for pid in executor_pids():
+        try:
+            parent = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            if parent in worker_pids:
+                commands.append(Path(f"/proc/{pid}/cmdline").read_text().replace("\0", " "))
+        except (OSError, ValueError, IndexError):  # gone since pgrep listed it
+            continue
+    return commands
 
 
 def executor_pids() -> list[int]:

@@ -170,10 +170,13 @@ def run(master: str, shape: dict[str, Any], duration: float, out: Path, *, max_e
     from tidal.bench.latency import LatencyProbe, _read_probe
     from tidal.scaling.latency import pooled
     from tidal.spark import cds
+    from tidal.spark.jit import QUICK_OPTIONS
+    from tidal.spark.session import executor_java_options
 
-    # The class-data archive Tidal's JVMs get, for this job's too: its executors start as fast.
+    # The Java options Tidal's JVMs get for these steps (all Python: the class-data archive and
+    # C1 only), for this job's too: its executors start as fast.
     java = {"spark.driver.extraJavaOptions": cds.driver_options(),
-            "spark.executor.extraJavaOptions": cds.executor_options(master)}  # fmt: skip
+            "spark.executor.extraJavaOptions": executor_java_options(master, QUICK_OPTIONS)}  # fmt: skip
     builder = SparkSession.builder.appName("tidal-peer-dynamic-allocation").master(master)
     for key, value in {**dynamic_allocation_conf(max_executors, executor_cores, idle_timeout),
                        "spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2",

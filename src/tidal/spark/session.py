@@ -81,14 +81,12 @@ def check_master(master: str, timeout: float = 3.0) -> None:
         ) from None
 
 
-def cluster_conf(cluster: Any, master: str = "") -> dict[str, str]:
+def cluster_conf(cluster: Any, master: str = "", jit: str = "") -> dict[str, str]:
     """Spark settings for a pipeline on a cluster manager (``cluster:`` in the spec): Spark's
     dynamic allocation off (Tidal requests and kills executors), executor size, at most
     ``maxExecutors`` executors' cores, the driver's ``PYTHONPATH`` for the executors (the
-    pipeline's UDF modules), and the class-data archive for executors on this machine
-    (:mod:`tidal.spark.cds`), unless the spec's own ``conf`` sets their Java options."""
-    from tidal.spark import cds
-
+    pipeline's UDF modules), and the executors' Java options (:func:`executor_java_options`),
+    unless the spec's own ``conf`` sets them."""
     conf = {
         **cluster.conf,
         "spark.dynamicAllocation.enabled": "false",
@@ -99,10 +97,18 @@ def cluster_conf(cluster: Any, master: str = "") -> dict[str, str]:
     }
     if os.environ.get("PYTHONPATH"):
         conf["spark.executorEnv.PYTHONPATH"] = os.environ["PYTHONPATH"]
-    java = cds.executor_options(master)
+    java = executor_java_options(master, jit)
     if java and "spark.executor.extraJavaOptions" not in conf:
         conf["spark.executor.extraJavaOptions"] = java
     return conf
+
+
+def executor_java_options(master: str, jit: str = "") -> str:
+    """The executors' Java options: the class-data archive for workers on this machine
+    (:mod:`tidal.spark.cds`) and the JIT's (:mod:`tidal.spark.jit`)."""
+    from tidal.spark import cds
+
+    return " ".join(o for o in (cds.executor_options(master), jit) if o)
 
 
 def check_no_dynamic_allocation(spark: SparkSession) -> None:

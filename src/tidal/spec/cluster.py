@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field, field_validator, model_validator
 
 from tidal.spec.base import Model as _Model
@@ -32,6 +34,9 @@ class ClusterSpec(_Model):
     # this share of one executor's delivery, or no more are asked for (0, the default: off; try
     # 0.25; docs/cluster.md).
     executor_payoff: float = Field(0.0, ge=0, le=10)
+    # How the executors' JVMs compile: ``quick`` (C1 only: they start ~3 s sooner, JVM code runs
+    # slower), ``full``, or ``auto`` — quick unless a step or sink runs in the JVM (tidal.spark.jit).
+    executor_jit: Literal["auto", "quick", "full"] = "auto"
     conf: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("conf")
