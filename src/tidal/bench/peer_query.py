@@ -127,7 +127,7 @@ class _ExecutorWatch:
     """The registered executors every half second: the count over time, integrated."""
 
     def __init__(self, spark: Any) -> None:
-        from tidal.spark.executors import SparkExecutors
+        from tidal.spark.spark_executors import SparkExecutors
 
         self._executors = SparkExecutors(spark)
         self.timeline: list[tuple[float, int, int]] = []  # (at, executors, cores)

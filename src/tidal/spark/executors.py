@@ -1,12 +1,13 @@
 """Executors follow replicas: the allocator that runs beside the controller on a cluster manager.
 
 Every ``interval`` seconds it sums the replicas the controller set, lists the registered
-executors (Spark's status store, through py4j), asks :func:`~tidal.scaling.executors.decide_executors`
-what to do and does it: ``requestTotalExecutors`` (absolute: a relative request after a kill
-did nothing, measured) to grow, ``killExecutors`` on the chosen ids to shrink. Each decision
-that changes something, or whose rule differs from the last one written, is a line in
-``RUN_DIR/executors.jsonl``; so are each executor's start-up (request → registered → first task
-done) and every change of the registered count (the report's executor-seconds and panel).
+executors (Spark's status store, through py4j: :mod:`tidal.spark.spark_executors`), asks
+:func:`~tidal.scaling.executors.decide_executors` what to do and does it:
+``requestTotalExecutors`` (absolute: a relative request after a kill did nothing, measured) to
+grow, ``killExecutors`` on the chosen ids to shrink. Each decision that changes something, or
+whose rule differs from the last one written, is a line in ``RUN_DIR/executors.jsonl``; so are
+each executor's start-up (request → registered → first task done) and every change of the
+registered count (the report's executor-seconds and panel).
 
 It also says which replicas are ready: the registered executors' cores shared among the
 vertices (:func:`~tidal.scaling.executors.ready_slots`), which the probe uses to cap what the
@@ -41,64 +42,15 @@ from tidal.scaling.executors import (
     ready_slots,
 )
 from tidal.spark.executor_starts import StartFailures
+from tidal.spark.spark_executors import SparkExecutors
 
-__all__ = ["ExecutorAllocator", "SparkExecutors", "read_executor_log", "start_allocator"]
+__all__ = ["ExecutorAllocator", "read_executor_log", "start_allocator"]
 
 log = logging.getLogger("tidal.executors")
 
 KILL_TIMEOUT = 30.0  # seconds a killed executor may stay listed before it counts again
 FAILURES_EVERY = 2.0  # seconds between looks at the workers for executors that died starting
 BACKOFF_FIRST, BACKOFF_MAX = 5.0, 120.0  # seconds without asking for executors after failures
-
-
-class SparkExecutors:
-    """The py4j calls, nothing else: list, request a total, kill by id."""
-
-    def __init__(self, spark: Any) -> None:
-        self._sc = spark.sparkContext
-        self._jsc = self._sc._jsc.sc()
-        self._jvm = self._sc._jvm
-
-    def _java(self, seq: Any) -> Any:
-        return self._jvm.scala.jdk.javaapi.CollectionConverters.asJava(seq)
-
-    def registered(self) -> list[Executor]:
-        out = []
-        for e in self._java(self._jsc.statusStore().executorList(True)):
-            if e.id() == "driver":
-                continue
-            out.append(
-                Executor(
-                    id=str(e.id()),
-                    host=str(e.hostPort()).rsplit(":", 1)[0],
-                    cores=int(e.totalCores()),
-                    active_tasks=int(e.activeTasks()),
-                    completed_tasks=int(e.completedTasks()),
-                    added_at=e.addTime().getTime() / 1000.0,
-                )
-            )
-        return out
-
-    def removed(self) -> dict[str, str]:
-        """Executors Spark lists as gone, with its reason ("Worker lost", "Command exited with
-        code 137", …): the status store keeps them after they leave."""
-        out = {}
-        for e in self._java(self._jsc.statusStore().executorList(False)):
-            if e.id() != "driver" and not e.isActive():
-                reason = e.removeReason()
-                out[str(e.id())] = str(reason.get()) if reason.isDefined() else "no reason given"
-        return out
-
-    def request_total(self, n: int) -> bool:
-        empty = getattr(self._jvm.scala.collection.immutable, "Map$").__getattr__("MODULE$").empty()
-        return bool(self._jsc.requestTotalExecutors(n, 0, empty))
-
-    def kill(self, ids: list[str]) -> bool:
-        """``SparkContext.killExecutors``: True when the cluster manager acknowledged the request
-        (Spark also lowers its target by as many)."""
-        convert = self._jvm.scala.jdk.javaapi.CollectionConverters
-        seq = convert.asScala(self._jvm.java.util.ArrayList(ids)).toSeq()
-        return bool(self._jsc.killExecutors(seq))
 
 
 def _local_hosts() -> set[str]:

@@ -174,21 +174,9 @@ class PipelineRun:
         for line in self.plan.describe():
             log.info("chaining: %s", line)
         if self._spark is None:
-            from tidal.spark.session import build_session
+            from tidal.spark.session import pipeline_session
 
-            if self.on_cluster:
-                from tidal.spark.cluster import check_capacity
-                from tidal.spark.jit import choose as choose_jit
-                from tidal.spark.session import check_master, cluster_conf
-
-                check_master(self._master)
-                check_capacity(self.spec.cluster, self._master, self._web_given)
-                jit = choose_jit(self.spec)
-                log.info("executors' JIT: %s (%s)", jit.mode, jit.reason)
-                extra = cluster_conf(self.spec.cluster, self._master, jit.options)
-            else:
-                extra = None
-            self._spark = build_session(f"tidal-{self.spec.name}", self._master, extra=extra)
+            self._spark = pipeline_session(self.spec, self._master, self._web_given)
         if self.on_cluster:
             from tidal.spark.executors import start_allocator
 

@@ -61,6 +61,24 @@ def build_session(
     return spark
 
 
+def pipeline_session(spec: Any, master: str, master_web: str | None = None) -> SparkSession:
+    """The run's Spark session. On a cluster manager, first: the master answers, the cluster has
+    room for the ``cluster:`` block (:func:`~tidal.spark.cluster.check_capacity`), and the
+    executors' settings (:func:`cluster_conf`, their JIT chosen by :mod:`tidal.spark.jit`)."""
+    if not master.startswith("spark://"):
+        return build_session(f"tidal-{spec.name}", master)
+    import logging
+
+    from tidal.spark.cluster import check_capacity
+    from tidal.spark.jit import choose
+
+    check_master(master)
+    check_capacity(spec.cluster, master, master_web)
+    jit = choose(spec)
+    logging.getLogger("tidal.pipeline").info("executors' JIT: %s (%s)", jit.mode, jit.reason)
+    return build_session(f"tidal-{spec.name}", master, extra=cluster_conf(spec.cluster, master, jit.options))
+
+
 def check_master(master: str, timeout: float = 3.0) -> None:
     """Refuse an unreachable ``spark://HOST:PORT`` before Spark spends a minute retrying it."""
     import socket
