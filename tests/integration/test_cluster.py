@@ -189,6 +189,80 @@ def executor_pids() -> list[int]:
     return [int(p) for p in found.stdout.split()]
 
 
+SERIAL_UDF = """
+\"\"\"Each call holds one lock shared by every process for 20 ms: however many executors run it,
+the pipeline delivers at most 50 messages/s (a bottleneck no executor relieves).\"\"\"
+import fcntl
+import time
+
+
+def serial(payload: bytes) -> bytes:
+    with open({lock!r}, "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # released when the file closes
+        time.sleep(0.02)
+    return payload.upper()
+"""
+
+# executorPayoff 1: a 3rd executor must add half of what two deliver (one call at a time: r/s,
+# ≤ 50/s) — what no number of executors can do with the lock, however slow the box.
+SERIAL_PIPELINE = """
+name: payoff
+limits: {readBatchSize: 200}
+controller: {intervalSeconds: 0.5}
+cluster: {executorCores: 1, minExecutors: 1, maxExecutors: 4, shrinkWaitSeconds: 5, executorPayoff: 1}
+vertices:
+  - name: gen
+    source: {generator: {rate: 400, msgSize: 30}}
+    scale: {disabled: true}
+  - name: work
+    udf: {map: "serial_udf:serial"}
+    scale: {disabled: true}
+  - name: out
+    sink: {file: {path: out.jsonl}}
+edges:
+  - {from: gen, to: work, chain: false}
+  - {from: work, to: out}
+"""
+
+
+@pytest.mark.long
+def test_executors_that_add_nothing_are_let_go_and_nothing_is_delivered_twice(tmp_path, cluster, monkeypatch):
+    """A UDF that runs one call at a time across processes: two executors deliver what four do.
+    The allocator measures both counts while the backlog keeps them busy (the generator outruns
+    the lock for ever), caps the executors at two and kills the ones that did not pay, saying
+    what it measured; a busy executor's batch runs again, and no message is delivered twice."""
+    (tmp_path / "serial_udf.py").write_text(SERIAL_UDF.format(lock=str(tmp_path / "serial.lock")))
+    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    spec = tmp_path / "payoff.yaml"
+    spec.write_text(SERIAL_PIPELINE)
+    run_dir = tmp_path / "run"
+
+    def measured() -> set[str]:  # the executor counts measured (a record each time one is new)
+        return {k for p in read_executor_log(run_dir)["payoff"] for k in p["delivered_per_executors"]}
+
+    def capped() -> list[dict]:
+        return [d for d in read_executor_log(run_dir)["decision"] if "capped at 2" in d["reason"]]
+
+    proc = tidal(*run_args(spec, run_dir, cluster.master))
+    try:
+        # gen and work, one replica each: two 1-core executors, measured while the backlog grows.
+        wait_for(lambda: "2" in measured(), 300, "two executors measured", proc)
+        ControlStore(run_dir / "pipeline.db").set_replicas("work", 3)  # Σ 4 → 4 executors
+        wait_for(lambda: bool(capped()), 300, "the cap", proc)
+        wait_for(lambda: registered(run_dir) == 2, 120, "the executors that did not pay let go", proc)
+    except AssertionError as exc:  # say what the allocator saw
+        raise AssertionError(f"{exc}\n{(run_dir / 'executors.jsonl').read_text()[-4000:]}") from None
+    finally:
+        out = stop(proc)
+    assert proc.returncode == 0, out
+    ids = lines(run_dir / "out.jsonl")
+    assert ids and len(ids) == len(set(ids))
+    first = capped()[0]
+    assert first["inputs"]["replicas"] == 4 and first["target"] == 2, first
+    rates = {int(k): v for k, v in first["inputs"]["delivered_per_executors"].items()}
+    assert rates[2] > 0 and max(rates) >= 3, rates  # measured at two, and at more
+
+
 @pytest.mark.long
 def test_the_pipeline_scales_executors_and_delivers_exactly_once_through_an_executor_and_a_driver_kill(
     tmp_path, cluster

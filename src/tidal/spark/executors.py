@@ -115,6 +115,7 @@ class ExecutorAllocator:
         # ``progress``): whether one more executor pays.
         self.progress: Callable[[], tuple[float, float, float] | None] | None = None
         self._payoff = ExecutorPayoff()
+        self._last_payoff: tuple[tuple[int, ...], int | None] = ((), None)  # the last payoff record's
 
     # -- the loop ------------------------------------------------------------------------------
 
@@ -205,7 +206,13 @@ class ExecutorAllocator:
             self._payoff.observe(
                 at, registered, delivered, pending, self.bounds.needed(working) >= registered
             )
-        return self._payoff.judge(now)
+        judged = self._payoff.judge(now)
+        key = (tuple(k for k, _, _ in judged.rates), judged.cap)
+        if key != self._last_payoff:  # a count measured for the first time, or the cap changed
+            self._last_payoff = key
+            rates = {str(k): rate for k, rate, _ in judged.rates}
+            self._append({"kind": "payoff", "at": now, "delivered_per_executors": rates, "cap": judged.cap})
+        return judged
 
     def _check_hosts(self, executors: list[Executor]) -> None:
         if self._backend != "sqlite" or self.error is not None:
@@ -318,8 +325,9 @@ class ExecutorAllocator:
 
 def read_executor_log(where: str | Path) -> dict[str, list[dict[str, Any]]]:
     """``executors.jsonl`` (``where`` is the file or its run directory) by kind: ``decision``,
-    ``startup``, ``count``."""
-    out: dict[str, list[dict[str, Any]]] = {"decision": [], "startup": [], "count": [], "lost": []}
+    ``startup``, ``count``, ``lost``, ``payoff`` (the executor counts measured, when one is
+    measured for the first time or the cap changes)."""
+    out: dict[str, list[dict[str, Any]]] = {k: [] for k in ("decision", "startup", "count", "lost", "payoff")}
     path = Path(where)
     if path.is_dir():
         path = path / "executors.jsonl"

@@ -173,5 +173,9 @@ def test_an_executor_that_did_not_pay_is_let_go_and_not_asked_for_again(tmp_path
     assert "capped at 1: a 2nd executor added 0%: 500/s → 500/s" in decision.reason
     t[0] += 1.0
     assert alloc.tick(t[0]).target == 1 and cluster.target == 1
-    logged = read_executor_log(tmp_path / "x.jsonl")["decision"]
-    assert any("capped at 1" in d["reason"] and d["kill"] for d in logged)
+    log = read_executor_log(tmp_path / "x.jsonl")
+    assert any("capped at 1" in d["reason"] and d["kill"] for d in log["decision"])
+    # What it measured is a record of its own, once per count measured and per change of the cap.
+    measured = [(sorted(p["delivered_per_executors"]), p["cap"]) for p in log["payoff"]]
+    assert measured == [(["1"], None), (["1", "2"], 1)], measured
+    assert log["payoff"][-1]["delivered_per_executors"] == {"1": 500.0, "2": 500.0}
