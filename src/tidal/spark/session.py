@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import SparkSession
 
-__all__ = ["build_session"]
+if TYPE_CHECKING:
+    from tidal.spec import PipelineSpec
+
+__all__ = ["build_session", "cluster_conf", "executor_java_options", "pipeline_session"]
 
 
 def build_session(
@@ -61,7 +64,7 @@ def build_session(
     return spark
 
 
-def pipeline_session(spec: Any, master: str, master_web: str | None = None) -> SparkSession:
+def pipeline_session(spec: PipelineSpec, master: str, master_web: str | None = None) -> SparkSession:
     """The run's Spark session. On a cluster manager, first: the master answers, the cluster has
     room for the ``cluster:`` block (:func:`~tidal.spark.cluster.check_capacity`), and the
     executors' settings (:func:`cluster_conf`, their JIT chosen by :mod:`tidal.spark.jit`)."""
