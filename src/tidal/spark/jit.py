@@ -1,10 +1,11 @@
 """How the executors' JVMs compile: quickly (C1 only) where the work is in Python, fully elsewhere.
 
-A new executor on the 2-core box ran its first task 7.7 s after Tidal asked for it (median of
-five, ``tidal bench cluster``); with ``-XX:TieredStopAtLevel=1`` 4.2 s. A starting JVM compiles
+A new executor on the 2-core box ran its first task 8.2 s after Tidal asked for it; with
+``-XX:TieredStopAtLevel=1`` 4.2 s (medians of five in one session, ``tidal bench cluster``'s
+scale-up), and 3.3 s over ten scale-ups on a quieter box later. A starting JVM compiles
 thousands of Spark's methods, first into profiled code and then again with C2, on the cores
 its Python workers and the other executors need; stopping at C1 skips the profiling and the
-second compilation, and registration alone went from 4.7 to 1.7 s.
+second compilation, and registration alone went from 4.7 to 1.7 s (medians).
 
 The price is the JVM's own speed once warm: a SQL aggregate over 30 M rows took 8.3 s against
 2.5 s (3.4×). Where the pipeline's work is Python (its UDFs, sources and sinks), the executor's
