@@ -259,6 +259,7 @@ def test_executors_that_add_nothing_are_let_go_and_nothing_is_delivered_twice(tm
     assert ids and len(ids) == len(set(ids))
     first = capped()[0]
     assert first["inputs"]["replicas"] == 4 and first["target"] == 2, first
+    assert "2 more executors (4) added" in first["reason"] or "executor added" in first["reason"], first
     rates = {int(k): v for k, v in first["inputs"]["delivered_per_executors"].items()}
     assert rates[2] > 0 and max(rates) >= 3, rates  # measured at two, and at more
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from typing import TYPE_CHECKING, Any
@@ -12,6 +13,8 @@ if TYPE_CHECKING:
     from tidal.spec import PipelineSpec
 
 __all__ = ["build_session", "cluster_conf", "executor_java_options", "pipeline_session"]
+
+log = logging.getLogger("tidal.pipeline")  # the run's log: its set-up lines beside the rest
 
 
 def build_session(
@@ -70,15 +73,13 @@ def pipeline_session(spec: PipelineSpec, master: str, master_web: str | None = N
     executors' settings (:func:`cluster_conf`, their JIT chosen by :mod:`tidal.spark.jit`)."""
     if not master.startswith("spark://"):
         return build_session(f"tidal-{spec.name}", master)
-    import logging
-
     from tidal.spark.cluster import check_capacity
     from tidal.spark.jit import choose
 
     check_master(master)
     check_capacity(spec.cluster, master, master_web)
     jit = choose(spec)
-    logging.getLogger("tidal.pipeline").info("executors' JIT: %s (%s)", jit.mode, jit.reason)
+    log.info("executors' JIT: %s (%s)", jit.mode, jit.reason)
     return build_session(f"tidal-{spec.name}", master, extra=cluster_conf(spec.cluster, master, jit.options))
 
 
