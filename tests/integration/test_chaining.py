@@ -20,8 +20,9 @@ from tidal.spec import Pipeline
 from tidal.testing import delivered, ids_of
 
 from .kafka_broker import MockKafka
-from .test_cli import tidal, wait_for
+from .test_cli import tidal
 from .test_kafka import delta_ids, parquet_ids
+from .waits import eventually, wait_for
 
 pytestmark = pytest.mark.spark
 
@@ -90,15 +91,24 @@ def test_every_chain_delivers_exactly_once_into_its_sink_through_a_driver_sigkil
     assert len(delivered(run_dir / "out.jsonl")) < COUNT, "finished before the kill; the test proves nothing"
     second = tidal(*args, start_new_session=True)
 
-    def everything() -> bool:
-        return (
-            len(delivered(run_dir / "out.jsonl")) >= COUNT
-            and len(parquet_ids(run_dir / "pq")) >= COUNT
-            and len(delta_ids(run_dir / "delta")) >= COUNT
-        )
+    def every_branch_complete() -> None:
+        for branch, ids in (
+            ("to-file", ids_of(delivered(run_dir / "out.jsonl"))),
+            ("to-pq", parquet_ids(run_dir / "pq")),
+            ("to-delta", delta_ids(run_dir / "delta")),
+        ):
+            assert len(ids) == len(set(ids)) == COUNT, (branch, len(ids), len(set(ids)))
+            assert set(ids) == {f"{branch}:gen:{n}" for n in range(1, COUNT + 1)}, branch
+        # Kafka is at least once (docs/kafka.md): every id arrives; a replayed batch may add
+        # copies, each carrying the id to de-duplicate on.
+        produced = kafka_ids(kafka, "chained")
+        missing = {f"to-kafka:gen:{n}" for n in range(1, COUNT + 1)} - set(produced)
+        assert not missing, f"{len(missing)} ids not in the topic yet, e.g. {sorted(missing)[:5]}"
+        assert len(produced) - COUNT <= COUNT // 2, len(produced)  # at most the batches in flight again
 
     try:
-        wait_for(everything, 240, "every message in the file, Parquet and Delta sinks", second)
+        # Every branch, Kafka's included: on a slow box the Kafka branch may finish last (#54).
+        eventually(every_branch_complete, 300, "every id in all four sinks", proc=second, poll=2)
         time.sleep(2)  # anything doubled would show up now
     finally:
         second.send_signal(signal.SIGTERM)
@@ -106,18 +116,7 @@ def test_every_chain_delivers_exactly_once_into_its_sink_through_a_driver_sigkil
     assert "resumed from its checkpoints" in out
     # Four chains of two (each map with its sink), and the generator on its own: it fans out.
     assert "chaining: 9 vertices in 5 Spark queries" in " ".join(out.split()), out
-    for branch, ids in (
-        ("to-file", ids_of(delivered(run_dir / "out.jsonl"))),
-        ("to-pq", parquet_ids(run_dir / "pq")),
-        ("to-delta", delta_ids(run_dir / "delta")),
-    ):
-        assert len(ids) == len(set(ids)) == COUNT, (branch, len(ids), len(set(ids)))
-        assert set(ids) == {f"{branch}:gen:{n}" for n in range(1, COUNT + 1)}, branch
-    # Kafka is at least once (docs/kafka.md): every id arrives; a replayed batch may add copies,
-    # each carrying the id to de-duplicate on.
-    produced = kafka_ids(kafka, "chained")
-    assert set(produced) == {f"to-kafka:gen:{n}" for n in range(1, COUNT + 1)}
-    assert len(produced) - COUNT <= COUNT // 2, len(produced)  # at most the batches in flight again
+    every_branch_complete()  # and nothing doubled since
 
 
 def test_a_chain_keeps_every_vertexs_counts_and_the_sinks_delays(spark, tmp_path):

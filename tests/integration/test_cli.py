@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
@@ -16,6 +15,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tidal.isb.control import ControlStore
+
+from .waits import wait_for
 
 pytestmark = pytest.mark.spark
 
@@ -55,15 +56,6 @@ def output(*args: str) -> tuple[int, str]:
         [sys.executable, "-m", "tidal", *args], check=False, capture_output=True, text=True, timeout=60
     )
     return done.returncode, done.stdout + done.stderr
-
-
-def wait_for(condition, timeout: float, what: str, proc: subprocess.Popen | None = None) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if proc is not None and proc.poll() is not None:
-            raise AssertionError(f"tidal exited ({proc.returncode}) before {what}: {proc.stdout.read()}")
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.2)
 
 
 def lines(path: Path) -> list[str]:
