@@ -16,7 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tidal.isb.control import ControlStore
 
-from .waits import wait_for
+from .waits import eventually, wait_for
 
 pytestmark = pytest.mark.spark
 
@@ -64,21 +64,21 @@ def lines(path: Path) -> list[str]:
     return [json.loads(line)["id"] for line in path.read_text().splitlines() if line.endswith("}")]
 
 
-def scraped_processed(port: int, vertex: str) -> float:
-    """What the exporter says ``vertex`` processed; 0 while it cannot be read (a busy exporter
-    may reset a connection: that is "not yet", and ``wait_for`` notices a run that ended)."""
-    try:
-        return scrape(port).get(("tidal_vertex_processed_total", vertex), 0)
-    except OSError:
-        return 0
+def metrics_port(run_dir: Path) -> int:
+    """The port ``tidal run`` wrote once it served; the file may exist before its text does."""
+    path = run_dir / "metrics.port"
+    text = path.read_text().strip() if path.exists() else ""
+    assert text.isdigit(), f"metrics.port: {text!r}"
+    return int(text)
 
 
-def scraped(port: int, key: tuple[str, str]) -> bool:
-    """The exporter shows ``key`` (a metric and its vertex); False while it cannot be read."""
+def scraped(port: int) -> dict[tuple[str, str], float]:
+    """What the exporter shows; a busy exporter may reset a connection: that is "not yet", and
+    ``eventually`` notices a run that ended."""
     try:
-        return key in scrape(port)
-    except OSError:
-        return False
+        return scrape(port)
+    except OSError as exc:
+        raise AssertionError(f"the exporter did not answer: {exc}") from exc
 
 
 def scrape(port: int) -> dict[tuple[str, str], float]:
@@ -97,17 +97,22 @@ def test_run_serves_metrics_writes_a_report_and_events_and_status_read_it(tmp_pa
     # It runs until every message arrived and was scraped, then stops on SIGTERM as on Ctrl-C
     # (--duration's own stop is the demo's and the dry run's).
     proc = tidal("run", str(spec), "--run-dir", str(run_dir), "--metrics-port", "0")
-    try:
-        wait_for((run_dir / "metrics.port").exists, 60, "the metrics endpoint", proc)
-        port = int((run_dir / "metrics.port").read_text())
-        wait_for(lambda: scraped_processed(port, "out") > 0, 120, "metrics", proc)
-        # The rates come with the controller's first look, which may follow the first delivery.
-        wait_for(lambda: scraped(port, ("tidal_vertex_processing_rate", "gen")), 120, "gen's rate", proc)
-        metrics = scrape(port)
-        assert metrics[("tidal_vertex_replicas", "work")] >= 0
+
+    def exported() -> None:
+        """Every metric the test reads, from one scrape. The rates come with the controller's first
+        look, which may follow the first delivery, and the decisions a moment after the rates
+        (counted from the event log that look writes last): each is waited for."""
+        metrics = scraped(port)
+        assert metrics.get(("tidal_vertex_processed_total", "out"), 0) > 0
+        replicas = metrics.get(("tidal_vertex_replicas", "work"))
+        assert replicas is not None and replicas >= 0, replicas
         assert ("tidal_buffer_pending", "work") in metrics and ("tidal_buffer_usage_ratio", "work") in metrics
         assert ("tidal_vertex_processing_rate", "gen") in metrics
-        assert any(name == "tidal_scaling_decisions_total" for name, _ in metrics)
+        assert any(name == "tidal_scaling_decisions_total" for name, _ in metrics), sorted(metrics)
+
+    try:
+        port = eventually(lambda: metrics_port(run_dir), 120, "the metrics endpoint", proc=proc)
+        eventually(exported, 180, "the pipeline's metrics", proc=proc)
         code, text = output("status", str(run_dir))
         assert code == 0 and "running" in text and "work" in text, text
         wait_for(lambda: len(lines(run_dir / "out.jsonl")) >= 4000, 180, "every message", proc)

@@ -21,7 +21,8 @@ from tidal.isb.control import ControlStore
 from tidal.spark.cluster import StandaloneCluster
 from tidal.spark.executors import read_executor_log
 
-from .test_cli import lines, output, tidal, wait_for
+from .test_cli import lines, output, tidal
+from .waits import eventually, wait_for
 
 pytestmark = pytest.mark.spark
 
@@ -128,7 +129,15 @@ def test_raising_replicas_brings_executors_that_run_the_next_batches_lowering_ki
         control = ControlStore(run_dir / "pipeline.db")
         grown_at = time.time()
         control.set_replicas("work", 2)  # Σ replicas 4 on 1-core executors → 4 executors
-        wait_for(lambda: registered(run_dir) == 4, 120, "a 4th executor", proc)
+
+        def grown() -> None:
+            """Four executors, and the allocator's reason for them (asserted once stopped)."""
+            assert registered(run_dir) == 4, f"{registered(run_dir)} executors"
+            grows = [d for d in read_executor_log(run_dir)["decision"] if d["rule"] == "grow"]
+            assert grows, "no grow decision yet"
+            assert grows[0]["reason"].startswith("Σ replicas 4 on 1-core executors → 4 executors"), grows
+
+        eventually(grown, 120, "a 4th executor", proc=proc)
         try:
             wait_for(
                 # the executor that registered after the request ran a task (Spark's clock: same host)
@@ -294,16 +303,17 @@ def test_the_pipeline_scales_executors_and_delivers_exactly_once_through_an_exec
             lambda: len(lines(run_dir / "out.jsonl")) >= total, 240, "the rest after the restart", second
         )
         # After the load: the vertices scale down, and the executors with them.
-        wait_for(
-            lambda: any(
-                d["rule"] == "shrink"
-                for d in read_executor_log(run_dir)["decision"]
-                if d["at"] > time.time() - 60
-            ),
-            120,
-            "executors killed after the load",
-            second,
-        )
+
+        def scaled_down() -> None:
+            """A shrink decided lately, and a count that fell: the count is written once the
+            killed executors are gone from Spark's list, a few seconds after the decision."""
+            log = read_executor_log(run_dir)
+            shrinks = [d for d in log["decision"] if d["rule"] == "shrink" and d["at"] > time.time() - 60]
+            assert shrinks, "no shrink in the last minute"
+            counts = [c["executors"] for c in log["count"]]
+            assert counts and max(counts) > min(counts[1:], default=max(counts)), counts
+
+        eventually(scaled_down, 120, "executors killed after the load", proc=second)
     finally:
         out = stop(second)
     ids = lines(run_dir / "out.jsonl")

@@ -27,7 +27,8 @@ from tidal.spark.pipeline import PipelineRun
 from tidal.spec import parse_pipeline
 from tidal.testing import delivered, ids_of
 
-from .test_cli import tidal, wait_for
+from .test_cli import tidal
+from .waits import eventually, wait_for
 
 pytestmark = pytest.mark.spark
 
@@ -201,7 +202,11 @@ def test_pause_drains_and_holds_a_restart_stays_paused_resume_delivers_everythin
         assert code == 1 and "Paused" in text and "resume" in text, text  # refused while paused
         time.sleep(3)  # paused: nothing more arrives
         assert len(delivered(out)) == held
-        assert json.loads((run_dir / "status.json").read_text())["phase"] == "Paused"
+
+        def status_paused() -> None:  # status.json is written at the run's next poll, not at once
+            assert json.loads((run_dir / "status.json").read_text())["phase"] == "Paused"
+
+        eventually(status_paused, 60, "status.json to say Paused", proc=first)
     finally:
         first.send_signal(signal.SIGTERM)
         first.communicate(timeout=120)
@@ -237,17 +242,21 @@ def test_pause_drains_and_holds_a_restart_stays_paused_resume_delivers_everythin
         changed.write_text(PIPELINE.format(rate=4000, total=more, max=6).replace("udfs:upper", "udfs:enrich"))
         code, text = cli("apply", str(changed), "--run-dir", str(run_dir), "--restart")
         assert code == 0 and "restarted with the edited spec" in text, text
-        wait_for(lambda: len(delivered(out)) >= more, 240, "the messages after the restart", second)
+
+        def every_id_once() -> None:
+            records = delivered(out)
+            ids = ids_of(records)
+            assert len(ids) == len(set(ids)) == more, (len(ids), len(set(ids)))
+            assert set(ids) == {f"work:gen:{n}" for n in range(1, more + 1)}
+            by_id = {r["id"]: r["payload"] for r in records}  # the last one through the new code
+            assert "region=" in by_id[f"work:gen:{more}"] and "region=" not in by_id["work:gen:1"]
+
+        eventually(every_id_once, 240, "the messages after the restart", proc=second, poll=1)
         time.sleep(2)  # anything doubled would show up now
     finally:
         second.send_signal(signal.SIGTERM)
         second.communicate(timeout=120)
-    records = delivered(out)
-    ids = ids_of(records)
-    assert len(ids) == len(set(ids)) == more
-    assert set(ids) == {f"work:gen:{n}" for n in range(1, more + 1)}
-    by_id = {r["id"]: r["payload"] for r in records}
-    assert "region=" in by_id[f"work:gen:{more}"] and "region=" not in by_id["work:gen:1"]  # the new code
+    every_id_once()  # and nothing doubled since
     events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
     rules = {e["rule"] for e in events}
     assert {"external", "paused", "resumed", "retuned"} <= rules, rules

@@ -22,7 +22,8 @@ import pytest
 
 from tidal.ui.server import Dashboard
 
-from .test_cli import tidal, wait_for
+from .test_cli import tidal
+from .waits import eventually, wait_for
 
 pytestmark = pytest.mark.spark
 
@@ -106,7 +107,7 @@ def test_a_live_run_then_the_finished_run_from_disk(browser, tmp_path):
         return bool(found)
 
     try:
-        wait_for(dashboard_url, 60, "the dashboard's address", proc)
+        wait_for(dashboard_url, 180, "the dashboard's address", proc)
         started = time.monotonic()
         browser.get(url_line[0])
         wait_for(
@@ -145,8 +146,16 @@ def test_a_live_run_then_the_finished_run_from_disk(browser, tmp_path):
             proc,
         )
         shot(browser, "dashboard-live")
-        decisions = [json.loads(x) for x in (run_dir / "events.jsonl").read_text().splitlines()]
-        up = next(d for d in decisions if d["vertex"] == "enrich" and d["desired"] == int(seen[-1][1]))
+
+        def the_decision() -> dict:
+            """The decision behind the replicas shown: the controller logs it just after it sets the
+            count the page reads, so the page may show the count first."""
+            decisions = [json.loads(x) for x in (run_dir / "events.jsonl").read_text().splitlines()]
+            ups = [d for d in decisions if d["vertex"] == "enrich" and d["desired"] == int(seen[-1][1])]
+            assert ups, f"no decision for enrich to {seen[-1][1]} in the event log yet"
+            return ups[0]
+
+        up = eventually(the_decision, 30, "the decision in the event log", proc=proc)
         shown_after = seen[-1][0] - up["at"]
         print(
             f"dashboard: first load {first_load:.2f} s; replicas shown {shown_after:.2f} s after the decision"
@@ -190,31 +199,40 @@ def test_a_live_run_then_the_finished_run_from_disk(browser, tmp_path):
     try:
         browser.get(dashboard.url)
         wait_for(
-            lambda: js(browser, "return document.querySelectorAll('.run').length") == 3, 30, "three panels"
+            lambda: js(browser, "return document.querySelectorAll('.run').length") == 3, 60, "three panels"
         )
-        wait_for(
-            lambda: js(browser, "return document.querySelectorAll('#run-0 .event-row').length") > 3,
-            30,
-            "events",
-        )
-        assert js(browser, "return document.querySelector('#run-0 .badge').textContent") == "finished"
-        errors = js(browser, "return [...document.querySelectorAll('.error')].map(e => e.textContent)")
-        assert any("cannot be read" in e for e in errors) and any("does not exist" in e for e in errors), (
-            errors
-        )
-        assert not any("Traceback" in e for e in errors)
+
+        def every_panel_drawn() -> None:
+            """Each panel is drawn from its own stream, whenever that stream's first message comes:
+            the events of the first say nothing about the errors of the other two."""
+            events = js(browser, "return document.querySelectorAll('#run-0 .event-row').length")
+            assert events > 3, events
+            assert js(browser, "return document.querySelector('#run-0 .badge').textContent") == "finished"
+            errors = js(browser, "return [...document.querySelectorAll('.error')].map(e => e.textContent)")
+            assert any("cannot be read" in e for e in errors), errors
+            assert any("does not exist" in e for e in errors), errors
+            assert not any("Traceback" in e for e in errors)
+
+        eventually(every_panel_drawn, 60, "the three panels drawn")
         # A decision's reason is shown on click: a dot on the replicas chart.
         # The last scale-up (a resume is an up too, but says who asked, not what the policy saw).
-        marker = browser.find_elements("css selector", "#run-0 .decision-marker.up[data-rule='scale-up']")[-1]
+
+        def scale_ups() -> list:
+            found = browser.find_elements("css selector", "#run-0 .decision-marker.up[data-rule='scale-up']")
+            assert found, "no scale-up on the replicas chart"
+            return found
+
+        marker = eventually(scale_ups, 60, "the scale-ups on the chart")[-1]
         rule = marker.get_attribute("data-rule")
         marker.click()
-        wait_for(
-            lambda: js(browser, "return !!document.querySelector('#run-0 .detail')"),
-            10,
-            "the decision's detail",
-        )
-        detail = browser.find_element("css selector", "#run-0 .detail").text
-        assert rule in detail and "avg pending" in detail and "→" in detail, detail
+
+        def detail_shown() -> None:
+            found = browser.find_elements("css selector", "#run-0 .detail")
+            assert found, "no detail yet"
+            detail = found[0].text
+            assert rule in detail and "avg pending" in detail and "→" in detail, detail
+
+        eventually(detail_shown, 60, "the decision's detail")
         # The event log filters by rule.
         from selenium.webdriver.support.select import Select
 
@@ -229,7 +247,7 @@ def test_a_live_run_then_the_finished_run_from_disk(browser, tmp_path):
                 )
                 == {rule}
             ),
-            10,
+            60,
             "the filtered log",
         )
         shot(browser, "dashboard-finished")

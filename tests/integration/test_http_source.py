@@ -20,6 +20,7 @@ from tidal.spark.pipeline import PipelineRun
 from tidal.spec import parse_pipeline
 
 from .test_cli import lines
+from .waits import eventually, wait_for
 
 pytestmark = pytest.mark.spark
 
@@ -53,28 +54,32 @@ def post(url: str, body: bytes, **headers: str) -> tuple[int, dict[str, Any]]:
         return error.code, json.loads(error.read() or b"{}")
 
 
-def delivered(run_dir: Path, want: set[str], timeout: float = 60) -> list[str]:
-    deadline = time.monotonic() + timeout
-    while True:
-        got = lines(run_dir / "out.jsonl")
-        if want <= set(got) or time.monotonic() > deadline:
-            return got
-        time.sleep(0.3)
+def delivered(run: PipelineRun, want: set[str], timeout: float = 180) -> list[str]:
+    """The sink's ids once every one of ``want`` is among them; a query that failed ends the wait.
+    What must not be there (a duplicate, a refused message) is asserted by the caller, at the end."""
+
+    def arrived() -> list[str]:
+        run.check()
+        got = lines(run.run_dir / "out.jsonl")
+        missing = want - set(got)
+        assert not missing, f"{len(missing)} of {len(want)} not in the sink yet, e.g. {sorted(missing)[:3]}"
+        return got
+
+    return eventually(arrived, timeout, f"{len(want)} messages in the sink", poll=0.3)
 
 
-def wait_until(condition: Any, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition() and time.monotonic() < deadline:
-        time.sleep(0.2)
+def wait_ready(path: Any, receivers: int, timeout: float = 120) -> None:
+    wait_for(lambda: path.ready() >= receivers, timeout, f"{receivers} ready receivers")
 
 
-def wait_ready(path: Any, receivers: int, timeout: float = 30) -> None:
-    wait_until(lambda: path.ready() >= receivers, timeout)
+def jsonl(path: Path) -> list[dict[str, Any]]:
+    """The records written so far: read while the run writes, the last line may be unfinished."""
+    text = path.read_text().rpartition("\n")[0] if path.exists() else ""
+    return [json.loads(line) for line in text.splitlines()]
 
 
 def series(run_dir: Path) -> list[dict[str, Any]]:
-    path = run_dir / "requests.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    return jsonl(run_dir / "requests.jsonl")
 
 
 def test_a_request_at_zero_is_held_the_receivers_wake_and_it_is_answered(spark, tmp_path):
@@ -89,17 +94,29 @@ def test_a_request_at_zero_is_held_the_receivers_wake_and_it_is_answered(spark, 
         assert status == 200, answer
         assert answer == {"accepted": 2, "duplicates": 0, "ids": ["first/0", "first/1"]}
         assert path.ready() >= 1
-        # A report or two: the longest wait is recorded in the series (waited for, not slept on).
-        wait_until(lambda: any(s["longest_wait"] > 0 for s in series(tmp_path)), 60)
-        assert sorted(delivered(tmp_path, {"first/0", "first/1"})) == ["first/0", "first/1"]
+
+        def wait_recorded() -> None:
+            """A report or two: the longest wait is recorded in the series (waited for, not slept on)."""
+            assert any(s["longest_wait"] > 0 for s in series(tmp_path)), "no wait in the series yet"
+
+        eventually(wait_recorded, 120, "the longest wait in the series")
+        assert sorted(delivered(run, {"first/0", "first/1"})) == ["first/0", "first/1"]
         recorded = max(s["longest_wait"] for s in series(tmp_path))
         assert 0 < recorded <= waited + 0.1
-        events = [json.loads(line) for line in (tmp_path / "events.jsonl").read_text().splitlines()]
-        woke = next(e for e in events if e["vertex"] == "in" and e["desired"] >= 1)
-        assert woke["rule"].startswith("kpa-"), woke
+
+        def woken_by_the_kpa() -> None:
+            """The decision that woke the source (its event is written just after it is applied)."""
+            woke = [e for e in jsonl(tmp_path / "events.jsonl") if e["vertex"] == "in" and e["desired"] >= 1]
+            assert woke, "no event of the source woken yet"
+            assert woke[0]["rule"].startswith("kpa-"), woke[0]
+
+        eventually(woken_by_the_kpa, 60, "the event of the wake-up")
+
         # Then idle: the KPA takes it back to zero after the grace period.
-        wait_until(lambda: path.ready() == 0, 60)
-        assert path.ready() == 0
+        def at_zero() -> None:
+            assert path.ready() == 0, f"{path.ready()} receivers ready"
+
+        eventually(at_zero, 120, "the source back at zero")
     finally:
         run.stop()
     assert not path.running()
@@ -119,12 +136,12 @@ def test_container_concurrency_one_never_lets_two_requests_into_a_receiver(spark
             )
         ok = {f"cc-{i}/{j}" for i, (status, _) in enumerate(answers) if status == 200 for j in range(50)}
         assert len(ok) == 200 * 50, [a for a in answers if a[0] != 200][:3]
-        wait_until(lambda: path.peak_inside() >= 1, 60)  # a scrape read the receivers' peaks
+        wait_for(lambda: path.peak_inside() >= 1, 120, "a scrape of the receivers' peaks")
         assert path.peak_inside() == 1
-        got = delivered(tmp_path, ok)
+        delivered(run, ok)
     finally:
         run.stop()
-    assert sorted(got) == sorted(ok)  # exactly once
+    assert sorted(lines(tmp_path / "out.jsonl")) == sorted(ok)  # exactly once, also once stopped
 
 
 def test_overload_gets_503s_and_every_accepted_message_arrives_once_retries_included(spark, tmp_path):
@@ -159,10 +176,10 @@ def test_overload_gets_503s_and_every_accepted_message_arrives_once_retries_incl
             )
         )
         assert rss_kb < 300_000  # bounded: at most maxHeld bodies wait in the activator
-        got = delivered(tmp_path, ok, timeout=120)
+        delivered(run, ok, timeout=300)
     finally:
         run.stop()
-    assert sorted(got) == sorted(ok)
+    assert sorted(lines(tmp_path / "out.jsonl")) == sorted(ok)  # exactly once, also once stopped
 
 
 def test_a_receiver_killed_mid_request_loses_no_acknowledged_message(spark, tmp_path):
@@ -188,12 +205,17 @@ def test_a_receiver_killed_mid_request_loses_no_acknowledged_message(spark, tmp_
         assert statuses.count(200) > 0
         assert set(statuses) <= {200, 502, 503, -1}, sorted(set(statuses))
         ok = {f"k-{i}/{j}" for i, s in enumerate(statuses) if s == 200 for j in range(20)}
-        wait_until(lambda: victim not in path.receiver_pids() and path.ready() >= 2, 30)  # replaced
-        # replaced (the KPA may also have added receivers for the load: min-scale is 2)
-        assert victim not in path.receiver_pids() and path.ready() >= 2
-        got = delivered(tmp_path, ok)
+
+        def replaced() -> None:
+            """(The KPA may also have added receivers for the load: min-scale is 2.)"""
+            pids, ready = path.receiver_pids(), path.ready()
+            assert victim not in pids and ready >= 2, (victim, pids, ready)
+
+        eventually(replaced, 120, "the killed receiver replaced")
+        delivered(run, ok)
     finally:
         run.stop()
+    got = lines(tmp_path / "out.jsonl")  # once stopped: nothing doubled since
     assert ok <= set(got) and len(got) == len(set(got))
 
 
@@ -272,19 +294,33 @@ def test_with_burst_capacity_zero_the_activator_leaves_the_path_and_comes_back_a
         path = run.requests["in"]
         activator = path.activator_pids()[0]
         assert listeners(path.port) == {activator}  # at the start: only the activator
-        wait_until(lambda: path.ready() >= 1 and listeners(path.port) == set(path.receiver_pids()), 30)
-        # Out of the path: the receiver holds the public port, the activator does not.
-        assert listeners(path.port) == set(path.receiver_pids()) and activator not in listeners(path.port)
+
+        def out_of_the_path() -> None:
+            """The receiver holds the public port, the activator does not."""
+            held = listeners(path.port)
+            assert path.ready() >= 1 and held == set(path.receiver_pids()), (path.ready(), held)
+            assert activator not in held
+
+        eventually(out_of_the_path, 120, "the activator out of the path")
         answers = [post(path.url, json.dumps({"n": i}).encode(), X_Message_Id=f"m{i}") for i in range(50)]
         assert all(status == 200 for status, _ in answers)
-        wait_until(lambda: any(not s["in_path"] and s["rps"] > 0 for s in series(tmp_path)), 60)
-        assert any(not s["in_path"] and s["rps"] > 0 for s in series(tmp_path))
-        assert sorted(delivered(tmp_path, {f"m{i}" for i in range(50)})) == sorted(f"m{i}" for i in range(50))
+
+        def served_out_of_the_path() -> None:
+            assert any(not s["in_path"] and s["rps"] > 0 for s in series(tmp_path)), "no such sample yet"
+
+        eventually(served_out_of_the_path, 120, "a sample of requests served out of the path")
+        assert sorted(delivered(run, {f"m{i}" for i in range(50)})) == sorted(f"m{i}" for i in range(50))
+
         # Idle: the KPA takes the source to zero, and the activator holds the port again first.
-        wait_until(lambda: path.ready() == 0, 60)
-        assert path.ready() == 0
-        wait_until(lambda: listeners(path.port) == {activator}, 60)
-        assert listeners(path.port) == {activator}
+        def at_zero() -> None:
+            assert path.ready() == 0, f"{path.ready()} receivers ready"
+
+        eventually(at_zero, 120, "the source back at zero")
+
+        def activator_back() -> None:
+            assert listeners(path.port) == {activator}, listeners(path.port)
+
+        eventually(activator_back, 120, "the activator holding the port again")
         assert post(path.url, b'{"again": 1}', X_Message_Id="again")[0] == 200  # held, then served
     finally:
         run.stop()
@@ -303,8 +339,12 @@ def test_two_activators_each_balance_over_their_own_slice_and_every_message_arri
     ).start()
     try:
         path = run.requests["in"]
-        wait_ready(path, 3, timeout=60)
-        wait_until(lambda: sum(len(s.get("assigned", [])) for s in path.activator_slices()) == 3, 30)
+        wait_ready(path, 3)
+        wait_for(
+            lambda: sum(len(s.get("assigned", [])) for s in path.activator_slices()) == 3,
+            120,
+            "the three receivers in the activators' slices",
+        )
         bodies = [json.dumps([{"n": i, "k": j} for j in range(10)]).encode() for i in range(120)]
         with ThreadPoolExecutor(12) as pool:  # new connections: the kernel spreads them over both
             answers = list(
@@ -312,10 +352,17 @@ def test_two_activators_each_balance_over_their_own_slice_and_every_message_arri
             )
         ok = {f"two-{i}/{j}" for i, (status, _) in enumerate(answers) if status == 200 for j in range(10)}
         assert len(ok) == 120 * 10, [a for a in answers if a[0] != 200][:3]
-        slices = path.activator_slices()
-        got = delivered(tmp_path, ok)
+
+        def sliced() -> list[dict[str, Any]]:
+            slices = path.activator_slices()
+            assert all(slices), slices  # each activator answered ({} from one that did not)
+            return slices
+
+        slices = eventually(sliced, 60, "each activator's slice")
+        delivered(run, ok)
     finally:
         run.stop()
+    got = lines(tmp_path / "out.jsonl")  # once stopped: nothing doubled since
     assert sorted(s["index"] for s in slices) == [0, 1]
     assert sorted(len(s["assigned"]) for s in slices) == [1, 2]
     assert sorted(s["capacity"] for s in slices) == [1, 2]
@@ -338,8 +385,8 @@ def test_with_many_receivers_the_scrape_takes_knatives_sample_and_counts_every_m
     ).start()
     try:
         path = run.requests["in"]
-        wait_ready(path, 6, timeout=90)
-        wait_until(lambda: path.sampled == (5, 6), 30)
+        wait_ready(path, 6, timeout=180)
+        wait_for(lambda: path.sampled == (5, 6), 120, "a scrape of five receivers of six")
         sampled = path.sampled
         bodies = [json.dumps([{"n": i}]).encode() for i in range(60)]
         with ThreadPoolExecutor(6) as pool:
@@ -348,9 +395,10 @@ def test_with_many_receivers_the_scrape_takes_knatives_sample_and_counts_every_m
             )
         ok = {f"s-{i}/0" for i, (status, _) in enumerate(answers) if status == 200}
         assert len(ok) == 60
-        got = delivered(tmp_path, ok)
+        delivered(run, ok)
     finally:
         run.stop()
+    got = lines(tmp_path / "out.jsonl")  # once stopped: nothing doubled since
     assert sampled == (5, 6)
     assert sorted(got) == sorted(ok)
 
@@ -365,16 +413,21 @@ def test_with_auth_token_requests_need_the_bearer_token_and_the_refused_are_coun
     ).start()
     try:
         path = run.requests["in"]
-        wait_ready(path, 1, timeout=60)
+        wait_ready(path, 1)
         assert post(path.url, b'[{"n": 1}]', Idempotency_Key="none")[0] == 401
         assert post(path.url, b'[{"n": 2}]', Idempotency_Key="wrong", Authorization="Bearer nope")[0] == 403
         status, answer = post(
             path.url, b'[{"n": 3}]', Idempotency_Key="right", Authorization="Bearer s3cret-token"
         )
         assert status == 200, answer
-        assert delivered(tmp_path, {"right/0"}) == ["right/0"]  # nothing of the refused was stored
-        wait_until(lambda: any(s.get("unauthorized") == 2 for s in series(tmp_path)), 60)
-        assert max(s.get("unauthorized", 0) for s in series(tmp_path)) == 2
+        assert delivered(run, {"right/0"}) == ["right/0"]  # nothing of the refused was stored
+
+        def refusals_counted() -> None:
+            samples = series(tmp_path)
+            assert any(s.get("unauthorized") == 2 for s in samples), "no sample counts both refusals yet"
+            assert max(s.get("unauthorized", 0) for s in samples) == 2
+
+        eventually(refusals_counted, 120, "the refused requests counted")
     finally:
         run.stop()
     # A token the spec points at but that is not there stops the run at start, naming it.

@@ -17,6 +17,7 @@ from tidal import errors
 from tidal.isb import BufferLimits
 
 from . import isb_workers
+from .waits import eventually
 
 pytestmark = pytest.mark.nats
 
@@ -171,13 +172,17 @@ def test_writer_killed_mid_batch_leaves_no_half_batch(backend, tmp_path, mode):
         cwd=str(Path(isb_workers.__file__).parent),
     )
     try:
-        deadline = time.monotonic() + 60
         seen = 0
-        while seen < 5 and time.monotonic() < deadline:
+
+        def going() -> None:
+            """The writer prints each batch number once stored (a read blocks for the next)."""
+            nonlocal seen
             line = proc.stdout.readline()
             if line:
                 seen = int(line)
-        assert seen >= 5, "writer did not get going"
+            assert seen >= 5, f"writer did not get going: {seen} batches stored"
+
+        eventually(going, 120, "the writer's fifth batch", proc=proc, poll=0)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(10)
     finally:

@@ -10,8 +10,11 @@ import pytest
 
 from tidal.observe.metrics import MetricsExporter
 from tidal.observe.report import write_report
-from tidal.spark.pipeline import PipelineRun
+from tidal.scaling.latency import DelaySample
+from tidal.spark.pipeline import PipelineRun, VertexStatus
 from tidal.spec import Pipeline
+
+from .waits import eventually
 
 pytestmark = pytest.mark.spark
 
@@ -35,10 +38,21 @@ def test_every_delivered_message_has_a_delay_from_its_source_time_to_the_sinks_c
     exporter = MetricsExporter("lat", tmp_path / "events.jsonl")
     port = exporter.serve(0)
     with run:
-        run.wait(120, until=lambda: lines(out) >= 4000)
-        status = {s.name: s for s in run.status()}
+
+        def every_delay_recorded() -> tuple[dict[str, VertexStatus], list[DelaySample]]:
+            """The sink appends a batch's lines at its commit and records the batch's delays after
+            them (tidal.spark.writer): all 4000 lines say nothing of the last batch's record."""
+            run.check()
+            assert lines(out) >= 4000, f"{lines(out)} of 4000 lines in the sink"
+            samples = run.delivered_delays("out", 0.0)
+            assert sum(s.count for s in samples) == 4000, f"{sum(s.count for s in samples)} delays recorded"
+            # Taken at once: the status's delay is over the last seconds' batches (DELAY_WINDOW).
+            status = {s.name: s for s in run.status()}
+            assert status["out"].delay and status["gen"].delay is None  # sinks only
+            return status, samples
+
+        status, samples = eventually(every_delay_recorded, 300, "every delivered message's delay", poll=0.5)
         exporter.update_delays(run.delivered_delays, ["out"])
-        samples = run.delivered_delays("out", 0.0)
         due_from = float(run.control.meta("generator.gen.start") or "nan")  # message n due n/400 s later
         run.write_status("stopped")  # what `tidal run` leaves for the report
     assert status["out"].delay and status["gen"].delay is None  # sinks only

@@ -14,6 +14,7 @@ from tidal.spec import parse_pipeline
 
 from .test_cli import tidal, wait_for
 from .test_kafka import delta_ids, parquet_ids
+from .waits import eventually
 
 pytestmark = pytest.mark.spark
 
@@ -34,23 +35,34 @@ def test_one_query_runs_source_transformer_and_sink_with_the_replicas_as_its_tas
         __import__("yaml").safe_load(MONO.format(rate=4000, count=20_000, sink="delta", path="t", low=3))
     )
     run = PipelineRun(spec, tmp_path, spark=spark, trigger_seconds=0.25)
-    with run:
-        run.wait(120, until=lambda: len(delta_ids(tmp_path / "t")) >= 20_000)
-        queries = [q.name for q in spark.streams.active]
+
+    def delivered_and_recorded() -> None:
+        """Every row in the table, and every batch recorded. The sink commits before its batch is
+        recorded (with its read counts and delays): a table that holds every row says nothing yet
+        of the last batch's record."""
+        ids = delta_ids(tmp_path / "t")
+        assert len(ids) == len(set(ids)) == 20_000, (len(ids), len(set(ids)))
+        assert set(ids) == {f"mono:{n}" for n in range(1, 20_001)}
         batches = run.control.batches("mono")
-        delays = run.delivered_delays("mono", 0.0)
+        # min 3: three replicas, three tasks a batch
+        assert max((b.tasks for b in batches), default=0) == 3, [b.tasks for b in batches]
+        # Numaflow's per-pod read counts: each of the three replicas read its share, and together
+        # exactly what the MonoVertex processed (its rater reads them per pod).
         reads = run.control.read_counts("mono", 3)
-        processed = run.control.processed("mono")
+        assert set(reads) == {"mono-0", "mono-1", "mono-2"} and all(n > 0 for n in reads.values()), reads
+        assert sum(reads.values()) == run.control.processed("mono"), reads
+        delayed = sum(d.count for d in run.delivered_delays("mono", 0.0))
+        assert delayed == 20_000, delayed  # its sink records the delivery delay
+
+    def running() -> None:
+        run.check()  # a failed query ends the wait with its error
+        delivered_and_recorded()
+
+    with run:
+        eventually(running, 240, "every row delivered and recorded", poll=1)
+        queries = [q.name for q in spark.streams.active]
     assert queries == ["mono"]  # one query, no buffer between the steps
-    ids = delta_ids(tmp_path / "t")
-    assert len(ids) == len(set(ids)) == 20_000
-    assert set(ids) == {f"mono:{n}" for n in range(1, 20_001)}
-    assert max(b.tasks for b in batches) == 3  # min 3: three replicas, three tasks a batch
-    # Numaflow's per-pod read counts: each of the three replicas read its share, and together
-    # exactly what the MonoVertex processed (its rater reads them per pod).
-    assert set(reads) == {"mono-0", "mono-1", "mono-2"} and all(n > 0 for n in reads.values())
-    assert sum(reads.values()) == processed
-    assert sum(d.count for d in delays) == 20_000  # its sink records the delivery delay
+    delivered_and_recorded()  # and nothing doubled since
     import deltalake
 
     table = deltalake.DeltaTable(str(tmp_path / "t")).to_pyarrow_table()

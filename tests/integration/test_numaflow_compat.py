@@ -11,6 +11,8 @@ from tidal.spark.pipeline import PipelineRun
 from tidal.spec import Pipeline
 from tidal.testing import delivered
 
+from .waits import eventually
+
 N = 300
 
 
@@ -38,27 +40,37 @@ def test_even_odd_routes_each_message_by_its_tags_exactly_once(spark, tmp_path):
         .build()
     )
     files = {name: tmp_path / f"{name}.jsonl" for name in ("even", "odd", "number", "never")}
-    with PipelineRun(spec, tmp_path, spark=spark, trigger_seconds=0.25) as run:
-        run.wait(120, until=lambda: len(delivered(files["number"])) >= N)
-        run.wait(60, until=lambda: len(delivered(files["even"])) + len(delivered(files["odd"])) >= N)
-        run.wait(60, until=lambda: run.control.processed("logged") >= N // 2)  # numaflow-python's log sink
-        status = {s.name: s for s in run.status()}
 
     def numbers(name: str) -> list[int]:
         return sorted(int(r["payload"].rpartition(":")[2]) for r in delivered(files[name]))
 
-    assert numbers("number") == list(range(1, N + 1))  # every message once (the generator counts from 1)
-    # even_odd keyed each message; the keys travelled through the buffer to the next handler
-    labelled = {r["payload"] for r in delivered(files["number"])}
-    assert labelled == {f"{'even' if n % 2 == 0 else 'odd'}:{n}" for n in range(1, N + 1)}
-    assert numbers("even") == list(range(2, N + 1, 2))
-    assert numbers("odd") == list(range(1, N + 1, 2))
-    assert delivered(files["never"]) == []
-    for name in ("even", "odd", "number"):
-        ids = [r["id"] for r in delivered(files[name])]
-        assert len(ids) == len(set(ids)), f"{name}: an id delivered twice"
-    # The tagger routed every message somewhere: none counted as dropped.
-    assert status["even-or-odd"].dropped == 0 and status["even-or-odd"].processed == N
+    def routed_exactly_once() -> None:
+        assert numbers("number") == list(range(1, N + 1))  # every message once (the generator counts from 1)
+        # even_odd keyed each message; the keys travelled through the buffer to the next handler
+        labelled = {r["payload"] for r in delivered(files["number"])}
+        assert labelled == {f"{'even' if n % 2 == 0 else 'odd'}:{n}" for n in range(1, N + 1)}
+        assert numbers("even") == list(range(2, N + 1, 2))
+        assert numbers("odd") == list(range(1, N + 1, 2))
+        assert delivered(files["never"]) == []
+        for name in ("even", "odd", "number"):
+            ids = [r["id"] for r in delivered(files[name])]
+            assert len(ids) == len(set(ids)), f"{name}: an id delivered twice"
+
+    def routed_and_counted() -> None:
+        """Every sink's file, and the tagger's counts: its batch is recorded after its tasks
+        wrote downstream, so the sinks may hold a message before the tagger counts it."""
+        run.check()  # a failed query ends the wait with its error
+        routed_exactly_once()
+        logged = run.control.processed("logged")
+        assert logged >= N // 2, logged  # numaflow-python's log sink
+        status = {s.name: s for s in run.status()}
+        # The tagger routed every message somewhere: none counted as dropped.
+        tagger = status["even-or-odd"]
+        assert tagger.dropped == 0 and tagger.processed == N, (tagger.dropped, tagger.processed)
+
+    with PipelineRun(spec, tmp_path, spark=spark, trigger_seconds=0.25) as run:
+        eventually(routed_and_counted, 300, "every message routed and counted")
+    routed_exactly_once()  # and nothing doubled since
 
 
 def test_numaflows_retry_loop_example_delivers_every_message_once_after_its_rounds(spark, tmp_path):
@@ -74,15 +86,26 @@ def test_numaflows_retry_loop_example_delivers_every_message_once_after_its_roun
     data["vertices"][3]["sink"] = {"file": {"path": "out.jsonl"}}
     spec = parse_pipeline(data)
     out = tmp_path / "out.jsonl"
-    with PipelineRun(spec, tmp_path, spark=spark, trigger_seconds=0.25) as run:
-        run.wait(180, until=lambda: len(delivered(out)) >= 200)
+
+    def delivered_once() -> None:
+        records = delivered(out)
+        payloads = [r["payload"] for r in records]
+        # each generated message once
+        assert len(payloads) == 200 and len(set(payloads)) == 200, (len(payloads), len(set(payloads)))
+        assert all(r["id"].count("retry:") >= 2 for r in records)  # its id names each round's hop
+
+    def delivered_after_three_rounds() -> None:
+        """retry's batch is recorded after its tasks wrote to out's buffer: out may deliver a
+        message before its last round is counted."""
+        run.check()  # a failed query ends the wait with its error
+        delivered_once()
         rounds = {s.name: s.processed for s in run.status()}
-    records = delivered(out)
-    payloads = [r["payload"] for r in records]
-    assert len(payloads) == 200 and len(set(payloads)) == 200  # each generated message once
-    # retry tags each message until it has seen it three times: every message went round
-    assert rounds["retry"] >= 3 * 200 and rounds["cat"] >= 3 * 200
-    assert all(r["id"].count("retry:") >= 2 for r in records)  # its id names each round's hop
+        # retry tags each message until it has seen it three times: every message went round
+        assert rounds["retry"] >= 3 * 200 and rounds["cat"] >= 3 * 200, rounds
+
+    with PipelineRun(spec, tmp_path, spark=spark, trigger_seconds=0.25) as run:
+        eventually(delivered_after_three_rounds, 240, "every message delivered after its rounds")
+    delivered_once()  # and nothing doubled since
 
 
 def test_the_sdks_simple_source_feeds_a_pipeline_exactly_once(spark, tmp_path):

@@ -16,6 +16,9 @@ from tidal import errors
 from tidal.scaling import Rule
 from tidal.spark.pipeline import PipelineRun
 from tidal.spec import Pipeline
+from tidal.testing import delivered, ids_of
+
+from .waits import eventually
 
 pytestmark = pytest.mark.spark
 
@@ -30,9 +33,9 @@ FAST = {
 
 
 def file_ids(path: Path) -> list[str]:
-    if not path.exists():
-        return []
-    return [json.loads(line)["id"] for line in path.read_text().splitlines()]
+    """The ids a file sink committed; read while a commit is appended, a half-written last line
+    is not one yet."""
+    return ids_of(delivered(path))
 
 
 @pytest.mark.long
@@ -60,12 +63,27 @@ def test_a_burst_scales_the_udf_up_drains_goes_to_zero_and_the_next_burst_wakes_
     )
     run = PipelineRun(spec, tmp_path, spark=spark, trigger_seconds=0.25)
     out = tmp_path / "out.jsonl"
+
+    # Each stage is asserted, not only waited for (run.wait returns when its time is up): a stage
+    # that never came fails where it should have, with what was reached instead.
+    def scaled_up() -> None:
+        run.check()  # a failed query ends the wait with its error
+        assert run.control.replicas("work") >= 2, run.control.replicas("work")
+
+    def delivered_at_least(n: int) -> None:
+        run.check()
+        assert len(file_ids(out)) >= n, len(file_ids(out))
+
+    def at_zero_replicas() -> None:
+        run.check()
+        assert run.control.replicas("work") == 0, run.control.replicas("work")
+
     with run:
-        run.wait(90, until=lambda: run.control.replicas("work") >= 2)
-        run.wait(90, until=lambda: len(file_ids(out)) >= 6000)
-        run.wait(60, until=lambda: run.control.replicas("work") == 0)
+        eventually(scaled_up, 120, "work scaled up")
+        eventually(lambda: delivered_at_least(6000), 120, "the first burst delivered")
+        eventually(at_zero_replicas, 120, "work at zero")
         at_zero = len(file_ids(out))
-        run.wait(90, until=lambda: len(file_ids(out)) >= 12_000)
+        eventually(lambda: delivered_at_least(12_000), 180, "the second burst delivered")
     ids = file_ids(out)
     assert len(ids) == len(set(ids)) == 12_000  # exactly once
     assert set(ids) == {f"work:gen:{n}" for n in range(1, 12_001)}
@@ -126,7 +144,9 @@ def test_a_udf_that_keeps_failing_stops_the_pipeline_naming_the_message(spark, t
         PipelineRun(spec, tmp_path, spark=spark, trigger_seconds=0.25) as run,
         pytest.raises(errors.PipelineError) as failed,
     ):
-        run.wait(90)
+        # Raises once the query failed; a run that never fails is told by pytest.raises, after
+        # a deadline a box at half speed does not come near.
+        run.wait(300)
     text = str(failed.value)
     assert "'check'" in text and "'src:3'" in text, text  # the vertex and the message id
     assert "ValueError" in text and "2 attempt(s)" in text, text
@@ -161,18 +181,34 @@ def test_dead_letter_keeps_failing_messages_and_the_rest_flows(spark, tmp_path, 
         .sink("out", "file", path="out.jsonl")
         .build()
     )
-    with caplog.at_level(logging.WARNING, logger="tidal"), PipelineRun(spec, tmp_path, spark=spark) as run:
-        # No file yet: the source's pending() raises; the pipeline keeps running.
-        run.wait(6)
+
+    def not_available() -> None:
+        """No file yet: the source's pending() raises; the pipeline keeps running. (Logged once
+        a trigger reported it and the controller looked: no fixed time covers both.)"""
+        run.check()
         assert "not available" in caplog.text and "FileNotFoundError" in caplog.text
+
+    def good_out_poison_dead() -> None:
+        """The 90 good lines delivered and the 10 poison ones dead-lettered. A sink's file is
+        committed before the batch is counted, and the last poison line may come in a later
+        batch than the last good one: the wait is on all of it."""
+        out = file_ids(tmp_path / "out.jsonl")
+        dead = delivered(tmp_path / "dead.jsonl")
+        assert len(out) == 90 and len(dead) == 10, (len(out), len(dead))
+        assert {d["id"] for d in dead} == {f"src:{i}" for i in range(10, 101, 10)}
+        assert all(d["error"].startswith("ValueError: cannot handle") for d in dead)
+        assert set(out).isdisjoint({f"check:{d['id']}" for d in dead})
+
+    def flowed() -> None:
+        run.check()
+        assert run.control.processed("out") >= 90, run.control.processed("out")
+        good_out_poison_dead()
+
+    with caplog.at_level(logging.WARNING, logger="tidal"), PipelineRun(spec, tmp_path, spark=spark) as run:
+        eventually(not_available, 120, "the missing file logged as not available")
         lines.write_text("".join(f"line {i}\n" if i % 10 else f"poison {i}\n" for i in range(1, 101)))
-        run.wait(90, until=lambda: run.control.processed("out") >= 90)
-    out = file_ids(tmp_path / "out.jsonl")
-    dead = [json.loads(line) for line in (tmp_path / "dead.jsonl").read_text().splitlines()]
-    assert len(out) == 90 and len(dead) == 10
-    assert {d["id"] for d in dead} == {f"src:{i}" for i in range(10, 101, 10)}
-    assert all(d["error"].startswith("ValueError: cannot handle") for d in dead)
-    assert set(out).isdisjoint({f"check:{d['id']}" for d in dead})
+        eventually(flowed, 180, "every line delivered or dead-lettered")
+    good_out_poison_dead()  # and nothing doubled since
 
 
 def test_small_buffers_and_big_batches_do_not_deadlock_the_task_slots(spark, tmp_path):

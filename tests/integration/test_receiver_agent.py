@@ -11,7 +11,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 import urllib.request
 from pathlib import Path
 
@@ -24,6 +23,8 @@ from tidal.request.agent import Agent
 from tidal.request.children import get
 from tidal.request.launch import LOST_CODE, AgentLauncher, launcher_for
 from tidal.request.receiver import ReceiverConfig
+
+from .waits import eventually
 
 
 @pytest.fixture
@@ -120,20 +121,28 @@ def test_an_agent_silent_for_longer_than_lost_after_is_a_lost_host_until_it_answ
         assert child.proc.poll() is None
         agent.server.shutdown()  # the agent stops answering: its host, as the run sees it, is gone
         agent.server.server_close()
-        deadline = time.monotonic() + 30
-        while child.proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert child.proc.poll() == LOST_CODE and launcher.agents[0].lost
+
+        def called_lost() -> None:
+            """The receiver's exit code, asked of the agent, is the lost host's once it is silent."""
+            assert child.proc.poll() == LOST_CODE and launcher.agents[0].lost, (
+                child.proc.poll(),
+                launcher.agents[0].lost,
+            )
+
+        eventually(called_lost, 60, "the silent agent's host called lost")
         assert launcher.start(config, 1) == []  # no host left to start on
         # The host comes back (an agent on the same address): it takes receivers again.
         back = Agent("127.0.0.1", agent.port, agent.log_dir)
         threading.Thread(target=back.server.serve_forever, daemon=True).start()
         try:
-            started: list = []
-            deadline = time.monotonic() + 30
-            while not started and time.monotonic() < deadline:
+
+            def started_again() -> list:
+                """A lost host is asked again every 2 s: a start finds it back, and starts there."""
                 started = launcher.start(config, 1)
-                time.sleep(0.5)
+                assert started, "no receiver started: the host is not back yet"
+                return started
+
+            started = eventually(started_again, 60, "a receiver started on the host back", poll=0.5)
             assert len(started) == 1 and not launcher.agents[0].lost
             assert get(started[0].url + "_tidal/ready") == "queue"
         finally:

@@ -5,12 +5,17 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
 from tidal.spark.pipeline import PipelineRun
 from tidal.spec import Pipeline
 from tidal.testing import delivered
+
+from .waits import eventually, wait_for
+
+T = TypeVar("T")
 
 T0 = 1_700_000_000  # a multiple of 10: windows start at T0, T0 + 10, ...
 
@@ -84,12 +89,16 @@ def _plain_query(spark, source: Path, checkpoint: Path, seen: dict):
     )
 
 
-def _wait(condition, seconds: float, what: str) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what} within {seconds:g} s")
-        time.sleep(0.25)
+def _last_batch(log: Path) -> int:
+    """The last batch id in one of a query's checkpoint logs (``offsets``, ``commits``); -1 with none."""
+    return max((int(f.name) for f in log.glob("[0-9]*") if f.name.isdigit()), default=-1)
+
+
+def _settled(checkpoint: Path) -> bool:
+    """Spark's commit log holds every batch the query planned: none is between its writer's
+    commit (what the sink shows) and Spark's own."""
+    planned = _last_batch(checkpoint / "offsets")
+    return planned >= 0 and _last_batch(checkpoint / "commits") == planned
 
 
 EXPECTED = {
@@ -106,14 +115,24 @@ def test_counts_per_key_and_window_match_a_plain_pyspark_query_through_a_restart
     out = tmp_path / "run" / "out.jsonl"
     spec = _spec(lines)
     with PipelineRun(spec, tmp_path / "run", spark=spark, trigger_seconds=0.25) as run:
-        run.wait(180, until=lambda: len(_tidal_counts(out)) >= len(first_windows))
-        watermark = {s.name: s.watermark for s in run.status()}
-    assert watermark["count"] == "2023-11-14T22:13:45.000Z"  # T0 + 25: the latest event time seen
-    assert _tidal_counts(out) == first_windows  # the third window is still open, in the state store
+
+        def first_two_windows() -> None:
+            """The windows, and the watermark that closed them: Spark's progress of the batch that
+            wrote them comes after the sink's commit (#54)."""
+            watermark = {s.name: s.watermark for s in run.status()}
+            assert watermark["count"] == "2023-11-14T22:13:45.000Z"  # T0 + 25: the latest event time seen
+            assert _tidal_counts(out) == first_windows  # the third window is still open, in the state store
+
+        eventually(first_two_windows, 180, "the first two windows", run=run, poll=0.5)
+    assert _tidal_counts(out) == first_windows  # and still open when the run stopped
 
     _write(lines, STAGE_2)  # after the restart: the late message, the rest of window 3, the flush
     with PipelineRun(spec, tmp_path / "run", spark=spark, trigger_seconds=0.25) as run:
-        run.wait(180, until=lambda: len(_tidal_counts(out)) >= len(EXPECTED))
+
+        def every_window() -> None:
+            assert _tidal_counts(out) == EXPECTED
+
+        eventually(every_window, 180, "every window", run=run, poll=0.5)
         time.sleep(2)  # a late duplicate or the late message's window would show up by now
     tidal = _tidal_counts(out)
 
@@ -124,13 +143,19 @@ def test_counts_per_key_and_window_match_a_plain_pyspark_query_through_a_restart
     _write(source / "1.txt", STAGE_1)
     query = _plain_query(spark, source, tmp_path / "plain-checkpoint", plain)
     try:
-        _wait(lambda: len(plain) >= len(first_windows), 120, "the plain query's first windows")
+        wait_for(
+            lambda: len(plain) >= len(first_windows), 150, "the plain query's first windows", query=query
+        )
     finally:
         query.stop()
     _write(source / "2.txt", STAGE_2)
     query = _plain_query(spark, source, tmp_path / "plain-checkpoint", plain)
     try:
-        _wait(lambda: len(plain) >= len(EXPECTED), 120, "the plain query's third window")
+
+        def every_plain_window() -> None:
+            assert plain == EXPECTED
+
+        eventually(every_plain_window, 150, "the plain query's third window", query=query)
         time.sleep(2)
     finally:
         query.stop()
@@ -150,10 +175,18 @@ def test_a_batch_whose_commit_log_failed_after_its_writers_commit_is_replayed_wi
     _write(lines, STAGE_1)
     first_windows = {k: v for k, v in EXPECTED.items() if k[1] < T0 + 20}
     out = tmp_path / "run" / "out.jsonl"
-    commits = tmp_path / "run" / "checkpoints" / "count" / "commits"
+    checkpoint = tmp_path / "run" / "checkpoints" / "count"
+    commits = checkpoint / "commits"
     spec = _spec(lines)
     with PipelineRun(spec, tmp_path / "run", spark=spark, trigger_seconds=0.25) as run:
-        run.wait(180, until=lambda: len(_tidal_counts(out)) >= len(first_windows))
+
+        def first_windows_committed() -> None:
+            """The first windows, and Spark's commit log of the batch that wrote them: the sink shows
+            them before that log is written, and it must be the *next* batch whose log fails (#54)."""
+            assert len(_tidal_counts(out)) >= len(first_windows)
+            assert _settled(checkpoint), "the batch that wrote the windows is not in the commit log yet"
+
+        eventually(first_windows_committed, 240, "the first windows", run=run, poll=0.5)
         commits.rename(commits.with_name("commits.kept"))
         commits.write_text("not a directory: the next commit log fails\n")
         _write(lines, [(T0 + 26 + i, 42 + i) for i in range(4)])  # window 3's rest: it stays open
@@ -162,10 +195,14 @@ def test_a_batch_whose_commit_log_failed_after_its_writers_commit_is_replayed_wi
     commits.unlink()
     commits.with_name("commits.kept").rename(commits)
     _write(lines, [(T0 + 100, 1000)])  # far ahead: closes window 3
+
+    def every_window() -> None:
+        assert _tidal_counts(out) == EXPECTED  # window 3: 41 before the failure, 42..45 in the replay
+
     with PipelineRun(spec, tmp_path / "run", spark=spark, trigger_seconds=0.25) as run:
-        run.wait(180, until=lambda: len(_tidal_counts(out)) >= len(EXPECTED))
+        eventually(every_window, 240, "every window", run=run, poll=0.5)
         time.sleep(2)  # a window written twice would show up by now
-    assert _tidal_counts(out) == EXPECTED  # window 3: 41 before the failure, 42..45 in the replay
+    every_window()
 
 
 def _closed_through(commits: Path) -> float:
@@ -193,16 +230,24 @@ def test_a_restart_after_the_batch_that_moved_the_watermark_closes_its_windows_w
     commits = tmp_path / "run" / "checkpoints" / "count" / "commits"
     spec = _spec(lines)
     spark.conf.set("spark.sql.streaming.noDataMicroBatches.enabled", "false")
+
+    def watermark_moved() -> None:  # the batch that moved it is in the commit log
+        assert _closed_through(commits) >= T0 + 100, _closed_through(commits)
+
     try:
         with PipelineRun(spec, tmp_path / "run", spark=spark, trigger_seconds=0.25) as run:
-            run.wait(180, until=lambda: _closed_through(commits) >= T0 + 100)
+            eventually(watermark_moved, 240, "the watermark past the last window", run=run, poll=0.5)
     finally:
         spark.conf.unset("spark.sql.streaming.noDataMicroBatches.enabled")
     assert len(_tidal_counts(out)) < len(EXPECTED), "the windows closed with no-data batches off"
+
+    def every_window() -> None:
+        assert _tidal_counts(out) == EXPECTED
+
     with PipelineRun(spec, tmp_path / "run", spark=spark, trigger_seconds=0.25) as run:
-        run.wait(180, until=lambda: len(_tidal_counts(out)) >= len(EXPECTED))
+        eventually(every_window, 240, "every window", run=run, poll=0.5)
         time.sleep(2)  # a window written twice would show up by now
-    assert _tidal_counts(out) == EXPECTED
+    every_window()
 
 
 @pytest.mark.long
@@ -211,7 +256,7 @@ def test_a_sigkilled_reduce_resumes_from_its_state_and_delivers_every_window_onc
     import os
     import signal
 
-    from .test_cli import tidal, wait_for
+    from .test_cli import tidal
 
     # 40 windows of 10 s, 30 messages each (keys even/odd by value), in event-time order, then
     # one far ahead that closes the last one.
@@ -244,10 +289,14 @@ def test_a_sigkilled_reduce_resumes_from_its_state_and_delivers_every_window_onc
         first.communicate(timeout=30)
     assert windows() < len(expected), "finished before the kill"
     second = tidal(*args, start_new_session=True)
+
+    def every_window() -> None:
+        assert _tidal_counts(out) == expected  # each window once (checked as it is read), every count exact
+
     try:
-        wait_for(lambda: windows() >= len(expected), 240, "every window", second)
-        time.sleep(2)
+        eventually(every_window, 300, "every window", proc=second, poll=1)
+        time.sleep(2)  # a window written twice would show up by now
     finally:
         second.send_signal(signal.SIGTERM)
         second.communicate(timeout=120)
-    assert _tidal_counts(out) == expected  # each window once (checked as it is read), every count exact
+    every_window()  # and nothing doubled since

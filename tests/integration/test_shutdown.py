@@ -13,6 +13,9 @@ from tidal.observe.report import summarize
 from tidal.observe.series import SeriesLog
 from tidal.spark.pipeline import PipelineRun
 from tidal.spec import Pipeline
+from tidal.testing import delivered, ids_of
+
+from .waits import eventually
 
 pytestmark = pytest.mark.spark
 
@@ -28,7 +31,9 @@ def _spec():
 
 
 def _lines(path) -> list[str]:
-    return [json.loads(line)["id"] for line in path.read_text().splitlines()] if path.exists() else []
+    """The ids the sink committed; polled while a commit is appended, a half-written last line
+    is not one yet."""
+    return ids_of(delivered(path))
 
 
 def _final(run_dir) -> dict[str, dict]:
@@ -37,10 +42,18 @@ def _final(run_dir) -> dict[str, dict]:
     return {v["name"]: v for v in record["vertices"]}
 
 
+def _delivered_more_than(run: PipelineRun, n: int) -> None:
+    run.check()  # a failed query ends the wait with its error
+    got = len(_lines(run.run_dir / "out.jsonl"))
+    assert got > n, got
+
+
 def test_stop_now_counts_what_the_sink_committed(spark, tmp_path):
     run = PipelineRun(_spec(), tmp_path, spark=spark, trigger_seconds=0.25).start()
-    run.wait(until=lambda: len(_lines(tmp_path / "out.jsonl")) > 500, duration=90)
-    run.stop()
+    try:  # a wait that runs out fails here, rather than the counts below on too few
+        eventually(lambda: _delivered_more_than(run, 500), 180, "500 messages delivered")
+    finally:
+        run.stop()
     ids = _lines(tmp_path / "out.jsonl")
     final = _final(tmp_path)
     assert final["out"]["processed"] == len(ids) == len(set(ids)) > 0
@@ -55,16 +68,26 @@ def test_stop_now_counts_what_the_sink_committed(spark, tmp_path):
 def test_drain_stops_the_source_first_and_delivers_what_was_in_the_buffers(spark, tmp_path):
     run = PipelineRun(_spec(), tmp_path, spark=spark, trigger_seconds=0.25).start()
     series = SeriesLog(tmp_path)
-    run.wait(
-        until=lambda: len(_lines(tmp_path / "out.jsonl")) > 500,
-        duration=90,
-        every=lambda _, statuses: series.record(statuses),
-    )
-    # The sink goes on past the last sample before the stop (sampling has ended), so the last
-    # sample counts fewer than the sink delivers, whether or not it was caught up when sampled.
-    sampled = [json.loads(line) for line in (tmp_path / "series.jsonl").read_text().splitlines()][-1]
-    run.wait(until=lambda: len(_lines(tmp_path / "out.jsonl")) > sampled["processed"], duration=90)
-    run.stop(drain=True, drain_timeout=120)
+
+    def sampled_until_500() -> None:
+        """A sample at every poll, as the live view takes them, until 500 were delivered."""
+        run.check()
+        series.record(run.status())
+        _delivered_more_than(run, 500)
+
+    try:
+        eventually(sampled_until_500, 180, "500 messages delivered", poll=0.5)
+        # The sink goes on past the last sample before the stop (sampling has ended), so the last
+        # sample counts fewer than the sink delivers, whether or not it was caught up when sampled.
+        sampled = [json.loads(line) for line in (tmp_path / "series.jsonl").read_text().splitlines()][-1]
+        eventually(
+            lambda: _delivered_more_than(run, sampled["processed"]), 120, "more delivered than sampled"
+        )
+        # The drain returns when its time is up, drained or not: what follows counts on it having
+        # drained, so its deadline is far above what a box at half speed needs.
+        run.stop(drain=True, drain_timeout=300)
+    finally:
+        run.stop()  # a wait that failed stops the run too (after the drain's stop: nothing left)
     final = _final(tmp_path)
     ids = _lines(tmp_path / "out.jsonl")
     generated = final["gen"]["processed"]

@@ -10,8 +10,10 @@ from tidal.isb import BufferLimits
 from tidal.isb.control import ControlStore
 from tidal.isb.sqlite import SqliteStore
 from tidal.spark.config import QueryConfig
-from tidal.spark.vertex import start_vertex
+from tidal.spark.vertex import past_start, start_vertex
 from tidal.spec import Limits
+
+from .waits import eventually, wait_for
 
 pytestmark = pytest.mark.spark
 
@@ -29,12 +31,17 @@ def start_query(spark, db, checkpoint, read_batch_size=500):
     return start_vertex(spark, plan, checkpoint, trigger_seconds=0.2)
 
 
-def wait_committed(buffer, seq, query, timeout=120.0):
-    deadline = time.monotonic() + timeout
-    while buffer.stats().committed < seq:
-        assert query.exception() is None, query.exception()
-        assert time.monotonic() < deadline, f"not drained: {buffer.stats()}"
-        time.sleep(0.1)
+def drained(buffer, seq):
+    """A check for :func:`eventually`: the query committed its input up to ``seq``."""
+
+    def check() -> None:
+        assert buffer.stats().committed >= seq, f"not drained: {buffer.stats()}"
+
+    return check
+
+
+def wait_committed(buffer, seq, query, timeout=300.0):
+    eventually(drained(buffer, seq), timeout, f"the input committed up to {seq}", query=query, poll=0.1)
 
 
 def fill(buffer, start, n):
@@ -56,7 +63,15 @@ def test_replicas_set_the_task_count_and_nothing_is_lost(spark, tmp_path):
         wait_committed(source, 2000, query)
         control.set_replicas("v", 4)
         fill(source, 2000, 4000)
-        wait_committed(source, 6000, query)
+
+        def drained_in_both_task_counts() -> None:
+            """The writer commits a batch's input before it records the batch (tidal.spark.writer)."""
+            drained(source, 6000)()
+            batches = control.batches("v")
+            assert [b for b in batches if b.rows and b.tasks == 1], batches
+            assert [b for b in batches if b.tasks == 4], batches
+
+        eventually(drained_in_both_task_counts, 300, "batches of 1 and of 4 tasks, drained", query=query)
     finally:
         query.stop()
     batches = control.batches("v")
@@ -83,6 +98,9 @@ def test_zero_replicas_idles_the_query_and_one_wakes_it(spark, tmp_path):
     fill(source, 0, 100)
     query = start_query(spark, db, tmp_path / "ckpt")
     try:
+        # Past Spark's start first: on a slow box the query might not have asked for data within
+        # the 3 s below, and the idle check would prove nothing.
+        wait_for(lambda: past_start(query), 300, "the query's first trigger", query=query)
         time.sleep(3)
         assert out.stats().last_seq == 0 and source.stats().pending == 100
         control.set_replicas("v", 1)

@@ -11,6 +11,7 @@ import os
 import signal
 import time
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -18,7 +19,11 @@ from tidal import errors
 from tidal.spark.pipeline import PipelineRun
 from tidal.spec import parse_pipeline
 
+from .waits import eventually, wait_for
+
 pytestmark = pytest.mark.spark
+
+T = TypeVar("T")
 
 SCHEMA = "order_id STRING NOT NULL, sku STRING, qty INT"
 SQL = (
@@ -117,6 +122,13 @@ def expected(first: int, last: int, prices=(1.5, 2.0)) -> dict[str, float]:
     }
 
 
+def dead_lettered(run_dir: Path) -> dict[str, dict]:
+    """The dead letter's records, once they are all there (each bad record once)."""
+    dead = delivered(run_dir / "dead.jsonl")
+    assert sorted(d["payload"] for d in dead.values()) == sorted(BAD)
+    return dead
+
+
 def totals(run_dir: Path) -> dict[str, float]:
     found: dict[str, float] = {}
     for record in delivered(run_dir / "out.jsonl").values():
@@ -130,20 +142,23 @@ def test_sql_step_filters_computes_joins_and_dead_letters_each_bad_record_with_i
     write_skus(tmp_path / "skus")
     write_orders(tmp_path / "orders.jsonl", 0, 2000)
     want = expected(0, 2000)
+
+    def priced() -> None:
+        """The orders and the dead letter: both are waited for, not the orders alone (#54)."""
+        assert totals(tmp_path / "run") == want  # every valid order once, with its computed total
+        rows = [json.loads(r["payload"]) for r in delivered(tmp_path / "run/out.jsonl").values()]
+        assert {row["region"] for row in rows} == {"eu", "us"}
+        assert all(r_id.startswith("price:in:") for r_id in delivered(tmp_path / "run/out.jsonl"))
+        for d in dead_lettered(tmp_path / "run").values():
+            assert d["error"].startswith(BAD[d["payload"]]), d
+
     run = PipelineRun(spec(tmp_path), tmp_path / "run", spark=spark, trigger_seconds=0.25).start()
     try:
-        run.wait(until=lambda: count(tmp_path) >= len(want), duration=120)
-        time.sleep(1)
+        eventually(priced, 300, "every order priced and every bad one dead-lettered", run=run, poll=0.5)
+        time.sleep(1)  # anything doubled would show up now
     finally:
         run.stop()
-    assert totals(tmp_path / "run") == want  # every valid order once, with its computed total
-    rows = [json.loads(r["payload"]) for r in delivered(tmp_path / "run/out.jsonl").values()]
-    assert {row["region"] for row in rows} == {"eu", "us"}
-    assert all(r_id.startswith("price:in:") for r_id in delivered(tmp_path / "run/out.jsonl"))
-    dead = delivered(tmp_path / "run/dead.jsonl")
-    assert sorted(d["payload"] for d in dead.values()) == sorted(BAD)
-    for d in dead.values():
-        assert d["error"].startswith(BAD[d["payload"]]), d
+    priced()  # and nothing doubled since
 
 
 def test_replicas_are_the_steps_read_partitions(spark, tmp_path):
@@ -151,15 +166,29 @@ def test_replicas_are_the_steps_read_partitions(spark, tmp_path):
     write_orders(tmp_path / "orders.jsonl", 0, 200, bad=False)
     run = PipelineRun(spec(tmp_path), tmp_path / "run", spark=spark, trigger_seconds=0.25).start()
     try:
-        run.wait(until=lambda: count(tmp_path) >= len(expected(0, 200)), duration=90)
         assert run.control is not None
-        one = [b.tasks for b in run.control.batches("price") if b.rows]
-        before = max(b.batch_id for b in run.control.batches("price"))
-        run.control.set_replicas("price", 4)
+        control = run.control
+
+        def first_orders() -> None:
+            """Delivered, and price's batches recorded: a batch is recorded after its sink's commit,
+            and ``one`` and ``before`` are read from the record (#54)."""
+            assert count(tmp_path) >= len(expected(0, 200)), count(tmp_path)
+            assert control.processed("price") >= 200, control.processed("price")
+
+        eventually(first_orders, 240, "the first orders", run=run, poll=0.5)
+        one = [b.tasks for b in control.batches("price") if b.rows]
+        before = max(b.batch_id for b in control.batches("price"))
+        control.set_replicas("price", 4)
         write_orders(tmp_path / "orders.jsonl", 200, 6000, bad=False)
-        run.wait(until=lambda: count(tmp_path) >= len(expected(0, 6000)), duration=120)
-        # (a batch planned before the change may still have run with one task)
-        four = [b.tasks for b in run.control.batches("price") if b.batch_id > before + 1 and b.rows >= 4]
+
+        def on_four() -> list[int]:
+            assert totals(tmp_path / "run") == expected(0, 6000)
+            # (a batch planned before the change may still have run with one task)
+            four = [b.tasks for b in control.batches("price") if b.batch_id > before + 1 and b.rows >= 4]
+            assert four and set(four) == {4}, four
+            return four
+
+        four = eventually(on_four, 300, "every order, priced on four tasks", run=run, poll=0.5)
     finally:
         run.stop()
     assert set(one) == {1}
@@ -167,19 +196,47 @@ def test_replicas_are_the_steps_read_partitions(spark, tmp_path):
     assert totals(tmp_path / "run") == expected(0, 6000)
 
 
-def test_reference_table_is_read_again_on_its_interval(spark, tmp_path):
+def test_reference_table_is_read_again_on_its_interval(spark, tmp_path, monkeypatch):
+    from tidal.spark.frames import ReferenceRefresher
+
+    refreshed: list[float] = []  # when each refresh that finished had begun (monotonic)
+    refresh = ReferenceRefresher.refresh
+
+    def noted(self: ReferenceRefresher) -> None:
+        begun = time.monotonic()
+        refresh(self)
+        refreshed.append(begun)
+
+    # Only watched: the refresher still reads the table on its own interval.
+    monkeypatch.setattr(ReferenceRefresher, "refresh", noted)
     write_skus(tmp_path / "skus")
     write_orders(tmp_path / "orders.jsonl", 0, 100, bad=False)
+    want = {**expected(0, 100), **expected(100, 200, prices=(10.0, 20.0))}
     run = PipelineRun(spec(tmp_path, refresh=1), tmp_path / "run", spark=spark, trigger_seconds=0.25).start()
     try:
-        run.wait(until=lambda: count(tmp_path) >= len(expected(0, 100)), duration=90)
+
+        def first_orders() -> None:
+            assert totals(tmp_path / "run") == expected(0, 100)
+
+        eventually(first_orders, 240, "the first orders at the first prices", run=run, poll=0.5)
         write_skus(tmp_path / "skus", prices=(10.0, 20.0))
-        time.sleep(3)  # past the refresh interval
+        written = time.monotonic()
+
+        def read_again() -> None:
+            """Past the refresh interval: a refresh begun after the write has cached the new prices
+            (a refresh is a Spark job: on a busy box a fixed sleep may end before one did, #54)."""
+            assert any(t >= written for t in refreshed), f"{len(refreshed)} refreshes, none since the write"
+
+        eventually(read_again, 120, "the reference table read again", run=run, poll=0.5)
         write_orders(tmp_path / "orders.jsonl", 100, 200, bad=False)
-        run.wait(until=lambda: count(tmp_path) >= len(expected(0, 200)), duration=90)
+
+        def every_order() -> None:
+            assert totals(tmp_path / "run") == want
+
+        eventually(every_order, 240, "every order, the later ones at the new prices", run=run, poll=0.5)
     finally:
         run.stop()
-    assert totals(tmp_path / "run") == {**expected(0, 100), **expected(100, 200, prices=(10.0, 20.0))}
+    assert totals(tmp_path / "run") == want  # and nothing doubled since
 
 
 def test_dataframe_step_runs_the_users_function(spark, tmp_path):
@@ -189,17 +246,21 @@ def test_dataframe_step_runs_the_users_function(spark, tmp_path):
                     dataframe="tidal.examples.udfs:large_orders")  # fmt: skip
     run = PipelineRun(pipeline, tmp_path / "run", spark=spark, trigger_seconds=0.25).start()
     want = {i: (i % 5) * 2.5 for i in range(500) if i % 5 >= 3}
+
+    def large_orders() -> None:
+        rows = [json.loads(r["payload"]) for r in delivered(tmp_path / "run/out.jsonl").values()]
+        assert {row["order"]: row["total"] for row in rows} == want
+
     try:
-        run.wait(until=lambda: count(tmp_path) >= len(want), duration=90)
+        eventually(large_orders, 240, "every large order", run=run, poll=0.5)
     finally:
         run.stop()
-    rows = [json.loads(r["payload"]) for r in delivered(tmp_path / "run/out.jsonl").values()]
-    assert {row["order"]: row["total"] for row in rows} == want
+    large_orders()  # and nothing doubled since
 
 
 @pytest.mark.long
 def test_a_sigkilled_run_resumes_exactly_once(tmp_path):
-    from .test_cli import tidal, wait_for
+    from .test_cli import tidal
 
     write_skus(tmp_path / "skus")
     write_orders(tmp_path / "orders.jsonl", 0, 6_000)
@@ -222,14 +283,19 @@ def test_a_sigkilled_run_resumes_exactly_once(tmp_path):
         first.communicate(timeout=30)
     assert count(tmp_path) < len(expected(0, 6_000)), "finished before the kill"
     second = tidal(*args, start_new_session=True)
+
+    def every_order_once() -> None:
+        """The orders and the dead letter, each written on its own: both are waited for (#54)."""
+        assert totals(tmp_path / "run") == expected(0, 6_000)
+        dead_lettered(tmp_path / "run")
+
     try:
-        wait_for(lambda: count(tmp_path) >= len(expected(0, 6_000)), 240, "all", second)
-        time.sleep(2)
+        eventually(every_order_once, 300, "every order and every bad record", proc=second, poll=1)
+        time.sleep(2)  # anything doubled would show up now
     finally:
         second.send_signal(signal.SIGTERM)
         second.communicate(timeout=120)
-    assert totals(tmp_path / "run") == expected(0, 6_000)
-    assert sorted(d["payload"] for d in delivered(tmp_path / "run/dead.jsonl").values()) == sorted(BAD)
+    every_order_once()  # and nothing doubled since
 
 
 @pytest.mark.parametrize(

@@ -38,6 +38,7 @@ def eventually(
     *,
     proc: subprocess.Popen[Any] | None = None,
     query: Any = None,
+    run: Any = None,
     poll: float = POLL_SECONDS,
 ) -> T:
     """Run ``check`` until it returns without an ``AssertionError``, and return what it returned.
@@ -46,10 +47,15 @@ def eventually(
     hanging, and is set far above what a box at half speed needs. On timeout the error says
     ``what`` was waited for and carries the check's last failure (the ids still missing, the
     count reached). ``proc`` is a subprocess that must stay alive while we wait (its output is
-    shown if it exits); ``query`` a Spark streaming query whose failure ends the wait.
+    shown if it exits); ``query`` a Spark streaming query whose failure ends the wait; ``run`` a
+    live ``PipelineRun`` whose ``check()`` is called before every try, as ``run.wait`` polls (a
+    failed vertex ends the wait with its error, and one failed for a transient reason has its
+    query started again).
     """
     deadline = time.monotonic() + timeout
     while True:
+        if run is not None:
+            run.check()
         try:
             return check()
         except AssertionError as failure:

@@ -125,9 +125,11 @@ def overhead(root: Path, seconds: float = SECONDS, repeats: int = REPEATS) -> di
     runs: dict[str, list[dict[str, float]]] = {"bare": [], **{name: [] for name, _, _ in variants}}
     fastest: dict[str, list[float]] = {k: [] for k in runs}
     try:
-        for path in paths.values():
-            deadline = time.monotonic() + 30
-            while path.ready() < 1 and time.monotonic() < deadline:
+        for name, path in paths.items():
+            deadline = time.monotonic() + 120
+            while path.ready() < 1:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"http overhead: no receiver of {name!r} ready within 120 s")
                 time.sleep(0.1)
         bare_url = paths["bare"].receiver_urls()[0]
         for _ in range(repeats):

@@ -161,8 +161,10 @@ def _measure(began: float, count: Callable[[], int], check: Callable[[], None]) 
             first = (now, rows)
         if rows >= RECORDS:
             assert first is not None
-            running = (RECORDS - first[1]) / (now - first[0]) if now > first[0] else float("nan")
-            return running, RECORDS / (now - began)
+            overall = RECORDS / (now - began)
+            if first[1] >= RECORDS:  # all of it in the first sighting (one batch, a slow poll):
+                return overall, overall  # no "once running" to tell apart; the whole is its bound
+            return (RECORDS - first[1]) / (now - first[0]), overall
         check()
         time.sleep(0.2)
 

@@ -62,8 +62,10 @@ def _wait(what: str, condition: Any, timeout: float, proc: subprocess.Popen[Any]
 
 
 def _series(run_dir: Path, name: str) -> list[dict[str, Any]]:
+    """The series' records; a last line still being written is not one yet."""
     path = run_dir / name
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    text = path.read_text() if path.exists() else ""
+    return [json.loads(line) for line in text.splitlines(keepends=True) if line.endswith("\n")]
 
 
 def run_receiver_loss(
@@ -128,8 +130,20 @@ def run_receiver_loss(
             result = json.loads(answers.read_text())
             acknowledged = {f"k-{i}/{j}" for i in result["ok"] for j in range(batch)}
             sink = run_dir / "out.jsonl"
-            everything = lambda: acknowledged <= set(delivered_ids(sink))  # noqa: E731
-            _wait("every acknowledged message", everything, 300, proc, run_log)
+
+            def recovered() -> bool:
+                """Every acknowledged message delivered, and the run saw the loss and is back to
+                two ready receivers: what the report measures, so the run must not stop before."""
+                if not acknowledged <= set(delivered_ids(sink)):
+                    return False
+                faults = read_faults(run_dir)
+                lost_host = rig["r2"].address
+                lost = [f["at"] for f in faults if f["kind"] == "receiver lost" and f["host"] == lost_host]
+                samples = _series(run_dir, "requests.jsonl")
+                return bool(lost) and any(s["at"] > min(lost) and s.get("ready", 0) >= 2 for s in samples)
+
+            what = "every acknowledged message, and two ready receivers after the loss"
+            _wait(what, recovered, 300, proc, run_log)
             time.sleep(2)  # anything doubled would show up now
         finally:
             proc.send_signal(signal.SIGTERM)
