@@ -20,9 +20,15 @@ renames it to its sequence and inserts the row. A writer killed before the commi
 most a file no row points to, which the next append of the same sequences replaces, so a batch
 is stored whole or not at all. A commit deletes the rows of the segments it covers whole in one
 transaction and then their files; one it covers in part stays until a later commit covers it,
-and reads never return what was committed. Files are not fsynced: like SQLite's
-``synchronous=NORMAL``, a process crash loses nothing, a power loss may lose the last appends
-(and a read of a damaged segment says so).
+and reads never return what was committed.
+
+**Durability** (``buffers.durability``, :mod:`tidal.isb.durability`). Under ``sync`` (the
+default) an append returns only once its batch is on the disk: the segment file synced before
+the write lock, its rename synced with its directory, and the row committed with
+``synchronous=FULL`` (SQLite syncs the WAL at every commit), so whatever was acknowledged
+upstream after it survives a power cut. Under ``os`` (``synchronous=NORMAL``, files not synced) a
+process crash loses nothing, a power loss may lose the last appends and commits (and a read of a
+damaged segment says so).
 
 De-duplication keys (message ids for ``append``, batch keys for ``append_batch``) live in
 ``ids_<name>`` for ``dedup_window`` seconds, independent of trimming, so a replay after a crash
@@ -56,6 +62,7 @@ from tidal.isb.base import (
     Message,
     check_batch,
 )
+from tidal.isb.durability import DEFAULT, Durability, sync_dir
 from tidal.isb.segment_files import SegmentFiles
 
 __all__ = ["SqliteBuffer", "SqliteStore"]
@@ -84,11 +91,17 @@ def _check_name(name: str) -> str:
 class SqliteStore:
     """The buffers of one pipeline, in one SQLite file."""
 
-    def __init__(self, path: str | Path, dedup_window: float = DEFAULT_DEDUP_WINDOW_SECONDS) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        dedup_window: float = DEFAULT_DEDUP_WINDOW_SECONDS,
+        durability: Durability = DEFAULT,
+    ) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.segments_dir = Path(f"{self.path}-segments")
         self.dedup_window = dedup_window
+        self.durability = durability
         # One connection per thread (and per process: a forked child opens its own). A shared
         # connection breaks as soon as two threads use it: the runner's status and the
         # controller's probe would nest their transactions.
@@ -115,7 +128,7 @@ class SqliteStore:
             conn.execute(f"PRAGMA page_size={PAGE_SIZE}")  # takes effect only on a new file
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute(f"PRAGMA wal_autocheckpoint={WAL_CHECKPOINT_PAGES}")
-            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute(f"PRAGMA synchronous={'FULL' if self.durability == 'sync' else 'NORMAL'}")
             conn.execute(f"PRAGMA busy_timeout={int(_BUSY_TIMEOUT_S * 1000)}")
             local.conn, local.pid = conn, os.getpid()
             with self._lock:
@@ -181,7 +194,12 @@ class SqliteStore:
                 "max_length=excluded.max_length, usage_limit=excluded.usage_limit",
                 (name, limits.max_length, limits.usage_limit),
             )
-        (self.segments_dir / name).mkdir(parents=True, exist_ok=True)
+        folder = self.segments_dir / name
+        if not folder.is_dir():
+            folder.mkdir(parents=True, exist_ok=True)
+            if self.durability == "sync":  # the new folders' names, before a segment goes in
+                sync_dir(folder.parent)
+                sync_dir(folder.parent.parent)
         return SqliteBuffer(self, name, limits)
 
     def open(self, name: str) -> SqliteBuffer:
@@ -216,7 +234,7 @@ class SqliteBuffer:
         self._limits = limits
         self._table = f'"buf_{name}"'
         self._ids = f'"ids_{name}"'
-        self._files = SegmentFiles(store.segments_dir / name, name)
+        self._files = SegmentFiles(store.segments_dir / name, name, store.durability)
 
     @property
     def name(self) -> str:

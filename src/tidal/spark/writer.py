@@ -38,6 +38,7 @@ from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMess
 from tidal import errors
 from tidal.scaling.latency import TimeSample, delays_at, time_sample
 from tidal.spark import stores
+from tidal.spark.checkpoint_sync import checkpoint_of, sync_batch_offsets
 from tidal.spark.config import QueryConfig
 from tidal.spark.heap import freeze_imports
 from tidal.spark.usage import TaskUsage
@@ -134,7 +135,9 @@ class VertexWriter(DataSourceStreamArrowWriter):
                 udf = dict(self.config.steps())[vertex]
                 spec, at = (udf.dead_letter if udf else None), f"{at}.udf.deadLetter"
             self._sinks[role, vertex] = (
-                None if spec is None else build_sink(spec, vertex, self.config.run_dir, at, role)
+                None
+                if spec is None
+                else build_sink(spec, vertex, self.config.run_dir, at, role, self.config.durability)
             )
         return self._sinks[role, vertex]
 
@@ -313,6 +316,8 @@ class VertexWriter(DataSourceStreamArrowWriter):
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
         freeze_imports()
+        if self.config.durability == "sync":  # before the sink and the trim depend on it
+            sync_batch_offsets(checkpoint_of(self.config.run_dir, self.config.vertex), batchId)
         written = [m for m in messages if isinstance(m, Written)]
         sink = self.sink("sink")
         delays = None
