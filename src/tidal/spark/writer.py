@@ -38,7 +38,6 @@ from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMess
 from tidal import errors
 from tidal.scaling.latency import TimeSample, delays_at, time_sample
 from tidal.spark import stores
-from tidal.spark.checkpoint_sync import checkpoint_of, sync_batch_offsets
 from tidal.spark.config import QueryConfig
 from tidal.spark.heap import freeze_imports
 from tidal.spark.usage import TaskUsage
@@ -316,8 +315,6 @@ class VertexWriter(DataSourceStreamArrowWriter):
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
         freeze_imports()
-        if self.config.durability == "sync":  # before the sink and the trim depend on it
-            sync_batch_offsets(checkpoint_of(self.config.run_dir, self.config.vertex), batchId)
         written = [m for m in messages if isinstance(m, Written)]
         sink = self.sink("sink")
         delays = None

@@ -159,3 +159,21 @@ def test_the_offset_log_of_a_batch_is_synced_with_its_folder(tmp_path, monkeypat
     synced = [what for kind, what in spy.calls if kind == "sync"]
     for path in ("offsets/0", "offsets", "metadata", ""):
         assert str(checkpoint / path).rstrip("/") in synced, (path, synced)
+
+
+@pytest.mark.parametrize("setting", ["sync", "os"])
+def test_a_reader_syncs_the_entry_of_the_batch_spark_is_planning_under_sync_only(
+    tmp_path, monkeypatch, setting
+):
+    from tidal.spark.checkpoint_sync import checkpoint_of, sync_planned_batch
+    from tidal.spark.config import QueryConfig
+
+    checkpoint = checkpoint_of(tmp_path, "work")
+    (checkpoint / "offsets").mkdir(parents=True)
+    for batch in (8, 9, 10):  # 10 > 9 as numbers, not as names
+        (checkpoint / "offsets" / str(batch)).write_text("v1\n{}\n")
+    spy = Spy(monkeypatch)
+    sync_planned_batch(QueryConfig("p", "work", "", str(tmp_path), "in", durability=setting))
+    synced = [what for kind, what in spy.calls if kind == "sync"]
+    expected = [str(checkpoint / "offsets" / "10"), str(checkpoint / "offsets")] if setting == "sync" else []
+    assert synced == expected
