@@ -43,6 +43,7 @@ __all__ = [
     "sync_dir",
     "sync_file",
     "sync_paths",
+    "write_durably",
 ]
 
 Durability = Literal["sync", "os"]
@@ -158,3 +159,16 @@ def sync_paths(files: list[Path]) -> None:
         folders[path.parent] = None
     for folder in folders:
         sync_dir(folder)
+
+
+def write_durably(path: str | Path, text: str) -> None:
+    """Write a small file whole or not at all, and on the disk when this returns: a temporary
+    file synced, renamed over ``path``, its folder synced. For what a run cannot lose whatever
+    ``buffers.durability`` says (a run directory's identity: its sinks name their files by it)."""
+    target = Path(path)
+    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+    with open(tmp, "w", encoding="utf-8") as out:
+        out.write(text)
+        out.flush()
+        sync_file(out.fileno())
+    replace_durably(tmp, target, "sync")

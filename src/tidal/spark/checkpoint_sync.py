@@ -21,16 +21,18 @@ query then fails at its restart with Spark's own error (docs/operations.md, "Dur
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tidal import errors
 from tidal.isb.durability import sync_dir, sync_paths
 
 if TYPE_CHECKING:
     from tidal.spark.config import QueryConfig
 
-__all__ = ["checkpoint_of", "sync_batch_offsets", "sync_planned_batch"]
+__all__ = ["checkpoint_of", "repair_checkpoint", "sync_batch_offsets", "sync_planned_batch"]
 
 
 def checkpoint_of(run_dir: str | Path, head: str) -> Path:
@@ -39,10 +41,15 @@ def checkpoint_of(run_dir: str | Path, head: str) -> Path:
 
 
 def sync_batch_offsets(checkpoint: Path, batch_id: int) -> None:
-    """Sync ``offsets/<batch_id>`` and the names that lead to it."""
+    """Sync ``offsets/<batch_id>``, the previous batch's ``commits`` entry (Spark wrote it before
+    it planned this batch: so only the newest commit entry can be cut short by a crash, which
+    :func:`repair_checkpoint` removes), and the names that lead to them."""
     offsets = checkpoint / "offsets"
     entry = offsets / str(batch_id)
     files = [entry] if entry.exists() else []
+    done = checkpoint / "commits" / str(batch_id - 1)
+    if batch_id > 0 and done.exists():
+        files.append(done)
     metadata = checkpoint / "metadata"
     if batch_id == 0 and metadata.exists():
         files.append(metadata)
@@ -63,3 +70,59 @@ def sync_planned_batch(config: QueryConfig) -> None:
         entries = [int(e.name) for e in os.scandir(checkpoint / "offsets") if e.name.isdigit()]
         if entries:
             sync_batch_offsets(checkpoint, max(entries))
+
+
+def _whole(entry: Path) -> bool:
+    """Whether a log entry holds what Spark writes: a version line, then JSON lines."""
+    try:
+        lines = entry.read_text().splitlines()
+    except (OSError, UnicodeDecodeError):
+        return False
+    if not lines or not lines[0].startswith("v"):
+        return False
+    try:
+        for line in lines[1:]:
+            json.loads(line)
+    except ValueError:
+        return False
+    return True
+
+
+def repair_checkpoint(checkpoint: Path) -> list[str]:
+    """Remove the log entries a crash cut short, before Spark reads them; what was removed.
+
+    Spark renames each entry into place, and a rename reaches the disk before the data of a file
+    that was not synced: after a power cut the newest ``offsets/<n>`` or ``commits/<n>`` can be
+    empty, and Spark then refuses to start the query ("Incomplete log file"). Removing such a
+    newest entry is exact: without ``commits/<n>`` Spark runs batch ``n`` again over the same
+    offsets (a replay every sink and buffer recognises); without ``offsets/<n>`` the batch was
+    never planned durably, so under ``sync`` none of its tasks ran (the reader syncs the entry
+    before they do). An entry cut short that is not the newest cannot be repaired this way and is
+    refused, naming the file. A ``metadata`` file cut short before any batch is removed too
+    (Spark writes a new one)."""
+    removed: list[str] = []
+    for log_name in ("commits", "offsets"):
+        folder = checkpoint / log_name
+        if not folder.is_dir():
+            continue
+        entries = sorted((int(e.name), Path(e.path)) for e in os.scandir(folder) if e.name.isdigit())
+        torn = [(n, path) for n, path in entries if not _whole(path)]
+        if not torn:
+            continue
+        newest = entries[-1][0]
+        if [n for n, _ in torn] != [newest]:
+            raise errors.RunDirectoryError(
+                str(checkpoint.parent.parent),
+                f"Spark's log entry {torn[0][1]} is damaged (empty or cut short, as a power cut can"
+                " leave a file written without a sync) and is not the newest, so the batch cannot be"
+                " replayed from it",
+                "restore the run directory from a copy, or --reset to start over",
+            )
+        torn[0][1].unlink()
+        removed.append(str(torn[0][1]))
+    metadata = checkpoint / "metadata"
+    planned = (checkpoint / "offsets").is_dir() and any((checkpoint / "offsets").iterdir())
+    if metadata.exists() and not planned and not metadata.read_text().strip():
+        metadata.unlink()
+        removed.append(str(metadata))
+    return removed

@@ -39,7 +39,7 @@ from tidal.scaling import Decision, Rule
 from tidal.scaling.latency import DelaySample
 from tidal.spark import rundir
 from tidal.spark.buffer_watch import start_buffer_watch
-from tidal.spark.checkpoint_sync import checkpoint_of
+from tidal.spark.checkpoint_sync import checkpoint_of, repair_checkpoint
 from tidal.spark.cluster import default_master_web
 from tidal.spark.config import QueryConfig, input_buffer
 from tidal.spark.queries import query_config
@@ -300,6 +300,8 @@ class PipelineRun:
 
     def _start_query(self, name: str) -> Any:
         config = self._configs[name]
+        for entry in repair_checkpoint(checkpoint_of(self.run_dir, name)):
+            log.warning("vertex %s: removed %s, cut short by a crash; Spark replays its batch", name, entry)
         return start_vertex(
             self._spark,
             config,

@@ -33,7 +33,8 @@ writable mmap works (SQLite's -shm): the kernel writes dirty mapped pages back i
 POSIX and flock locks are the kernel's own, right across the processes of this host. hard_remove:
 unlinking an open file leaves no .fuse_hidden file behind; use_ino: st_ino is the backing inode
 (SQLite identifies files by it). New files belong to the daemon's user (root). Not supported:
-symlink, link, mknod, xattrs, fallocate, rename flags (RENAME_NOREPLACE/EXCHANGE get EINVAL).
+symlink, mknod, xattrs, fallocate, RENAME_EXCHANGE (EINVAL). Hard links and RENAME_NOREPLACE are
+supported (delta-rs commits a table version with either).
 
 The daemon is ``python lazyfs.py BACKING MOUNT``. Its control channel is its stdin and stdout: one
 command a line (``stats``, ``sync``, ``cut``), one JSON reply a line. At EOF (its owner died) it
@@ -63,6 +64,7 @@ from pathlib import Path
 from typing import Any, TypeVar, cast
 
 PAGE = 4096
+_RENAME_NOREPLACE = 1  # renameat2(2): fail with EEXIST rather than replace the target
 _UTIME_NOW, _UTIME_OMIT = (1 << 30) - 1, (1 << 30) - 2  # libfuse passes them as the whole ns value
 _STAT_KEYS = ("st_mode", "st_ino", "st_nlink", "st_uid", "st_gid", "st_size", "st_blocks", "st_blksize")
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -292,13 +294,21 @@ class _LazyOps:
         self._forget((st.st_dev, st.st_ino))
 
     @_op
+    def link(self, target: str, source: str) -> None:
+        """A second name for an inode (delta-rs commits a version with link-then-unlink): the
+        overlay is keyed by inode, so both names share its unsynced data. Eager, like a rename."""
+        os.link(self._real(source), self._real(target))
+
+    @_op
     def rename(self, old: str, new: str, flags: int = 0) -> None:
-        if flags:
-            raise OSError(errno.EINVAL, "lazyfs: rename flags are not supported")
+        if flags & ~_RENAME_NOREPLACE:
+            raise OSError(errno.EINVAL, "lazyfs: only the RENAME_NOREPLACE flag is supported")
         try:
             replaced: os.stat_result | None = os.lstat(self._real(new))
         except FileNotFoundError:
             replaced = None
+        if flags & _RENAME_NOREPLACE and replaced is not None:
+            raise OSError(errno.EEXIST, "lazyfs: the target exists (RENAME_NOREPLACE)")
         os.rename(self._real(old), self._real(new))
         if replaced is not None:  # the replaced inode may have lost its last name
             self._forget((replaced.st_dev, replaced.st_ino))

@@ -197,3 +197,19 @@ def test_pyarrow_writes_and_an_fsync_through_another_handle(fs: LazyFS, disk: Pa
     fs.cut()
     assert pq.read_table(disk / "t.parquet").equals(table)
     assert (disk / "unsynced.parquet").stat().st_size == 0
+
+
+def test_a_hard_link_shares_the_unsynced_data_and_keeps_what_was_synced(fs: LazyFS, tmp_path: Path) -> None:
+    """delta-rs commits a table version by linking its temporary file to the version's name."""
+    mnt = tmp_path / "mnt"
+    (mnt / "tmp").write_bytes(b"version")
+    fsync_file(mnt / "tmp")
+    os.link(mnt / "tmp", mnt / "00.json")
+    (mnt / "tmp").unlink()
+    with open(mnt / "00.json", "ab") as f:
+        f.write(b" and more")  # unsynced
+    assert (mnt / "00.json").read_bytes() == b"version and more"
+    fs.cut()
+    fs.remount()
+    assert (mnt / "00.json").read_bytes() == b"version"
+    assert not (mnt / "tmp").exists()
