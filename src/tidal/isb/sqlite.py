@@ -113,6 +113,8 @@ class SqliteStore:
                 "CREATE TABLE IF NOT EXISTS isb_buffers (name TEXT PRIMARY KEY, max_length INTEGER NOT NULL,"
                 " usage_limit REAL NOT NULL, committed INTEGER NOT NULL DEFAULT 0)"
             )
+        if durability == "sync":  # the database's and its WAL's names (SQLite syncs their data)
+            sync_dir(self.path.parent)
 
     # -- connection ----------------------------------------------------------------------------
 

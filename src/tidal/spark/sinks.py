@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from tidal import contracts
-from tidal.isb.durability import DEFAULT, Durability, replace_durably, sync_dir, sync_paths
+from tidal.isb.durability import replace_durably, sync_dir, sync_paths
 from tidal.spec.model import SinkSpec
 from tidal.spec.validate import resolve
 
@@ -131,12 +131,11 @@ def read_file_sink(path: str | Path) -> list[dict[str, Any]]:
 class FileSink:
     """JSON lines, exactly once (see the module docstring for the protocol)."""
 
-    def __init__(self, path: str | Path, state_dir: str | Path, durability: Durability = DEFAULT) -> None:
+    def __init__(self, path: str | Path, state_dir: str | Path) -> None:
         # The state is the run's (under the run directory), not the file's: a new run appending
         # to the same file starts its batch ids at 0 again.
         self.path = Path(path)
         self.state = Path(state_dir) / "state.json"
-        self.durability = durability
 
     def write(self, ids: Any, payloads: Any, errors: Sequence[str] = ()) -> bytes | None:
         """The task's lines, encoded; the commit appends them (the task touches no file)."""
@@ -164,7 +163,7 @@ class FileSink:
             json.dump([batch, size, done], f)
             f.flush()
             os.fsync(f.fileno())
-        replace_durably(tmp, self.state, self.durability)
+        replace_durably(tmp, self.state, "sync")
 
     def commit(self, batch_id: int, parts: Sequence[Any]) -> None:
         chunks = [p for p in parts if p]
@@ -175,9 +174,8 @@ class FileSink:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self.state.parent.mkdir(parents=True, exist_ok=True)
             self.path.touch()
-            if self.durability == "sync":  # the new names, before anything is committed in them
-                sync_paths([self.path])
-                sync_dir(self.state.parent.parent)
+            sync_paths([self.path])  # the new names, before anything is committed in them
+            sync_dir(self.state.parent.parent)
         if state is not None and state[0] == batch_id:
             size = state[1]  # a crash mid-append: cut back to where this batch began
         else:
@@ -194,18 +192,12 @@ class FileSink:
         self._write_state(batch_id, end, True)
 
 
-def build_sink(
-    spec: SinkSpec,
-    vertex: str,
-    run_dir: str | Path,
-    at: str,
-    role: str = "sink",
-    durability: Durability = DEFAULT,
-) -> Sink:
+def build_sink(spec: SinkSpec, vertex: str, run_dir: str | Path, at: str, role: str = "sink") -> Sink:
     """The sink ``spec`` describes, for ``vertex`` (``at`` names the spec field in errors;
-    ``role`` is ``sink`` or ``dead-letter``, which keep separate state). Under ``durability``
-    ``sync`` the file, Parquet and Delta sinks commit a batch only once its bytes and names are
-    on the disk (:mod:`tidal.isb.durability`)."""
+    ``role`` is ``sink`` or ``dead-letter``, which keep separate state). The file, Parquet and
+    Delta sinks commit a batch only once its bytes and names are on the disk, whatever
+    ``buffers.durability`` says: a sink must never hold a torn batch after a power cut, and a
+    sync per file per batch costs little next to writing it."""
     kind = spec.kind
     if kind == "blackhole":
         return BlackholeSink()
@@ -215,9 +207,7 @@ def build_sink(
         assert spec.file is not None
         path = Path(spec.file["path"])
         return FileSink(
-            path if path.is_absolute() else Path(run_dir) / path,
-            Path(run_dir) / "sinks" / f"{vertex}.{role}",
-            durability,
+            path if path.is_absolute() else Path(run_dir) / path, Path(run_dir) / "sinks" / f"{vertex}.{role}"
         )
     if kind in ("parquet", "delta"):
         from tidal.spark import rundir, tables
@@ -230,7 +220,7 @@ def build_sink(
             return f"{rundir.run_id(run_dir)}-{vertex}-{role}"
 
         cls = tables.ParquetSink if kind == "parquet" else tables.DeltaSink
-        return cls(path, table.format, table.partition_by, run, durability)
+        return cls(path, table.format, table.partition_by, run)
     if kind == "kafka":
         from tidal.spark.kafka_sink import KafkaSink
 

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from tidal import errors
-from tidal.isb.durability import DEFAULT, Durability, replace_durably, sync_dir, sync_paths
+from tidal.isb.durability import replace_durably, sync_dir, sync_paths
 
 __all__ = ["DeltaSink", "ParquetSink", "SinkError", "committed_files", "rows"]
 
@@ -116,19 +116,11 @@ def _split_by(table: Any, columns: list[str]) -> list[tuple[str, Any]]:
 class ParquetSink:
     """``run()`` names this run (and vertex, and role); called in the driver's commit only."""
 
-    def __init__(
-        self,
-        path: str | Path,
-        fmt: str,
-        partition_by: list[str],
-        run: Callable[[], str],
-        durability: Durability = DEFAULT,
-    ) -> None:
+    def __init__(self, path: str | Path, fmt: str, partition_by: list[str], run: Callable[[], str]) -> None:
         self.path = Path(path)
         self.fmt = fmt
         self.partition_by = partition_by
         self.run = run
-        self.durability = durability
 
     def write(self, ids: Any, payloads: Any, errors: Sequence[str] = ()) -> list[tuple[str, str]] | None:
         """In a task: the rows to temporary Parquet files; returns ``(subdirectory, file)`` pairs."""
@@ -144,8 +136,7 @@ class ParquetSink:
             name = tmp / f"{uuid.uuid4().hex}.parquet"
             pq.write_table(part, name)
             out.append((sub, str(name)))
-        if self.durability == "sync":  # synced in the task, in parallel: the commit only renames
-            sync_paths([Path(name) for _, name in out])
+        sync_paths([Path(name) for _, name in out])  # in the task, in parallel: the commit renames
         return out
 
     def commit(self, batch_id: int, parts: Sequence[Any]) -> None:
@@ -167,19 +158,17 @@ class ParquetSink:
             target.parent.mkdir(parents=True, exist_ok=True)
             os.replace(tmp, target)
             committed.append(str(target.relative_to(self.path)))
-        if self.durability == "sync":  # the renamed files' names, before the log lists them
-            for folder in {(self.path / c).parent for c in committed}:
-                sync_dir(folder)
+        for folder in {(self.path / c).parent for c in committed}:  # the names, before the log
+            sync_dir(folder)
         if not log_dir.is_dir():
             log_dir.mkdir(parents=True, exist_ok=True)
-            if self.durability == "sync":
-                sync_dir(log_dir.parent)
+            sync_dir(log_dir.parent)
         partial = entry.with_suffix(".tmp")
         with partial.open("w") as f:
             json.dump({"batch": batch_id, "files": committed}, f)
             f.flush()
             os.fsync(f.fileno())
-        replace_durably(partial, entry, self.durability)
+        replace_durably(partial, entry, "sync")
 
 
 def committed_files(path: str | Path) -> list[Path]:
@@ -194,19 +183,11 @@ def committed_files(path: str | Path) -> list[Path]:
 class DeltaSink:
     """``run()`` names this run (and vertex, and role): the application id is ``tidal-<run()>``."""
 
-    def __init__(
-        self,
-        path: str | Path,
-        fmt: str,
-        partition_by: list[str],
-        run: Callable[[], str],
-        durability: Durability = DEFAULT,
-    ) -> None:
+    def __init__(self, path: str | Path, fmt: str, partition_by: list[str], run: Callable[[], str]) -> None:
         self.path = str(path)
         self.fmt = fmt
         self.partition_by = partition_by
         self.run = run
-        self.durability = durability
 
     @property
     def app_id(self) -> str:
@@ -255,8 +236,7 @@ class DeltaSink:
                 app_transactions=[Transaction(app_id=self.app_id, version=batch_id)]
             ),
         )
-        if self.durability == "sync":
-            sync_delta_version(Path(self.path))
+        sync_delta_version(Path(self.path))
 
 
 def sync_delta_version(path: Path) -> None:

@@ -134,9 +134,7 @@ class VertexWriter(DataSourceStreamArrowWriter):
                 udf = dict(self.config.steps())[vertex]
                 spec, at = (udf.dead_letter if udf else None), f"{at}.udf.deadLetter"
             self._sinks[role, vertex] = (
-                None
-                if spec is None
-                else build_sink(spec, vertex, self.config.run_dir, at, role, self.config.durability)
+                None if spec is None else build_sink(spec, vertex, self.config.run_dir, at, role)
             )
         return self._sinks[role, vertex]
 

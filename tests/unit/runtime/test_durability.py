@@ -100,10 +100,10 @@ def test_under_os_an_append_syncs_nothing(tmp_path, monkeypatch):
     assert spy.calls == []
 
 
-def test_the_file_sinks_state_is_renamed_durably_under_sync(tmp_path, monkeypatch):
+def test_the_file_sinks_data_and_state_are_synced_whatever_the_setting(tmp_path, monkeypatch):
     from tidal.spark.sinks import FileSink
 
-    sink = FileSink(tmp_path / "out.jsonl", tmp_path / "sinks" / "out.sink", "sync")
+    sink = FileSink(tmp_path / "out.jsonl", tmp_path / "sinks" / "out.sink")
     spy = Spy(monkeypatch)
     sink.commit(0, [sink.write(["a"], [b"x"])])
     synced = [what for kind, what in spy.calls if kind == "sync"]
@@ -114,7 +114,7 @@ def test_the_file_sinks_state_is_renamed_durably_under_sync(tmp_path, monkeypatc
 def test_a_parquet_batch_is_synced_in_its_task_and_its_log_entry_durably(tmp_path, monkeypatch):
     from tidal.spark.tables import ParquetSink, committed_files
 
-    sink = ParquetSink(tmp_path / "pq", "bytes", [], lambda: "run-out-sink", "sync")
+    sink = ParquetSink(tmp_path / "pq", "bytes", [], lambda: "run-out-sink")
     spy = Spy(monkeypatch)
     part = sink.write(["a", "b"], [b"1", b"2"])
     in_task = [what for kind, what in spy.calls if kind == "sync"]
@@ -129,7 +129,7 @@ def test_a_parquet_batch_is_synced_in_its_task_and_its_log_entry_durably(tmp_pat
 def test_a_delta_version_syncs_its_files_and_log_entry(tmp_path, monkeypatch):
     from tidal.spark.tables import DeltaSink
 
-    sink = DeltaSink(tmp_path / "delta", "bytes", [], lambda: "run-out-sink", "sync")
+    sink = DeltaSink(tmp_path / "delta", "bytes", [], lambda: "run-out-sink")
     spy = Spy(monkeypatch)
     sink.commit(0, [sink.write(["a", "b"], [b"1", b"2"])])
     synced = [what for kind, what in spy.calls if kind == "sync"]
