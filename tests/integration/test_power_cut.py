@@ -27,6 +27,7 @@ import pytest
 
 from tidal.testing import delivered, ids_of
 
+from .kafka_broker import MockKafka
 from .lazyfs import LazyFS, skip_reason
 from .test_cli import tidal
 from .test_kafka import delta_ids, parquet_ids
@@ -59,6 +60,24 @@ edges:
   - {{from: work, to: file}}
   - {{from: work, to: pq}}
   - {{from: work, to: delta}}
+"""
+
+
+KAFKA_PIPELINE = """
+name: kcuts
+limits: {{readBatchSize: 100}}
+controller: {{intervalSeconds: 0.5}}
+buffers: {{durability: sync}}
+vertices:
+  - name: in
+    source: {{kafka: {{bootstrapServers: "{bootstrap}", topic: cuts, groupId: tidal}}}}
+    scale: {{disabled: true}}
+    replicas: 2
+  - {{name: work, udf: {{map: "tidal.examples.udfs:slow_upper"}}}}
+  - {{name: file, sink: {{file: {{path: out.jsonl}}}}}}
+edges:
+  - {{from: in, to: work, chain: false}}
+  - {{from: work, to: file, chain: false}}
 """
 
 
@@ -184,3 +203,32 @@ def test_under_os_a_cut_run_recovers_or_stops_with_a_clear_error_and_no_torn_rec
     # table read whole (each reader raises on a torn file).
     for sink, ids in sink_ids(run_dir).items():
         assert all(i.startswith("work:gen:") for i in ids), sink
+
+
+def test_under_sync_a_kafka_source_loses_nothing_its_group_committed_through_power_cuts(tmp_path, fs):
+    """The broker is off the cut disk (as a real one is on its own machine); what Tidal committed
+    to the group must be on Tidal's disk, or a cut loses it for good: Kafka will not send it again."""
+    kafka = MockKafka()
+    kafka.produce("cuts", [f'{{"n": {i}}}'.encode() for i in range(COUNT)])
+    ends = kafka.ends("cuts")
+    spec = tmp_path / "kcuts.yaml"
+    spec.write_text(KAFKA_PIPELINE.format(bootstrap=kafka.bootstrap))
+    run_dir = tmp_path / "mnt" / "run"
+    report, _ = cut_while_running(fs, spec, run_dir, random.Random(58), cuts(3))
+    expected = {f"work:in:cuts/{p}/{o}" for p, end in ends.items() for o in range(end)}
+    last = start(spec, run_dir)
+
+    def every_record_once() -> None:
+        ids = ids_of(delivered(run_dir / "out.jsonl"))
+        assert len(ids) == len(set(ids)), ("duplicated", len(ids) - len(set(ids)), report)
+        missing = expected - set(ids)
+        assert not missing, (len(missing), sorted(missing)[:5], report)
+
+    try:
+        eventually(every_record_once, 600, "every record in the file sink after the cuts", proc=last, poll=1)
+    finally:
+        last.send_signal(signal.SIGTERM)
+        out, _ = last.communicate(timeout=120)
+    assert "Traceback" not in out, out
+    every_record_once()
+    assert sum(kafka.committed("cuts", "tidal").values()) == COUNT  # and the group moved on past all
