@@ -32,7 +32,8 @@ damaged segment says so).
 
 De-duplication keys (message ids for ``append``, batch keys for ``append_batch``) live in
 ``ids_<name>`` for ``dedup_window`` seconds, independent of trimming, so a replay after a crash
-is de-duplicated even when the original was already committed.
+is de-duplicated even when the original was already committed; the newest ``KEEP_KEYS`` stay
+past the window, so a replay after a long outage (the run restarted hours later) is too.
 
 Many processes on one host may use the same file: each process opens its own connection (a
 forked Spark Python worker never reuses its parent's). Measured facts (``shared/design.md``): a
@@ -75,6 +76,7 @@ _BUSY_TIMEOUT_S = 30.0
 # 0.8 µs a message) and are kept: they cost nothing for small rows.
 PAGE_SIZE = 16384
 WAL_CHECKPOINT_PAGES = 4000
+KEEP_KEYS = 10_000  # de-duplication keys kept past the window: more than a batch in flight holds
 _READ_ATTEMPTS = 3  # a segment trimmed between a read's snapshot and its file read: read again
 
 
@@ -418,7 +420,15 @@ class SqliteBuffer:
             seq = min(seq, self._last_seq(db))
             db.execute("UPDATE isb_buffers SET committed=? WHERE name=?", (seq, self._name))
             db.execute(f"DELETE FROM {self._table} WHERE seq <= ?", (seq,))
-            db.execute(f"DELETE FROM {self._ids} WHERE at < ?", (time.time() - self._store.dedup_window,))
+            # Keys older than the window go, but never the newest KEEP_KEYS: a batch whose commit
+            # a crash lost is replayed when the run starts again, however long it was down, and
+            # its keys are then the newest (nothing was appended meanwhile). A window alone let a
+            # replay after a restart of over two minutes append its batch a second time.
+            db.execute(
+                f"DELETE FROM {self._ids} WHERE at < ? AND id NOT IN "
+                f"(SELECT id FROM {self._ids} ORDER BY at DESC LIMIT {KEEP_KEYS})",
+                (time.time() - self._store.dedup_window,),
+            )
         self._files.sweep(seq)
 
     def committed(self) -> int:

@@ -177,3 +177,16 @@ def test_a_reader_syncs_the_entry_of_the_batch_spark_is_planning_under_sync_only
     synced = [what for kind, what in spy.calls if kind == "sync"]
     expected = [str(checkpoint / "offsets" / "10"), str(checkpoint / "offsets")] if setting == "sync" else []
     assert synced == expected
+
+
+def test_a_batch_replayed_after_a_long_outage_is_still_known(tmp_path):
+    """A crash can lose the commit entry of a batch whose output was stored; the run replays it
+    when it starts again, however long after. Its keys must outlive the window then (a power-cut
+    test appended a generator's last batch twice after a restart of over two minutes)."""
+    store = SqliteStore(tmp_path / "b.db", dedup_window=0.0)  # every key "older than the window"
+    buffer = store.create("edge")
+    assert buffer.append_batch("gen:p0/1-2", ["a", "b"], [b"1", b"2"]).appended == 2
+    buffer.commit(2)  # the reader downstream committed: the window's clean-up runs here
+    replay = buffer.append_batch("gen:p0/1-2", ["a", "b"], [b"1", b"2"])
+    assert (replay.appended, replay.duplicates) == (0, 2)
+    assert buffer.last_seq() == 2
