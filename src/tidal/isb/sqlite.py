@@ -437,6 +437,23 @@ class SqliteBuffer:
     def last_seq(self) -> int:
         return self._last_seq(self._store.db)
 
+    def verify(self) -> None:
+        """Every stored segment's file is there with the bytes its row records. Under
+        ``durability: os`` a power cut can keep a row and lose its file's bytes; this says so at
+        start, naming the file, instead of a task failing on it mid-run."""
+        with self._store.snapshot() as db:
+            rows = db.execute(f"SELECT seq, size FROM {self._table}").fetchall()
+        for seq, size in rows:
+            path = self._files.directory / str(seq)
+            found = path.stat().st_size if path.exists() else None
+            if found != size:
+                held = "is missing" if found is None else f"holds {found} bytes"
+                raise errors.BufferError(
+                    f"buffer {self._name!r}: segment file {path} {held}, its row says {size}: a crash"
+                    " damaged it (a power cut under buffers.durability: os?); restore the run directory"
+                    " from a copy, or start over with --reset"
+                )
+
     def stats(self) -> BufferStats:
         with self._store.snapshot() as db:
             last, committed = self._last_seq(db), self._committed(db)

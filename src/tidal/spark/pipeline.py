@@ -178,7 +178,7 @@ class PipelineRun:
         self.control = ControlStore(self.db, self.spec.buffers.durability)
         made = [b for b in map(input_buffer, self.control_spec.vertices) if b is not None]
         for name in made:  # a chain's followers have no buffer
-            self.buffers.create(name, limits)
+            self.buffers.create(name, limits).verify()  # a crash's damage refused before any read
         watch = start_buffer_watch(self.buffers, self.spec, made, FaultLog(self.run_dir / FAULTS_FILE))
         self._watches = [watch] if watch is not None else []
         for v in self.control_spec.vertices:

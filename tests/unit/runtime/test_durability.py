@@ -190,3 +190,16 @@ def test_a_batch_replayed_after_a_long_outage_is_still_known(tmp_path):
     replay = buffer.append_batch("gen:p0/1-2", ["a", "b"], [b"1", b"2"])
     assert (replay.appended, replay.duplicates) == (0, 2)
     assert buffer.last_seq() == 2
+
+
+def test_a_segment_a_crash_cut_short_is_refused_at_start_naming_its_file(tmp_path):
+    store = SqliteStore(tmp_path / "b.db", durability="os")
+    buffer = store.create("edge")
+    buffer.append_batch("k1", ["a", "b"], [b"1", b"2"])
+    buffer.verify()  # whole: nothing to say
+    segment = tmp_path / "b.db-segments" / "edge" / "2"
+    segment.write_bytes(b"")  # what a power cut leaves of a file never synced
+    with pytest.raises(errors.BufferError) as refused:
+        store.open("edge").verify()
+    text = str(refused.value)
+    assert str(segment) in text and "holds 0 bytes" in text and "--reset" in text, text
