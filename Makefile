@@ -17,7 +17,7 @@ export PYSPARK_PYTHON := $(VPY)
 export PYSPARK_DRIVER_PYTHON := $(VPY)
 export SPARK_LOCAL_IP := 127.0.0.1
 
-.PHONY: demo test test-under-load lint unit integration bench check-java check-browser check-loadgen venv cds pyc clean
+.PHONY: demo test test-under-load lint unit integration bench check-java check-browser check-loadgen check-fuse venv cds pyc clean
 
 # Each pytest run ends with its 15 slowest tests; Spark's noise stays in the runs' log files.
 PYTEST := $(VPY) -m pytest -q --durations=15
@@ -33,7 +33,7 @@ SPEED ?= 50
 demo: $(STAMP) check-java cds pyc
 	$(VENV)/bin/tidal demo
 
-test: $(STAMP) check-java cds pyc check-browser check-loadgen lint
+test: $(STAMP) check-java cds pyc check-browser check-loadgen check-fuse lint
 	$(PYTEST) -n 2 tests/unit
 	$(INTEGRATION)
 
@@ -43,7 +43,7 @@ test: $(STAMP) check-java cds pyc check-browser check-loadgen lint
 # needs root and the cgroup cpu controller). LOAD=hogs runs them beside two busy CPU hogs instead
 # (tests/load/hogs.py, stopped by PID whatever happens), which slows a box by less, and by how much
 # depends on the box. The unit tests' time is the slowed box's speed (docs/testing.md).
-test-under-load: $(STAMP) check-java cds pyc check-browser check-loadgen
+test-under-load: $(STAMP) check-java cds pyc check-browser check-loadgen check-fuse
 	@set -e; for i in $$(seq 1 $(RUNS)); do \
 	  echo "== unit and integration tests under load ($(LOAD), speed $(SPEED)%): run $$i of $(RUNS)"; \
 	  if [ "$(LOAD)" = "hogs" ]; then \
@@ -65,7 +65,7 @@ lint: $(STAMP)
 unit: $(STAMP)
 	$(PYTEST) -n 2 tests/unit
 
-integration: $(STAMP) check-java cds pyc check-browser check-loadgen
+integration: $(STAMP) check-java cds pyc check-browser check-loadgen check-fuse
 	$(INTEGRATION)
 
 bench: $(STAMP) check-java cds pyc check-loadgen
@@ -127,6 +127,19 @@ check-loadgen:
 	  echo "The HTTP benchmark needs the load generator hey." >&2; \
 	  echo "Install it with:  sudo apt-get install -y hey" >&2; \
 	  exit 1; \
+	fi
+
+# The power-cut tests (tests/integration/test_power_cut.py) mount a FUSE file system that drops
+# what was not synced: libfuse 3 and fusermount3 from Debian's fuse3, installed when we are root.
+# Without root or /dev/fuse those tests skip themselves and say why.
+check-fuse:
+	@if command -v fusermount3 >/dev/null; then exit 0; fi; \
+	if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null; then \
+	  echo "installing Debian's fuse3 for the power-cut tests"; \
+	  (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q fuse3) >/dev/null || \
+	  { echo "apt-get could not install fuse3; run: sudo apt-get install -y fuse3" >&2; exit 1; }; \
+	else \
+	  echo "The power-cut tests need FUSE 3: sudo apt-get install -y fuse3 (until then they skip)." >&2; \
 	fi
 
 clean:

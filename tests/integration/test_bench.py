@@ -101,3 +101,12 @@ def test_latency_benchmark_measures_every_delivered_message_of_the_three_jobs(sp
         # arrive in the window is the machine's business, not the test's.
         assert 0 < got["messages"] <= 500 * (time.time() - began), (job, got)
         assert 0 < got["p50"] <= got["p99"], (job, got)
+
+
+@pytest.mark.nats
+def test_the_durability_rows_measure_both_settings_on_both_backends(tmp_path):
+    rows = buffers.durability_rows(tmp_path, repeats=1, count=2000)
+    assert {(r["backend"], r["processes"]) for r in rows} == {
+        (backend, procs) for backend in ("sqlite", "jetstream") for procs in (1, 2)
+    }
+    assert all(r["sync_msgs_per_s"] > 0 and r["os_msgs_per_s"] > 0 for r in rows), rows

@@ -55,11 +55,17 @@ def ensure_token(run_dir: Path) -> str:
     """The run directory's token, made (mode 0600) if it has none. A token file others may read is
     refused: it would let them write."""
     path = Path(run_dir) / TOKEN_FILE
+    if path.exists() and path.stat().st_size == 0:
+        # Made, then cut short before it reached the disk (a power cut): no client can hold it,
+        # so a new one replaces it.
+        path.unlink()
     if not path.exists():
         token = secrets.token_urlsafe(32)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as f:
             f.write(token + "\n")
+            f.flush()
+            os.fsync(f.fileno())
         return token
     return read_token(run_dir)
 

@@ -35,6 +35,8 @@ class Job:
     worker: int
     count: int
     first_seq: int = 1
+    durability: str = "os"  # ours on SQLite (tidal.isb.durability); the layer's cost is measured
+    # at "os", as the bare loop syncs nothing either; "sync" is measured against it on its own
 
 
 # -- workers ------------------------------------------------------------------------------------
@@ -76,7 +78,7 @@ def _batches(job: Job) -> list[tuple[int, int]]:
 def _sqlite_tidal(job: Job) -> Loop:
     from tidal.isb.sqlite import SqliteStore
 
-    return _tidal(job, SqliteStore(job.where))
+    return _tidal(job, SqliteStore(job.where, durability="sync" if job.durability == "sync" else "os"))
 
 
 def _tidal(job: Job, store: Any) -> Loop:

@@ -20,7 +20,13 @@ worker's end. CPU µs per message counts the workers' processes, all their threa
 for JetStream the server's CPU is reported separately.
 
 Run: ``tidal bench buffers``. The goal (issue #4): our layer keeps at least 80 % of the bare
-engine.
+engine. Those rows measure the layer at ``buffers.durability: os``, as the bare loops sync
+nothing either.
+
+**Durability** (:func:`durability_rows`): keyed appends (what the runtime writes, a batch of 1,000
+100-byte messages) under ``sync`` and ``os`` side by side, alternating, one and two writers:
+SQLite (a segment, its folder and the WAL synced per batch), and JetStream on two embedded
+servers, one with ``sync_interval: always`` and one with the server's default.
 """
 
 from __future__ import annotations
@@ -104,12 +110,12 @@ class _Backend:
             from tidal.isb.sqlite import SqliteStore
 
             self.where = str(root / "bench.db")
-            self.store: Any = SqliteStore(self.where)
+            self.store: Any = SqliteStore(self.where, durability="os")
         else:
             from tidal.isb.jetstream import JetStreamStore
             from tidal.isb.natsd import NatsServer
 
-            self.server = NatsServer(root / "nats").start()
+            self.server = NatsServer(root / "nats", sync=False).start()  # the layer, as the bare loop
             self.where = self.server.url
             self.store = JetStreamStore(self.where, "bench")
 
@@ -204,6 +210,63 @@ def measure(backend: str, root: Path, repeats: int = REPEATS) -> list[dict[str, 
     return rows
 
 
+DURABILITY_COUNT = 20_000  # 20 batches a writer: a sync per batch is what is measured
+
+
+def durability_rows(
+    root: Path, repeats: int = REPEATS, count: int = DURABILITY_COUNT
+) -> list[dict[str, Any]]:
+    """Keyed appends/s under ``sync`` and ``os``, alternating in every repetition."""
+    from tidal.isb.jetstream import JetStreamStore
+    from tidal.isb.natsd import NatsServer
+    from tidal.isb.sqlite import SqliteStore
+
+    rows = []
+    servers = {d: NatsServer(root / f"nats-{d}", sync=d == "sync").start() for d in ("sync", "os")}
+    try:
+        for backend in ("sqlite", "jetstream"):
+            for procs in (1, 2):
+                runs: dict[str, list[Run]] = {"sync": [], "os": []}
+                for r in range(repeats):
+                    for setting in ("sync", "os"):
+                        name = f"d{setting}{procs}{r}{uuid.uuid4().hex[:6]}"
+                        if backend == "sqlite":
+                            where = str(root / f"durability-{setting}.db")
+                            store: Any = SqliteStore(where, durability="sync" if setting == "sync" else "os")
+                        else:
+                            where = servers[setting].url or ""
+                            store = JetStreamStore(where, "bench")
+                        store.create(name, LIMITS)
+                        store.close()
+                        per = count // procs
+                        jobs = [
+                            Job(backend, "keyed", "append", where, name, w, per, durability=setting)
+                            for w in range(procs)
+                        ]
+                        runs[setting].append(_run_jobs(jobs))
+                sync = statistics.median(run.rate for run in runs["sync"])
+                loose = statistics.median(run.rate for run in runs["os"])
+                row = {
+                    "backend": backend,
+                    "processes": procs,
+                    "sync_msgs_per_s": round(sync),
+                    "os_msgs_per_s": round(loose),
+                    "sync_over_os": round(sync / loose, 3),
+                    "sync_ms_per_batch": round(1000 * BATCH / sync, 2),
+                    "os_ms_per_batch": round(1000 * BATCH / loose, 2),
+                }
+                print(
+                    f"| {backend} | {procs} | {row['sync_msgs_per_s']:,} | {row['os_msgs_per_s']:,} "
+                    f"| {row['sync_over_os']:.2f} | {row['sync_ms_per_batch']} | {row['os_ms_per_batch']} |",
+                    flush=True,
+                )
+                rows.append(row)
+    finally:
+        for server in servers.values():
+            server.stop()
+    return rows
+
+
 def _summarise(backend: str, op: str, procs: int, runs: dict[str, list[Run]]) -> dict[str, Any]:
     row: dict[str, Any] = {
         "backend": backend,
@@ -255,8 +318,16 @@ def main(out: Path = RESULTS, backends: tuple[str, ...] = ("sqlite", "jetstream"
     print(_HEADER, flush=True)
     try:
         rows = [row for backend in backends for row in measure(backend, root)]
+        print(
+            "\n| durability: backend | writers | sync msg/s | os msg/s | sync / os | sync ms/batch"
+            " | os ms/batch |"
+        )
+        print("|---|---|---|---|---|---|---|")
+        durable = durability_rows(root)
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    path = write_result("buffers", {"repeats": REPEATS, "counts": COUNTS, "rows": rows}, out)
+    path = write_result(
+        "buffers", {"repeats": REPEATS, "counts": COUNTS, "rows": rows, "durability": durable}, out
+    )
     print(f"wrote {path}")
     return 0

@@ -15,6 +15,10 @@ Both run on the same local SparkSession (``local[2]``), alternating, ``REPEATS``
   ``readBatchSize`` is 250,000 per replica: each query pays a fixed cost per micro-batch
   (Spark's offset and commit logs, planning, scheduling, a Python worker to create the writer),
   so throughput needs large micro-batches. Numaflow's default of 500 is for latency.
+- **unchained, os**: the same under ``buffers.durability: os`` (:mod:`tidal.isb.durability`),
+  beside the default ``sync``, which syncs every segment, its name, SQLite's WAL and Spark's
+  offset entry once per micro-batch; and both again at Numaflow's ``readBatchSize`` of 500
+  (**small**), where a micro-batch's syncs are shared by 1,000 messages instead of 500,000.
 
 **The same batches for both**: every micro-batch of either job holds ``REPLICAS × READ_BATCH``
 (500,000) messages, and both sources always have that many ready (the generator is offered
@@ -54,6 +58,7 @@ OFFERED = 20_000_000  # msg/s offered to Tidal's generator: more than it can tak
 # reached 2M msg/s when 2M were offered, so 2M measured the offer, not the capacity)
 SIZE = 100
 READ_BATCH = 250_000  # per replica per micro-batch (Tidal): big batches amortize the fixed cost
+SMALL_BATCH = 500  # Numaflow's default readBatchSize: the most syncs per message
 REPLICAS = 2  # per Tidal vertex; the plain job's batches hold REPLICAS × READ_BATCH rows
 # Every query's trigger, for all three jobs: shorter than any batch of 500,000 takes, so no job
 # waits for its trigger. (At 0.5 s the plain job could not pass 2 × 500,000 = 1M msg/s, and at
@@ -130,7 +135,7 @@ def plain_rate(spark: Any, root: Path) -> float:
         stop_between_batches(query)
 
 
-def _tidal_spec(rate: float, read_batch: int, *, chaining: bool = True) -> Any:
+def _tidal_spec(rate: float, read_batch: int, *, chaining: bool = True, durability: str = "sync") -> Any:
     from tidal.spec import Pipeline
 
     fixed = {"disabled": True}
@@ -138,6 +143,7 @@ def _tidal_spec(rate: float, read_batch: int, *, chaining: bool = True) -> Any:
         Pipeline(
             "bench",
             limits={"readBatchSize": read_batch, "bufferMaxLength": max(400_000, 4 * read_batch)},
+            buffers={"durability": durability},
             chaining=chaining,
         )
         .source("gen", generator={"rate": rate, "msgSize": SIZE}, scale=fixed, replicas=REPLICAS)
@@ -165,12 +171,25 @@ def _mono_spec(rate: float, read_batch: int) -> Any:
     )
 
 
-def tidal_rate(spark: Any, root: Path, mono: bool = False, *, chaining: bool = True) -> float:
+def tidal_rate(
+    spark: Any,
+    root: Path,
+    mono: bool = False,
+    *,
+    chaining: bool = True,
+    durability: str = "sync",
+    read_batch: int | None = None,
+) -> float:
     """Messages/s out of the last step: the three-vertex pipeline (chained into one query by
     default, or each vertex its own query with ``chaining=False``), or the MonoVertex."""
     from tidal.spark.pipeline import PipelineRun
 
-    spec = _mono_spec(OFFERED, READ_BATCH) if mono else _tidal_spec(OFFERED, READ_BATCH, chaining=chaining)
+    read_batch = read_batch or READ_BATCH  # read when called: the tests make it small
+    spec = (
+        _mono_spec(OFFERED, read_batch)
+        if mono
+        else _tidal_spec(OFFERED, read_batch, chaining=chaining, durability=durability)
+    )
     last = spec.vertices[-1].name
     run = PipelineRun(spec, root / f"tidal-{time.time_ns()}", spark=spark, trigger_seconds=TRIGGER_S)
     with run:
@@ -216,12 +235,25 @@ def main(out: Path = RESULTS, repeats: int = REPEATS) -> int:
 
     root = Path(tempfile.mkdtemp(prefix="tidal-bench-"))
     spark = build_session("tidal-bench-throughput", "local[2]")
-    rows: dict[str, list[float]] = {"plain": [], "tidal": [], "unchained": [], "monovertex": []}
+    rows: dict[str, list[float]] = {
+        "plain": [],
+        "tidal": [],
+        "unchained": [],
+        "unchained_os": [],
+        "small": [],
+        "small_os": [],
+        "monovertex": [],
+    }
     try:
         for i in range(repeats):  # alternate, so drift on a shared machine hits every job
             rows["plain"].append(plain_rate(spark, root))
             rows["tidal"].append(tidal_rate(spark, root))
             rows["unchained"].append(tidal_rate(spark, root, chaining=False))
+            rows["unchained_os"].append(tidal_rate(spark, root, chaining=False, durability="os"))
+            rows["small"].append(tidal_rate(spark, root, chaining=False, read_batch=SMALL_BATCH))
+            rows["small_os"].append(
+                tidal_rate(spark, root, chaining=False, read_batch=SMALL_BATCH, durability="os")
+            )
             rows["monovertex"].append(tidal_rate(spark, root, mono=True))
             print(
                 f"round {i + 1}: "
@@ -235,6 +267,7 @@ def main(out: Path = RESULTS, repeats: int = REPEATS) -> int:
     plain, tidal = statistics.median(rows["plain"]), statistics.median(rows["tidal"])
     mono = statistics.median(rows["monovertex"])
     unchained = statistics.median(rows["unchained"])
+    durable = {job: statistics.median(rows[job]) for job in ("unchained_os", "small", "small_os")}
     print()
     print(f"| job | msg/s (median of {repeats}) | fixed cost per micro-batch |")
     print("|---|---|---|")
@@ -244,6 +277,13 @@ def main(out: Path = RESULTS, repeats: int = REPEATS) -> int:
     hop = f"{fixed['tidal_ms'] or 0:,.0f} ms"
     print(f"| Tidal (3 vertices, chain: false: SQLite buffers) | {unchained:,.0f} | {hop} |")
     print(f"| Tidal MonoVertex (one query) | {mono:,.0f} | |")
+    print("\n| durability (3 vertices, chain: false) | sync (default) msg/s | os msg/s | sync / os |")
+    print("|---|---|---|---|")
+    for label, sync, loose in (
+        (f"readBatchSize {READ_BATCH:,}", unchained, durable["unchained_os"]),
+        (f"readBatchSize {SMALL_BATCH:,}", durable["small"], durable["small_os"]),
+    ):
+        print(f"| {label} | {sync:,.0f} | {loose:,.0f} | {sync / loose:.2f} |")
     print(
         f"\nTidal / plain = {tidal / plain:.2f}×; unchained / plain = {unchained / plain:.2f}×; "
         f"MonoVertex / plain = {mono / plain:.2f}×"
@@ -256,6 +296,11 @@ def main(out: Path = RESULTS, repeats: int = REPEATS) -> int:
             "ratio": tidal / plain,
             "unchained_ratio": unchained / plain,
             "monovertex_ratio": mono / plain,
+            "durability": {
+                "sync_over_os": unchained / durable["unchained_os"],
+                "small_sync_over_os": durable["small"] / durable["small_os"],
+                **durable,
+            },
             "fixed": fixed,
         },
         out,

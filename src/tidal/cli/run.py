@@ -293,6 +293,10 @@ def _run(
             run.stop()
             console.print(f"[red]invalid pipeline {escape(str(path))}[/]:\n{escape(str(exc))}")
             return 2
+        except (errors.RunDirectoryError, errors.BufferError) as exc:  # state a crash damaged
+            run.stop()
+            console.print(f"[red]refused[/]: {escape(str(exc))}")
+            return 2
         if metrics_port is not None:
             exporter = start_metrics(spec, run_dir, metrics_port, console)
         if api is not None:

@@ -171,6 +171,11 @@ class Buffer(Protocol):
         """The highest sequence ever appended (0 when none): how far a reader may read."""
         ...
 
+    def verify(self) -> None:
+        """Raise :class:`~tidal.errors.BufferError` naming what a crash damaged (a stored batch
+        whose bytes are not all there), at the start of a run, before anything reads it."""
+        ...
+
     def close(self) -> None: ...
 
 

@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from tidal.isb.durability import DEFAULT, Durability
 from tidal.isb.sqlite import SqliteStore
 from tidal.scaling.latency import DelaySample
 
@@ -92,8 +93,10 @@ class SourceReport:
 
 
 class ControlStore:
-    def __init__(self, path: str | Path) -> None:
-        self._store = SqliteStore(path)
+    def __init__(self, path: str | Path, durability: Durability = DEFAULT) -> None:
+        # The plans must outlive a power cut as the buffers do (a replay reuses its split, and
+        # so its de-duplication keys): one file, one WAL, one setting.
+        self._store = SqliteStore(path, durability=durability)
         with self._store.transaction() as db:
             db.execute(
                 "CREATE TABLE IF NOT EXISTS control (vertex TEXT PRIMARY KEY, replicas INTEGER NOT NULL, "

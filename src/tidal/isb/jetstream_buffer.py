@@ -374,5 +374,8 @@ class JetStreamBuffer:
     def last_seq(self) -> int:
         return self.stats().last_seq
 
+    def verify(self) -> None:
+        """Nothing to check from here: the server checks its own files when it starts."""
+
     def close(self) -> None:
         """Buffers share the store's connection; closing the store closes it."""

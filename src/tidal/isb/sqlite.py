@@ -20,13 +20,20 @@ renames it to its sequence and inserts the row. A writer killed before the commi
 most a file no row points to, which the next append of the same sequences replaces, so a batch
 is stored whole or not at all. A commit deletes the rows of the segments it covers whole in one
 transaction and then their files; one it covers in part stays until a later commit covers it,
-and reads never return what was committed. Files are not fsynced: like SQLite's
-``synchronous=NORMAL``, a process crash loses nothing, a power loss may lose the last appends
-(and a read of a damaged segment says so).
+and reads never return what was committed.
+
+**Durability** (``buffers.durability``, :mod:`tidal.isb.durability`). Under ``sync`` (the
+default) an append returns only once its batch is on the disk: the segment file synced before
+the write lock, its rename synced with its directory, and the row committed with
+``synchronous=FULL`` (SQLite syncs the WAL at every commit), so whatever was acknowledged
+upstream after it survives a power cut. Under ``os`` (``synchronous=NORMAL``, files not synced) a
+process crash loses nothing, a power loss may lose the last appends and commits (and a read of a
+damaged segment says so).
 
 De-duplication keys (message ids for ``append``, batch keys for ``append_batch``) live in
 ``ids_<name>`` for ``dedup_window`` seconds, independent of trimming, so a replay after a crash
-is de-duplicated even when the original was already committed.
+is de-duplicated even when the original was already committed; the newest ``KEEP_KEYS`` stay
+past the window, so a replay after a long outage (the run restarted hours later) is too.
 
 Many processes on one host may use the same file: each process opens its own connection (a
 forked Spark Python worker never reuses its parent's). Measured facts (``shared/design.md``): a
@@ -56,6 +63,7 @@ from tidal.isb.base import (
     Message,
     check_batch,
 )
+from tidal.isb.durability import DEFAULT, Durability, sync_dir
 from tidal.isb.segment_files import SegmentFiles
 
 __all__ = ["SqliteBuffer", "SqliteStore"]
@@ -68,6 +76,7 @@ _BUSY_TIMEOUT_S = 30.0
 # 0.8 µs a message) and are kept: they cost nothing for small rows.
 PAGE_SIZE = 16384
 WAL_CHECKPOINT_PAGES = 4000
+KEEP_KEYS = 10_000  # de-duplication keys kept past the window: more than a batch in flight holds
 _READ_ATTEMPTS = 3  # a segment trimmed between a read's snapshot and its file read: read again
 
 
@@ -84,11 +93,17 @@ def _check_name(name: str) -> str:
 class SqliteStore:
     """The buffers of one pipeline, in one SQLite file."""
 
-    def __init__(self, path: str | Path, dedup_window: float = DEFAULT_DEDUP_WINDOW_SECONDS) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        dedup_window: float = DEFAULT_DEDUP_WINDOW_SECONDS,
+        durability: Durability = DEFAULT,
+    ) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.segments_dir = Path(f"{self.path}-segments")
         self.dedup_window = dedup_window
+        self.durability = durability
         # One connection per thread (and per process: a forked child opens its own). A shared
         # connection breaks as soon as two threads use it: the runner's status and the
         # controller's probe would nest their transactions.
@@ -100,6 +115,8 @@ class SqliteStore:
                 "CREATE TABLE IF NOT EXISTS isb_buffers (name TEXT PRIMARY KEY, max_length INTEGER NOT NULL,"
                 " usage_limit REAL NOT NULL, committed INTEGER NOT NULL DEFAULT 0)"
             )
+        if durability == "sync":  # the database's and its WAL's names (SQLite syncs their data)
+            sync_dir(self.path.parent)
 
     # -- connection ----------------------------------------------------------------------------
 
@@ -115,7 +132,7 @@ class SqliteStore:
             conn.execute(f"PRAGMA page_size={PAGE_SIZE}")  # takes effect only on a new file
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute(f"PRAGMA wal_autocheckpoint={WAL_CHECKPOINT_PAGES}")
-            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute(f"PRAGMA synchronous={'FULL' if self.durability == 'sync' else 'NORMAL'}")
             conn.execute(f"PRAGMA busy_timeout={int(_BUSY_TIMEOUT_S * 1000)}")
             local.conn, local.pid = conn, os.getpid()
             with self._lock:
@@ -181,7 +198,12 @@ class SqliteStore:
                 "max_length=excluded.max_length, usage_limit=excluded.usage_limit",
                 (name, limits.max_length, limits.usage_limit),
             )
-        (self.segments_dir / name).mkdir(parents=True, exist_ok=True)
+        folder = self.segments_dir / name
+        if not folder.is_dir():
+            folder.mkdir(parents=True, exist_ok=True)
+            if self.durability == "sync":  # the new folders' names, before a segment goes in
+                sync_dir(folder.parent)
+                sync_dir(folder.parent.parent)
         return SqliteBuffer(self, name, limits)
 
     def open(self, name: str) -> SqliteBuffer:
@@ -216,7 +238,7 @@ class SqliteBuffer:
         self._limits = limits
         self._table = f'"buf_{name}"'
         self._ids = f'"ids_{name}"'
-        self._files = SegmentFiles(store.segments_dir / name, name)
+        self._files = SegmentFiles(store.segments_dir / name, name, store.durability)
 
     @property
     def name(self) -> str:
@@ -398,7 +420,15 @@ class SqliteBuffer:
             seq = min(seq, self._last_seq(db))
             db.execute("UPDATE isb_buffers SET committed=? WHERE name=?", (seq, self._name))
             db.execute(f"DELETE FROM {self._table} WHERE seq <= ?", (seq,))
-            db.execute(f"DELETE FROM {self._ids} WHERE at < ?", (time.time() - self._store.dedup_window,))
+            # Keys older than the window go, but never the newest KEEP_KEYS: a batch whose commit
+            # a crash lost is replayed when the run starts again, however long it was down, and
+            # its keys are then the newest (nothing was appended meanwhile). A window alone let a
+            # replay after a restart of over two minutes append its batch a second time.
+            db.execute(
+                f"DELETE FROM {self._ids} WHERE at < ? AND id NOT IN "
+                f"(SELECT id FROM {self._ids} ORDER BY at DESC LIMIT {KEEP_KEYS})",
+                (time.time() - self._store.dedup_window,),
+            )
         self._files.sweep(seq)
 
     def committed(self) -> int:
@@ -406,6 +436,23 @@ class SqliteBuffer:
 
     def last_seq(self) -> int:
         return self._last_seq(self._store.db)
+
+    def verify(self) -> None:
+        """Every stored segment's file is there with the bytes its row records. Under
+        ``durability: os`` a power cut can keep a row and lose its file's bytes; this says so at
+        start, naming the file, instead of a task failing on it mid-run."""
+        with self._store.snapshot() as db:
+            rows = db.execute(f"SELECT seq, size FROM {self._table}").fetchall()
+        for seq, size in rows:
+            path = self._files.directory / str(seq)
+            found = path.stat().st_size if path.exists() else None
+            if found != size:
+                held = "is missing" if found is None else f"holds {found} bytes"
+                raise errors.BufferError(
+                    f"buffer {self._name!r}: segment file {path} {held}, its row says {size}: a crash"
+                    " damaged it (a power cut under buffers.durability: os?); restore the run directory"
+                    " from a copy, or start over with --reset"
+                )
 
     def stats(self) -> BufferStats:
         with self._store.snapshot() as db:

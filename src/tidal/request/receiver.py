@@ -39,6 +39,7 @@ from typing import Any
 from aiohttp import web
 
 from tidal import errors
+from tidal.isb.durability import Durability
 from tidal.isb.open import open_store
 from tidal.request.auth import load_token, refused
 from tidal.request.breaker import Breaker, Overloaded
@@ -61,6 +62,7 @@ class ReceiverConfig:
     backend: str = "sqlite"
     db: str = ""
     url: str | None = None
+    durability: Durability = "sync"  # buffers.durability: a 2xx only once the batch is on the disk
     container_concurrency: int = 0
     max_request_bytes: int = 1 << 20
     timeout_seconds: float = 300.0  # a request's deadline (Knative's revision timeoutSeconds)
@@ -88,7 +90,13 @@ def _json(status: int, body: dict[str, Any], headers: dict[str, str] | None = No
 class _Receiver:
     def __init__(self, config: ReceiverConfig) -> None:
         self.config = config
-        self.store = open_store(config.backend, db=config.db, pipeline=config.pipeline, url=config.url)
+        self.store = open_store(
+            config.backend,
+            db=config.db,
+            pipeline=config.pipeline,
+            url=config.url,
+            durability=config.durability,
+        )
         self.writer = GroupWriter([self.store.open(name) for name in config.outputs])
         cc = config.container_concurrency
         self.breaker = Breaker(10 * cc, cc) if cc > 0 else None

@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 from pyspark import cloudpickle
 
+from tidal.isb.durability import DEFAULT, Durability
+
 if TYPE_CHECKING:
     from tidal.spec.model import Limits, SinkSpec, SourceSpec, UdfSpec, VertexSpec
 
@@ -71,6 +73,7 @@ class QueryConfig:
         followers: tuple[tuple[str, UdfSpec | None], ...] = (),
         # Each output's conditions (tidal.spec.routing.Route; None: every message), as ``outputs``.
         routes: tuple[tuple[str, tuple[str, ...]] | None, ...] = (),
+        durability: Durability = DEFAULT,  # buffers.durability (tidal.isb.durability)
     ) -> None:
         if limits is None:
             from tidal.spec.model import Limits
@@ -87,6 +90,7 @@ class QueryConfig:
             raise ValueError(f"{len(self.routes)} routes for {len(self.outputs)} outputs")
         self.backend = backend
         self.url = url
+        self.durability: Durability = durability
         self.schema = schema
         # A SQL or DataFrame step: its query carries rows (id, payload) through Spark, not task ranges.
         self.rows = udf is not None and udf.engine != "python"

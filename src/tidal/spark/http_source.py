@@ -71,6 +71,7 @@ def start_request_path(
         backend=config.backend,
         db=config.db,
         url=config.url,
+        durability=config.durability,
         container_concurrency=http.container_concurrency,
         max_request_bytes=http.max_request_bytes,
         timeout_seconds=http.timeout_seconds,

@@ -43,6 +43,7 @@ from tidal import errors
 from tidal.log import Repeated
 from tidal.spark import stores
 from tidal.spark.admission import admit
+from tidal.spark.checkpoint_sync import sync_planned_batch
 from tidal.spark.config import QueryConfig
 from tidal.spark.heap import freeze_imports
 from tidal.spec.model import KafkaSourceSpec
@@ -270,6 +271,7 @@ class KafkaReader(DataSourceStreamReader):
         return _json(end)
 
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> Sequence[InputPartition]:
+        sync_planned_batch(self.config)  # buffers.durability: sync, before any task appends
         control, vertex = stores.control(self.config), self.config.vertex
         begin, stop = _offsets(start), _offsets(end)
         key = json.dumps([_json(begin), _json(stop)])

@@ -34,10 +34,12 @@ from tidal.controller.choose import spec_policies
 from tidal.controller.faults import FAULTS_FILE, FaultLog
 from tidal.isb.base import BufferStore
 from tidal.isb.control import ControlStore
+from tidal.isb.durability import check_jetstream, check_location
 from tidal.scaling import Decision, Rule
 from tidal.scaling.latency import DelaySample
 from tidal.spark import rundir
 from tidal.spark.buffer_watch import start_buffer_watch
+from tidal.spark.checkpoint_sync import checkpoint_of, repair_checkpoint
 from tidal.spark.cluster import default_master_web
 from tidal.spark.config import QueryConfig, input_buffer
 from tidal.spark.queries import query_config
@@ -139,14 +141,28 @@ class PipelineRun:
     # -- set-up --------------------------------------------------------------------------------
 
     def _open_buffers(self) -> BufferStore:
-        backend = self.spec.buffers.backend
+        backend, durability = self.spec.buffers.backend, self.spec.buffers.durability
+        warning = check_location(self.run_dir, durability)
+        if warning is not None:
+            log.warning("%s", warning)
         if backend == "jetstream" and self._url is None:  # no server given: start one for this run
             from tidal.isb.natsd import NatsServer
 
-            self._nats = NatsServer(self.run_dir / "nats").start()
+            self._nats = NatsServer(self.run_dir / "nats", sync=durability == "sync").start()
             self._url = self._nats.url
+        elif backend == "jetstream" and durability == "sync" and self._url is not None:
+            warning = check_jetstream(self._url, self.spec.buffers.monitor_url, self.spec.buffers.replicas)
+            if warning is not None:
+                log.warning("%s", warning)
         replicas = self.spec.buffers.replicas
-        return open_store(backend, db=str(self.db), pipeline=self.spec.name, url=self._url, replicas=replicas)
+        return open_store(
+            backend,
+            db=str(self.db),
+            pipeline=self.spec.name,
+            url=self._url,
+            replicas=replicas,
+            durability=self.spec.buffers.durability,
+        )
 
     def query_config(self, vertex: str) -> QueryConfig:
         """What the query of ``vertex`` (a chain's head) needs to know."""
@@ -159,10 +175,10 @@ class PipelineRun:
         self.started_at = time.time()
         self.buffers = self._open_buffers()
         limits = self.spec.limits.buffer
-        self.control = ControlStore(self.db)
+        self.control = ControlStore(self.db, self.spec.buffers.durability)
         made = [b for b in map(input_buffer, self.control_spec.vertices) if b is not None]
         for name in made:  # a chain's followers have no buffer
-            self.buffers.create(name, limits)
+            self.buffers.create(name, limits).verify()  # a crash's damage refused before any read
         watch = start_buffer_watch(self.buffers, self.spec, made, FaultLog(self.run_dir / FAULTS_FILE))
         self._watches = [watch] if watch is not None else []
         for v in self.control_spec.vertices:
@@ -284,10 +300,12 @@ class PipelineRun:
 
     def _start_query(self, name: str) -> Any:
         config = self._configs[name]
+        for entry in repair_checkpoint(checkpoint_of(self.run_dir, name)):
+            log.warning("vertex %s: removed %s, cut short by a crash; Spark replays its batch", name, entry)
         return start_vertex(
             self._spark,
             config,
-            self.run_dir / "checkpoints" / name,
+            checkpoint_of(self.run_dir, name),
             trigger_seconds=self.trigger_seconds,
             frame=self._frames.get(name),
             shuffle_partitions=(self.spec.vertex(name).partitions or 1) if config.reduce else None,

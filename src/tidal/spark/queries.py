@@ -35,6 +35,7 @@ def query_config(
         limits=spec.limits,
         backend=spec.buffers.backend,
         url=url,
+        durability=spec.buffers.durability,
         source=v.source,
         udf=v.udf,
         sink=tail.sink,

@@ -43,6 +43,7 @@ from tidal.isb.base import Buffer
 from tidal.log import Repeated
 from tidal.spark import stores
 from tidal.spark.admission import Range, admit, partition_batch, task_row
+from tidal.spark.checkpoint_sync import sync_planned_batch
 from tidal.spark.config import QueryConfig
 from tidal.spark.generator import generator_start
 
@@ -79,6 +80,7 @@ class RangeReader(DataSourceStreamReader):
         return admission.end
 
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> Sequence[InputPartition]:
+        sync_planned_batch(self.config)  # buffers.durability: sync, before any task appends
         first, last = start[self.KEY], end[self.KEY]
         replicas = self._admitted.pop((first, last), None)
         return partition_batch(self.config, first + 1, last, replicas)

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from tidal import errors
+from tidal.isb.durability import sync_dir, write_durably
 from tidal.spec import PipelineSpec
 from tidal.spec.chains import plan_chains
 
@@ -77,7 +78,12 @@ def claim(run_dir: str | Path, spec: PipelineSpec) -> bool:
         try:
             recorded = json.loads(recorded_file.read_text())
         except ValueError:
-            recorded = {"pipeline": "?", "data_hash": "unreadable"}
+            raise errors.RunDirectoryError(
+                str(run_dir),
+                f"its identity ({recorded_file.name}) is damaged: empty or cut short, as a power cut"
+                " can leave a file that was written without a sync",
+                "restore the run directory from a copy, or --reset to delete its state and start over",
+            ) from None
         recorded.setdefault("chains", "")  # recorded before chaining: every vertex on its own
         data = [k for k in mine if k != "chains"]
         same_data = all(recorded.get(k) == mine[k] for k in data)
@@ -104,10 +110,11 @@ def claim(run_dir: str | Path, spec: PipelineSpec) -> bool:
         return True
     mine["run_id"] = uuid.uuid4().hex[:12]
     if holds_a_run:  # a run from before identities were recorded: claim it as it is
-        recorded_file.write_text(json.dumps(mine))
+        write_durably(recorded_file, json.dumps(mine))
         return True
     run_dir.mkdir(parents=True, exist_ok=True)
-    recorded_file.write_text(json.dumps(mine))
+    sync_dir(run_dir.parent)  # the run directory's own name
+    write_durably(recorded_file, json.dumps(mine))
     return False
 
 
@@ -122,7 +129,7 @@ def adopt(run_dir: str | Path, spec: PipelineSpec) -> None:
     if recorded.get("chains", "") != mine["chains"] or recorded.get("pipeline") != mine["pipeline"]:
         raise errors.RunDirectoryError(str(run_dir), "a restart cannot change the pipeline or its chains", "")
     recorded["data_hash"] = mine["data_hash"]
-    path.write_text(json.dumps(recorded))
+    write_durably(path, json.dumps(recorded))
 
 
 def run_id(run_dir: str | Path) -> str:
@@ -136,7 +143,7 @@ def run_id(run_dir: str | Path) -> str:
         recorded = {}
     if "run_id" not in recorded:  # a run directory from before run ids
         recorded["run_id"] = hashlib.sha256(str(Path(run_dir).resolve()).encode()).hexdigest()[:12]
-        path.write_text(json.dumps(recorded))
+        write_durably(path, json.dumps(recorded))
     return str(recorded["run_id"])
 
 

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from tidal import contracts
+from tidal.isb.durability import replace_durably, sync_dir, sync_paths
 from tidal.spec.model import SinkSpec
 from tidal.spec.validate import resolve
 
@@ -162,16 +163,19 @@ class FileSink:
             json.dump([batch, size, done], f)
             f.flush()
             os.fsync(f.fileno())
-        tmp.replace(self.state)
+        replace_durably(tmp, self.state, "sync")
 
     def commit(self, batch_id: int, parts: Sequence[Any]) -> None:
         chunks = [p for p in parts if p]
         state = self._read_state()
         if state is not None and (state[0] > batch_id or (state[0] == batch_id and state[2])):
             return  # this batch is in the file already (a replay)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.state.parent.mkdir(parents=True, exist_ok=True)
-        self.path.touch()
+        if not self.path.exists() or not self.state.parent.is_dir():
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.state.parent.mkdir(parents=True, exist_ok=True)
+            self.path.touch()
+            sync_paths([self.path])  # the new names, before anything is committed in them
+            sync_dir(self.state.parent.parent)
         if state is not None and state[0] == batch_id:
             size = state[1]  # a crash mid-append: cut back to where this batch began
         else:
@@ -190,7 +194,10 @@ class FileSink:
 
 def build_sink(spec: SinkSpec, vertex: str, run_dir: str | Path, at: str, role: str = "sink") -> Sink:
     """The sink ``spec`` describes, for ``vertex`` (``at`` names the spec field in errors;
-    ``role`` is ``sink`` or ``dead-letter``, which keep separate state)."""
+    ``role`` is ``sink`` or ``dead-letter``, which keep separate state). The file, Parquet and
+    Delta sinks commit a batch only once its bytes and names are on the disk, whatever
+    ``buffers.durability`` says: a sink must never hold a torn batch after a power cut, and a
+    sync per file per batch costs little next to writing it."""
     kind = spec.kind
     if kind == "blackhole":
         return BlackholeSink()

@@ -30,7 +30,11 @@ def buffers(config: QueryConfig) -> BufferStore:
     store = _STORES.get(key)
     if store is None:
         store = _STORES[key] = open_store(
-            config.backend, db=config.db, pipeline=config.pipeline, url=config.url
+            config.backend,
+            db=config.db,
+            pipeline=config.pipeline,
+            url=config.url,
+            durability=config.durability,
         )
     return store
 
@@ -46,5 +50,5 @@ def control(config: QueryConfig) -> ControlStore:
     if found is None:
         from tidal.isb.control import ControlStore
 
-        found = _CONTROLS[key] = ControlStore(config.db)
+        found = _CONTROLS[key] = ControlStore(config.db, config.durability)
     return found

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from tidal import errors
+from tidal.isb.durability import replace_durably, sync_dir, sync_paths
 
 __all__ = ["DeltaSink", "ParquetSink", "SinkError", "committed_files", "rows"]
 
@@ -135,6 +136,7 @@ class ParquetSink:
             name = tmp / f"{uuid.uuid4().hex}.parquet"
             pq.write_table(part, name)
             out.append((sub, str(name)))
+        sync_paths([Path(name) for _, name in out])  # in the task, in parallel: the commit renames
         return out
 
     def commit(self, batch_id: int, parts: Sequence[Any]) -> None:
@@ -156,13 +158,17 @@ class ParquetSink:
             target.parent.mkdir(parents=True, exist_ok=True)
             os.replace(tmp, target)
             committed.append(str(target.relative_to(self.path)))
-        log_dir.mkdir(parents=True, exist_ok=True)
+        for folder in {(self.path / c).parent for c in committed}:  # the names, before the log
+            sync_dir(folder)
+        if not log_dir.is_dir():
+            log_dir.mkdir(parents=True, exist_ok=True)
+            sync_dir(log_dir.parent)
         partial = entry.with_suffix(".tmp")
         with partial.open("w") as f:
             json.dump({"batch": batch_id, "files": committed}, f)
             f.flush()
             os.fsync(f.fileno())
-        partial.replace(entry)
+        replace_durably(partial, entry, "sync")
 
 
 def committed_files(path: str | Path) -> list[Path]:
@@ -230,3 +236,23 @@ class DeltaSink:
                 app_transactions=[Transaction(app_id=self.app_id, version=batch_id)]
             ),
         )
+        sync_delta_version(Path(self.path))
+
+
+def sync_delta_version(path: Path) -> None:
+    """Sync what the table's newest version wrote: its data files, their folders, its log entry
+    and the log's folder. delta-rs writes without syncing; the version's entry lists its files
+    (``add`` actions), so nothing else of the table is touched."""
+    from urllib.parse import unquote
+
+    from deltalake import DeltaTable
+
+    version = DeltaTable(path).version()
+    entry = path / "_delta_log" / f"{version:020d}.json"
+    added = []
+    for line in entry.read_text().splitlines():
+        action = json.loads(line) if line.strip() else {}
+        if "add" in action:
+            added.append(path / unquote(action["add"]["path"]))
+    sync_paths([*added, entry])
+    sync_dir(path)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -300,11 +300,20 @@ class BuffersSpec(_Model):
     (``url`` of a server, or several comma-separated; without one, Tidal starts a local
     nats-server). ``replicas``: how many JetStream servers keep each buffer (3 on a cluster of
     three survives the loss of one; Numaflow's JetStream ISB keeps 3). 1 by default, which is
-    all a single server can keep; a stream with fewer than asked is refused at start."""
+    all a single server can keep; a stream with fewer than asked is refused at start.
+
+    ``durability`` (:mod:`tidal.isb.durability`): ``sync`` (default) acknowledges nothing
+    upstream before the bytes that hold it are on the disk, so a power cut or an OS crash loses
+    nothing acknowledged; ``os`` acknowledges once the operating system holds them, which any
+    process crash survives and a power cut may not (docs/operations.md, "Durability").
+    ``monitorUrl``: an external nats-server's monitoring address (``http://host:8222``), where
+    Tidal reads whether it syncs every write (``sync_interval: always``)."""
 
     backend: str = Field("sqlite", pattern="^(sqlite|jetstream)$")
     url: str | None = None
     replicas: int = Field(1, ge=1, le=5)
+    durability: Literal["sync", "os"] = "sync"
+    monitor_url: str | None = None
 
 
 class ControllerSpec(_Model):
