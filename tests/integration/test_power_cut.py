@@ -21,6 +21,7 @@ import os
 import random
 import signal
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -140,6 +141,20 @@ def cut_while_running(
     return report, None
 
 
+def run_to_the_end(spec: Path, run_dir: Path, complete: Callable[[], None], what: str) -> None:
+    """Start the run once more after the cuts, wait until ``complete`` (assertions) passes, stop
+    it, and check again on the final state: nothing doubled after the last id arrived, and no
+    traceback on the way."""
+    last = start(spec, run_dir)
+    try:
+        eventually(complete, 600, what, proc=last, poll=1)
+    finally:
+        last.send_signal(signal.SIGTERM)
+        out, _ = last.communicate(timeout=120)
+    assert "Traceback" not in out, out
+    complete()
+
+
 @pytest.fixture
 def fs(tmp_path: Path):
     with LazyFS(tmp_path / "disk", tmp_path / "mnt") as mounted:
@@ -153,7 +168,6 @@ def test_under_sync_every_id_reaches_every_sink_once_through_power_cuts(tmp_path
     rng = random.Random(56)
     report, _ = cut_while_running(fs, spec, run_dir, rng, cuts(3))
     assert all(r["unsynced_bytes_dropped"] is not None for r in report), report
-    last = start(spec, run_dir)
     expected = {sink: {f"work:gen:{n}" for n in range(1, COUNT + 1)} for sink in SINKS}
 
     def every_id_once() -> None:
@@ -162,13 +176,7 @@ def test_under_sync_every_id_reaches_every_sink_once_through_power_cuts(tmp_path
             missing = expected[sink] - set(ids)
             assert not missing, (sink, len(missing), sorted(missing)[:5], report)
 
-    try:
-        eventually(every_id_once, 600, "every id in every sink after the cuts", proc=last, poll=1)
-    finally:
-        last.send_signal(signal.SIGTERM)
-        out, _ = last.communicate(timeout=120)
-    assert "Traceback" not in out, out
-    every_id_once()  # and nothing doubled since
+    run_to_the_end(spec, run_dir, every_id_once, "every id in every sink after the cuts")
 
 
 def test_under_os_a_cut_run_recovers_or_stops_with_a_clear_error_and_no_torn_record(tmp_path, fs):
@@ -216,7 +224,6 @@ def test_under_sync_a_kafka_source_loses_nothing_its_group_committed_through_pow
     run_dir = tmp_path / "mnt" / "run"
     report, _ = cut_while_running(fs, spec, run_dir, random.Random(58), cuts(3))
     expected = {f"work:in:cuts/{p}/{o}" for p, end in ends.items() for o in range(end)}
-    last = start(spec, run_dir)
 
     def every_record_once() -> None:
         ids = ids_of(delivered(run_dir / "out.jsonl"))
@@ -224,11 +231,5 @@ def test_under_sync_a_kafka_source_loses_nothing_its_group_committed_through_pow
         missing = expected - set(ids)
         assert not missing, (len(missing), sorted(missing)[:5], report)
 
-    try:
-        eventually(every_record_once, 600, "every record in the file sink after the cuts", proc=last, poll=1)
-    finally:
-        last.send_signal(signal.SIGTERM)
-        out, _ = last.communicate(timeout=120)
-    assert "Traceback" not in out, out
-    every_record_once()
+    run_to_the_end(spec, run_dir, every_record_once, "every record in the file sink after the cuts")
     assert sum(kafka.committed("cuts", "tidal").values()) == COUNT  # and the group moved on past all
