@@ -28,26 +28,30 @@ from __future__ import annotations
 import contextlib
 import os
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from tidal import errors
 
+if TYPE_CHECKING:
+    from tidal.spec.model import BuffersSpec
+
 __all__ = [
     "DEFAULT",
-    "DURABILITIES",
     "Durability",
     "check_jetstream",
     "check_location",
     "filesystem_of",
     "replace_durably",
+    "start_warnings",
     "sync_dir",
     "sync_file",
     "sync_paths",
     "write_durably",
 ]
 
+# The spec's field (tidal.spec.model.BuffersSpec.durability) spells the same two values: the spec
+# sits below this layer and cannot import it.
 Durability = Literal["sync", "os"]
-DURABILITIES: tuple[Durability, ...] = ("sync", "os")
 DEFAULT: Durability = "sync"
 
 # File systems whose contents do not outlive the machine's power: a sync there promises nothing.
@@ -63,14 +67,18 @@ def sync_file(fd: int) -> None:
         os.fsync(fd)
 
 
-def sync_dir(path: str | Path) -> None:
-    """Make the names in directory ``path`` durable: a file created or renamed there survives a
-    power cut only once its directory is synced (ext4, XFS and btrfs agree on this)."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+def _fsync_path(path: str | Path, flags: int = 0) -> None:
+    fd = os.open(path, os.O_RDONLY | flags)
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def sync_dir(path: str | Path) -> None:
+    """Make the names in directory ``path`` durable: a file created or renamed there survives a
+    power cut only once its directory is synced (ext4, XFS and btrfs agree on this)."""
+    _fsync_path(path, getattr(os, "O_DIRECTORY", 0))
 
 
 def replace_durably(source: str | Path, target: str | Path, durability: Durability) -> None:
@@ -146,16 +154,22 @@ def check_jetstream(url: str, monitor_url: str | None, replicas: int) -> str | N
     return None
 
 
+def start_warnings(buffers: BuffersSpec, run_dir: Path, external_url: str | None) -> list[str]:
+    """What a run says at start about ``buffers.durability``: the run directory's file system,
+    and JetStream servers Tidal did not start (``external_url``; refused when they say they do
+    not sync every write)."""
+    warnings = [check_location(run_dir, buffers.durability)]
+    if buffers.backend == "jetstream" and buffers.durability == "sync" and external_url is not None:
+        warnings.append(check_jetstream(external_url, buffers.monitor_url, buffers.replicas))
+    return [w for w in warnings if w is not None]
+
+
 def sync_paths(files: list[Path]) -> None:
     """Sync every file in ``files`` (written by someone else: pyarrow, delta-rs), then every
     directory that holds one, so their data and their names survive a power cut."""
     folders: dict[Path, None] = {}
     for path in files:
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        _fsync_path(path)
         folders[path.parent] = None
     for folder in folders:
         sync_dir(folder)

@@ -65,11 +65,25 @@ class SegmentFiles:
         with pa.OSFile(str(path), "r") as source:  # FileNotFoundError: trimmed meanwhile
             data = source.read_buffer()
         if data.size != size:
-            raise errors.BufferError(
-                f"segment file {path} holds {data.size} bytes, its row says {size}: the buffer is"
-                " damaged (a power loss?); start the pipeline in a new run directory"
-            )
+            raise self._damaged(path, f"holds {data.size} bytes", size)
         return data
+
+    def verify(self, rows: list[tuple[int, int]]) -> None:
+        """Every segment ``(seq, size)`` the rows name is there with that many bytes. Under
+        ``durability: os`` a power cut can keep a row and lose its file's bytes; a run checks at
+        its start, so the error names the file before a task fails on it."""
+        for seq, size in rows:
+            path = self.directory / str(seq)
+            found = path.stat().st_size if path.exists() else None
+            if found != size:
+                raise self._damaged(path, "is missing" if found is None else f"holds {found} bytes", size)
+
+    def _damaged(self, path: Path, held: str, size: int) -> errors.BufferError:
+        return errors.BufferError(
+            f"buffer {self.name!r}: segment file {path} {held}, its row says {size}: a crash damaged"
+            " it (a power cut under buffers.durability: os?); restore the run directory from a copy,"
+            " or start over with --reset"
+        )
 
     def sweep(self, committed: int) -> None:
         """Delete the files of trimmed segments (named by their last sequence) and the

@@ -23,12 +23,11 @@ transaction and then their files; one it covers in part stays until a later comm
 and reads never return what was committed.
 
 **Durability** (``buffers.durability``, :mod:`tidal.isb.durability`). Under ``sync`` (the
-default) an append returns only once its batch is on the disk: the segment file synced before
-the write lock, its rename synced with its directory, and the row committed with
-``synchronous=FULL`` (SQLite syncs the WAL at every commit), so whatever was acknowledged
-upstream after it survives a power cut. Under ``os`` (``synchronous=NORMAL``, files not synced) a
-process crash loses nothing, a power loss may lose the last appends and commits (and a read of a
-damaged segment says so).
+default) an append returns once its batch is on the disk: the segment file synced before the
+write lock, its rename synced with its folder, the row committed with ``synchronous=FULL``, so
+what was acknowledged upstream after it survives a power cut. Under ``os`` (``NORMAL``, files not
+synced) a process crash loses nothing, a power loss may lose the last appends and commits (a
+damaged segment is refused at the run's start, naming its file).
 
 De-duplication keys (message ids for ``append``, batch keys for ``append_batch``) live in
 ``ids_<name>`` for ``dedup_window`` seconds, independent of trimming, so a replay after a crash
@@ -420,10 +419,8 @@ class SqliteBuffer:
             seq = min(seq, self._last_seq(db))
             db.execute("UPDATE isb_buffers SET committed=? WHERE name=?", (seq, self._name))
             db.execute(f"DELETE FROM {self._table} WHERE seq <= ?", (seq,))
-            # Keys older than the window go, but never the newest KEEP_KEYS: a batch whose commit
-            # a crash lost is replayed when the run starts again, however long it was down, and
-            # its keys are then the newest (nothing was appended meanwhile). A window alone let a
-            # replay after a restart of over two minutes append its batch a second time.
+            # Never the newest KEEP_KEYS: a batch whose commit entry a crash lost is replayed at
+            # the next start, however late, and its keys are then the newest (module docstring).
             db.execute(
                 f"DELETE FROM {self._ids} WHERE at < ? AND id NOT IN "
                 f"(SELECT id FROM {self._ids} ORDER BY at DESC LIMIT {KEEP_KEYS})",
@@ -438,21 +435,8 @@ class SqliteBuffer:
         return self._last_seq(self._store.db)
 
     def verify(self) -> None:
-        """Every stored segment's file is there with the bytes its row records. Under
-        ``durability: os`` a power cut can keep a row and lose its file's bytes; this says so at
-        start, naming the file, instead of a task failing on it mid-run."""
         with self._store.snapshot() as db:
-            rows = db.execute(f"SELECT seq, size FROM {self._table}").fetchall()
-        for seq, size in rows:
-            path = self._files.directory / str(seq)
-            found = path.stat().st_size if path.exists() else None
-            if found != size:
-                held = "is missing" if found is None else f"holds {found} bytes"
-                raise errors.BufferError(
-                    f"buffer {self._name!r}: segment file {path} {held}, its row says {size}: a crash"
-                    " damaged it (a power cut under buffers.durability: os?); restore the run directory"
-                    " from a copy, or start over with --reset"
-                )
+            self._files.verify(db.execute(f"SELECT seq, size FROM {self._table}").fetchall())
 
     def stats(self) -> BufferStats:
         with self._store.snapshot() as db:

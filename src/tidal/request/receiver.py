@@ -39,7 +39,7 @@ from typing import Any
 from aiohttp import web
 
 from tidal import errors
-from tidal.isb.durability import Durability
+from tidal.isb.durability import DEFAULT, Durability
 from tidal.isb.open import open_store
 from tidal.request.auth import load_token, refused
 from tidal.request.breaker import Breaker, Overloaded
@@ -62,7 +62,7 @@ class ReceiverConfig:
     backend: str = "sqlite"
     db: str = ""
     url: str | None = None
-    durability: Durability = "sync"  # buffers.durability: a 2xx only once the batch is on the disk
+    durability: Durability = DEFAULT  # buffers.durability: a 2xx only once the batch is on the disk
     container_concurrency: int = 0
     max_request_bytes: int = 1 << 20
     timeout_seconds: float = 300.0  # a request's deadline (Knative's revision timeoutSeconds)

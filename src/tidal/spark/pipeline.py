@@ -34,7 +34,7 @@ from tidal.controller.choose import spec_policies
 from tidal.controller.faults import FAULTS_FILE, FaultLog
 from tidal.isb.base import BufferStore
 from tidal.isb.control import ControlStore
-from tidal.isb.durability import check_jetstream, check_location
+from tidal.isb.durability import start_warnings
 from tidal.scaling import Decision, Rule
 from tidal.scaling.latency import DelaySample
 from tidal.spark import rundir
@@ -141,28 +141,18 @@ class PipelineRun:
     # -- set-up --------------------------------------------------------------------------------
 
     def _open_buffers(self) -> BufferStore:
-        backend, durability = self.spec.buffers.backend, self.spec.buffers.durability
-        warning = check_location(self.run_dir, durability)
-        if warning is not None:
-            log.warning("%s", warning)
-        if backend == "jetstream" and self._url is None:  # no server given: start one for this run
+        buffers, external = self.spec.buffers, self._url
+        if buffers.backend == "jetstream" and self._url is None:  # no server given: start one for this run
             from tidal.isb.natsd import NatsServer
 
-            self._nats = NatsServer(self.run_dir / "nats", sync=durability == "sync").start()
+            self._nats = NatsServer(self.run_dir / "nats", sync=buffers.durability == "sync").start()
             self._url = self._nats.url
-        elif backend == "jetstream" and durability == "sync" and self._url is not None:
-            warning = check_jetstream(self._url, self.spec.buffers.monitor_url, self.spec.buffers.replicas)
-            if warning is not None:
-                log.warning("%s", warning)
-        replicas = self.spec.buffers.replicas
+        for warning in start_warnings(buffers, self.run_dir, external):
+            log.warning("%s", warning)
         return open_store(
-            backend,
-            db=str(self.db),
-            pipeline=self.spec.name,
-            url=self._url,
-            replicas=replicas,
-            durability=self.spec.buffers.durability,
-        )
+            buffers.backend, db=str(self.db), pipeline=self.spec.name, url=self._url,
+            replicas=buffers.replicas, durability=buffers.durability,
+        )  # fmt: skip
 
     def query_config(self, vertex: str) -> QueryConfig:
         """What the query of ``vertex`` (a chain's head) needs to know."""
