@@ -73,15 +73,15 @@ bench: $(STAMP) check-java cds pyc check-loadgen
 
 venv: $(STAMP)
 
-# The class-data archive of Spark's JVMs (src/tidal/spark/cds.py): built once per JDK and Spark
+# The class-data archive of Spark's JVMs (src/tidal/spark/cluster/cds.py): built once per JDK and Spark
 # into .venv (~20 s), it takes about 2 s off every Spark session's start and its first job.
 cds: $(STAMP) check-java
-	@$(VPY) -m tidal.spark.cds 2>>$(VENV)/cds.log || { echo "building the class-data archive failed: see $(VENV)/cds.log" >&2; exit 1; }
+	@$(VPY) -m tidal.spark.cluster.cds 2>>$(VENV)/cds.log || { echo "building the class-data archive failed: see $(VENV)/cds.log" >&2; exit 1; }
 
 # Bytecode in the PySpark zip that Spark puts first on its Python workers' path (src/tidal/spark/
 # pyzip.py): compiled once (~3 s), it saves each Python worker Spark starts ~0.5 s of compiling.
 pyc: $(STAMP)
-	@$(VPY) -m tidal.spark.pyzip
+	@$(VPY) -m tidal.spark.cluster.pyzip
 
 $(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' || \

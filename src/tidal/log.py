@@ -1,7 +1,7 @@
 """Logging, configured once for the whole process.
 
 Lines are ``time level logger key=value ...`` so that ``grep vertex=enrich`` finds a vertex's
-story. Spark's own JVM log noise is turned down separately in ``tidal.spark.session``.
+story. Spark's own JVM log noise is turned down separately in ``tidal.spark.cluster.session``.
 """
 
 from __future__ import annotations

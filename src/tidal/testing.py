@@ -8,7 +8,7 @@ without copying Tidal's set-up.
 * :class:`ManualClock` — time as a value that a test advances (``clock.advance(5)``), for the
   controller (``Controller.tick(clock.now)``) and the scaling core.
 * :class:`BufferRig` — a run directory with SQLite buffers and the control record; builds the
-  :class:`~tidal.spark.config.QueryConfig` of a vertex query, fills buffers, reads them back,
+  :class:`~tidal.spark.batch.config.QueryConfig` of a vertex query, fills buffers, reads them back,
   and sets replicas as the controller would.
 * :func:`run_pipeline` — a whole pipeline on Spark until a condition holds (or a timeout).
 * :func:`delivered` — the records a file sink committed, as dicts.
@@ -29,8 +29,8 @@ from tidal.isb.base import Buffer
 from tidal.isb.control import ControlStore
 from tidal.isb.sqlite import SqliteStore
 from tidal.scaling.limits import BufferLimits
-from tidal.spark.config import QueryConfig
-from tidal.spark.pipeline import PipelineRun
+from tidal.spark.batch.config import QueryConfig
+from tidal.spark.run.pipeline import PipelineRun
 from tidal.spec import Limits, PipelineSpec
 from tidal.spec.model import SinkSpec, SourceSpec, UdfSpec
 
@@ -157,8 +157,8 @@ def run_pipeline(
 
 
 def delivered(path: str | Path) -> list[dict[str, Any]]:
-    """The records a ``file`` sink committed, in order (:func:`tidal.spark.sinks.read_file_sink`)."""
-    from tidal.spark.sinks import read_file_sink
+    """The records a ``file`` sink committed, in order (:func:`tidal.spark.sinks.files.read_file_sink`)."""
+    from tidal.spark.sinks.files import read_file_sink
 
     return read_file_sink(path)
 

@@ -41,8 +41,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="session")
 def spark() -> Iterator[object]:
     """Local mode, UI off, quiet logs, small shuffle partitions, bound to loopback; stopped at the end."""
-    from tidal.spark.datasource import register
-    from tidal.spark.session import build_session
+    from tidal.spark.cluster.session import build_session
+    from tidal.spark.query.datasource import register
 
     session = build_session("tidal-tests", "local[2]", shuffle_partitions=2)
     register(session)

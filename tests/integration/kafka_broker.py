@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tidal.spark.kafka_sink import produce
+from tidal.spark.sinks.kafka import produce
 
 
 class MockKafka:

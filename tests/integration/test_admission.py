@@ -10,8 +10,8 @@ import pytest
 from tidal.isb import BufferLimits
 from tidal.isb.control import ControlStore
 from tidal.isb.sqlite import SqliteStore
-from tidal.spark.admission import admit
-from tidal.spark.config import QueryConfig
+from tidal.spark.batch.admission import admit
+from tidal.spark.batch.config import QueryConfig
 from tidal.spec import Limits
 
 

@@ -7,10 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tidal.spark import cds
+from tidal.spark.cluster import cds
 
 SESSION = """
-from tidal.spark.session import build_session
+from tidal.spark.cluster.session import build_session
 spark = build_session("tidal-cds-test", "local[1]")
 assert spark.range(10).count() == 10
 """
@@ -18,7 +18,7 @@ assert spark.range(10).count() == 10
 
 def test_the_driver_maps_the_archive(tmp_path: Path) -> None:
     archive = cds.archive_path()
-    fix = "`make cds` (python -m tidal.spark.cds) builds it"
+    fix = "`make cds` (python -m tidal.spark.cluster.cds) builds it"
     assert archive.is_file(), f"no class-data archive at {archive}: {fix}"
     log = tmp_path / "class-load.log"
     env = {**os.environ, "JDK_JAVA_OPTIONS": f"-Xlog:class+load=info:file={log}"}

@@ -68,7 +68,7 @@ def test_another_pipelines_run_directory_is_refused_with_the_way_out(tmp_path):
     first, second = tmp_path / "step1.yaml", tmp_path / "other.yaml"
     first.write_text(PIPELINE.format(rate=1, total=1))
     second.write_text(PIPELINE.format(rate=1, total=1).replace("name: cli", "name: other"))
-    from tidal.spark import rundir
+    from tidal.spark.batch import rundir
     from tidal.spec import load_pipeline
 
     rundir.claim(tmp_path / "run", load_pipeline(first))
@@ -120,7 +120,7 @@ def test_ctrl_c_prints_a_few_readable_lines_and_spark_keeps_its_traces_in_the_ru
 JVM_CALL_INTERRUPTED = """
 import os, signal, sys, threading
 from tidal.cli import interrupts
-from tidal.spark.session import build_session
+from tidal.spark.cluster.session import build_session
 
 spark = build_session("interrupted", "local[1]")
 interrupts.install()  # as tidal run does once Spark started (its context took SIGINT)

@@ -18,8 +18,8 @@ import pytest
 import yaml
 
 from tidal.isb.control import ControlStore
-from tidal.spark.cluster import StandaloneCluster
-from tidal.spark.executors import read_executor_log
+from tidal.spark.cluster.executors import read_executor_log
+from tidal.spark.cluster.standalone import StandaloneCluster
 
 from .test_cli import lines, output, tidal
 from .waits import eventually, wait_for
@@ -123,7 +123,7 @@ def test_raising_replicas_brings_executors_that_run_the_next_batches_lowering_ki
         wait_for(lambda: registered(run_dir) == 3, 120, "3 executors for 3 replicas", proc)
         time.sleep(8)
         wait_for(lambda: registered(run_dir) == 3, 60, "the extra executor killed", proc)
-        # Every step is Python: the executors' JVMs compile with C1 only (tidal.spark.jit).
+        # Every step is Python: the executors' JVMs compile with C1 only (tidal.spark.cluster.jit).
         commands = executor_commands(cluster.pids)
         assert commands and all("-XX:TieredStopAtLevel=1" in c for c in commands), commands
         control = ControlStore(run_dir / "pipeline.db")
@@ -387,7 +387,7 @@ def test_a_cluster_too_small_for_the_executors_asked_for_is_refused_at_start(tmp
     """Two alive 2-core workers of 2g: 4-core or 64g executors can never start, and 5 of 1 core
     cannot be kept; Spark would wait for them in silence. Through the master's own state, at start."""
     from tidal import errors
-    from tidal.spark.cluster import check_capacity, master_state
+    from tidal.spark.cluster.standalone import check_capacity, master_state
     from tidal.spec import parse_pipeline
 
     base = yaml.safe_load(pipeline(tmp_path, rate=1, total=1).read_text())

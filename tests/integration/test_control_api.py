@@ -22,8 +22,8 @@ import pytest
 from tidal.api.auth import ensure_token
 from tidal.api.server import ControlServer
 from tidal.isb.control import ControlStore
-from tidal.spark.operations import RunOperations
-from tidal.spark.pipeline import PipelineRun
+from tidal.spark.run.operations import RunOperations
+from tidal.spark.run.pipeline import PipelineRun
 from tidal.spec import parse_pipeline
 from tidal.testing import delivered, ids_of
 

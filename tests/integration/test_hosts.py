@@ -11,7 +11,7 @@ import pytest
 from tidal.bench.hosts import run_scenario
 from tidal.controller.faults import read_faults
 from tidal.rig import unavailable
-from tidal.spark.executors import read_executor_log
+from tidal.spark.cluster.executors import read_executor_log
 
 from .test_cli import output
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tidal.spark.pipeline import PipelineRun
+from tidal.spark.run.pipeline import PipelineRun
 from tidal.spec import parse_pipeline
 
 from .test_cli import lines

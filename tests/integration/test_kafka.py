@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 import pytest
 
 from tidal.isb.control import ControlStore
-from tidal.spark.pipeline import PipelineRun
+from tidal.spark.run.pipeline import PipelineRun
 from tidal.spec import parse_pipeline
 from tidal.testing import delivered, ids_of, run_pipeline
 
@@ -112,7 +112,7 @@ edges:
 def parquet_ids(path) -> list[str]:
     import pyarrow.parquet as pq
 
-    from tidal.spark.tables import committed_files
+    from tidal.spark.sinks.tables import committed_files
 
     files = committed_files(path)
     return pq.read_table(files).column("id").to_pylist() if files else []
@@ -140,7 +140,7 @@ def test_kafka_to_parquet_and_delta_exactly_once_through_a_driver_sigkill_and_ba
 
     import pyarrow.parquet as pq
 
-    from tidal.spark.tables import committed_files
+    from tidal.spark.sinks.tables import committed_files
 
     from .test_cli import tidal
 
@@ -248,8 +248,8 @@ def test_a_range_the_broker_no_longer_holds_fails_the_task_naming_the_data_loss(
     from confluent_kafka import TopicPartition
 
     from tidal.errors import SourceError
-    from tidal.spark.config import QueryConfig
-    from tidal.spark.kafka import read_range
+    from tidal.spark.batch.config import QueryConfig
+    from tidal.spark.sources.kafka import read_range
 
     kafka.produce("short", [b"x" * 100] * 120_000, partitions=1)  # past the mock broker's retention
     low = kafka.consumer().get_watermark_offsets(TopicPartition("short", 0), timeout=10)[0]

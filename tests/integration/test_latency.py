@@ -11,7 +11,7 @@ import pytest
 from tidal.observe.metrics import MetricsExporter
 from tidal.observe.report import write_report
 from tidal.scaling.latency import DelaySample
-from tidal.spark.pipeline import PipelineRun, VertexStatus
+from tidal.spark.run.pipeline import PipelineRun, VertexStatus
 from tidal.spec import Pipeline
 
 from .waits import eventually
@@ -41,7 +41,7 @@ def test_every_delivered_message_has_a_delay_from_its_source_time_to_the_sinks_c
 
         def every_delay_recorded() -> tuple[dict[str, VertexStatus], list[DelaySample]]:
             """The sink appends a batch's lines at its commit and records the batch's delays after
-            them (tidal.spark.writer): all 4000 lines say nothing of the last batch's record."""
+            them (tidal.spark.query.writer): all 4000 lines say nothing of the last batch's record."""
             run.check()
             assert lines(out) >= 4000, f"{lines(out)} of 4000 lines in the sink"
             samples = run.delivered_delays("out", 0.0)

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from tidal.spark.pipeline import PipelineRun
+from tidal.spark.run.pipeline import PipelineRun
 from tidal.spec import parse_pipeline
 
 from .test_cli import tidal, wait_for

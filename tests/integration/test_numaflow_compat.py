@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tidal.spark.pipeline import PipelineRun
+from tidal.spark.run.pipeline import PipelineRun
 from tidal.spec import Pipeline
 from tidal.testing import delivered
 

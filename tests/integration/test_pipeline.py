@@ -14,7 +14,7 @@ import pytest
 
 from tidal import errors
 from tidal.scaling import Rule
-from tidal.spark.pipeline import PipelineRun
+from tidal.spark.run.pipeline import PipelineRun
 from tidal.spec import Pipeline
 from tidal.testing import delivered, ids_of
 
@@ -157,7 +157,7 @@ def test_a_udf_that_keeps_failing_stops_the_pipeline_naming_the_message(spark, t
     # Nothing lost: the batch with the poison message is still in the input of the query that
     # failed, the chain src → check → out: the source's staging buffer (src was not acked past it).
     from tidal.isb.sqlite import SqliteStore
-    from tidal.spark.config import input_buffer
+    from tidal.spark.batch.config import input_buffer
 
     assert [c.members for c in run.plan.chains] == [("src", "check", "out")]
     staged = input_buffer(spec.vertex("src"))

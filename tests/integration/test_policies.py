@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tidal.spark.pipeline import PipelineRun
+from tidal.spark.run.pipeline import PipelineRun
 from tidal.spec import parse_pipeline
 
 from .waits import eventually

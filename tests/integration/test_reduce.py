@@ -9,7 +9,7 @@ from typing import TypeVar
 
 import pytest
 
-from tidal.spark.pipeline import PipelineRun
+from tidal.spark.run.pipeline import PipelineRun
 from tidal.spec import Pipeline
 from tidal.testing import delivered
 

@@ -7,8 +7,8 @@ purpose, which a live query does not allow.
 
 from __future__ import annotations
 
-from tidal.spark.admission import partition_batch, task_row
-from tidal.spark.writer import VertexWriter
+from tidal.spark.batch.admission import partition_batch, task_row
+from tidal.spark.query.writer import VertexWriter
 from tidal.spec import Limits
 from tidal.spec.model import UdfSpec
 from tidal.testing import BufferRig

@@ -11,7 +11,7 @@ from typing import Any
 
 from pyspark import cloudpickle
 
-from tidal.spark.pipeline import PipelineRun
+from tidal.spark.run.pipeline import PipelineRun
 from tidal.spec import Pipeline
 from tidal.testing import delivered, ids_of
 

@@ -11,7 +11,7 @@ import pytest
 
 from tidal.observe.report import summarize
 from tidal.observe.series import SeriesLog
-from tidal.spark.pipeline import PipelineRun
+from tidal.spark.run.pipeline import PipelineRun
 from tidal.spec import Pipeline
 from tidal.testing import delivered, ids_of
 

@@ -15,8 +15,8 @@ from tidal.isb import BufferLimits
 from tidal.isb.control import ControlStore
 from tidal.isb.sqlite import SqliteStore
 from tidal.scaling import Rule
-from tidal.spark.config import QueryConfig
-from tidal.spark.vertex import start_vertex
+from tidal.spark.batch.config import QueryConfig
+from tidal.spark.query.vertex import start_vertex
 from tidal.spec import Pipeline
 
 from .waits import wait_for

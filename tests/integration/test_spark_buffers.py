@@ -9,8 +9,8 @@ import pytest
 from tidal.isb import BufferLimits
 from tidal.isb.control import ControlStore
 from tidal.isb.sqlite import SqliteStore
-from tidal.spark.config import QueryConfig
-from tidal.spark.vertex import past_start, start_vertex
+from tidal.spark.batch.config import QueryConfig
+from tidal.spark.query.vertex import past_start, start_vertex
 from tidal.spec import Limits
 
 from .waits import eventually, wait_for
@@ -65,7 +65,7 @@ def test_replicas_set_the_task_count_and_nothing_is_lost(spark, tmp_path):
         fill(source, 2000, 4000)
 
         def drained_in_both_task_counts() -> None:
-            """The writer commits a batch's input before it records the batch (tidal.spark.writer)."""
+            """The writer commits a batch's input before it records the batch (tidal.spark.query.writer)."""
             drained(source, 6000)()
             batches = control.batches("v")
             assert [b for b in batches if b.rows and b.tasks == 1], batches

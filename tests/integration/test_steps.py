@@ -16,7 +16,7 @@ from typing import TypeVar
 import pytest
 
 from tidal import errors
-from tidal.spark.pipeline import PipelineRun
+from tidal.spark.run.pipeline import PipelineRun
 from tidal.spec import parse_pipeline
 
 from .waits import eventually, wait_for
@@ -197,7 +197,7 @@ def test_replicas_are_the_steps_read_partitions(spark, tmp_path):
 
 
 def test_reference_table_is_read_again_on_its_interval(spark, tmp_path, monkeypatch):
-    from tidal.spark.frames import ReferenceRefresher
+    from tidal.spark.query.frames import ReferenceRefresher
 
     refreshed: list[float] = []  # when each refresh that finished had begun (monotonic)
     refresh = ReferenceRefresher.refresh

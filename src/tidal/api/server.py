@@ -6,7 +6,7 @@ Routes (``/apis/tidal.dev/v1``; ``{p}`` the pipeline's name, ``{v}`` a vertex's)
 ``PATCH /pipelines/{p}``                    ``{"spec": {"lifecycle": {"desiredPhase": "Paused"}}}``: pause
                                             (``"Running"``: resume), as Numaflow's pipelines do
 ``PUT   /pipelines/{p}``                    a whole pipeline spec (JSON): a live edit
-                                            (:mod:`tidal.spark.operations`); ``?restart=true``:
+                                            (:mod:`tidal.spark.run.operations`); ``?restart=true``:
                                             what needs a restart too, by a drain and a restart
 ``GET   /pipelines/{p}/vertices``           every vertex's ``Scale``, as a ``ScaleList``
 ``GET   /pipelines/{p}/vertices/{v}/scale`` the scale subresource (:mod:`tidal.api.scale`)
@@ -53,7 +53,7 @@ DRAIN_TIMEOUT = 120.0  # seconds a pause waits for the buffers (Numaflow: pauseG
 
 
 class Operable(Protocol):
-    """What the server needs of a running pipeline (:class:`tidal.spark.operations.RunOperations`)."""
+    """What the server needs of a running pipeline (:class:`tidal.spark.run.operations.RunOperations`)."""
 
     @property
     def pipeline(self) -> str: ...

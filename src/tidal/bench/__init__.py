@@ -39,7 +39,7 @@ def wait_for(condition: Callable[[], bool], what: str, deadline_s: float = DEADL
 
 def delivered_ids(path: Path) -> list[str]:
     """The ids a ``file`` sink committed, in order (with repeats, if any: the benchmarks count them)."""
-    from tidal.spark.sinks import read_file_sink
+    from tidal.spark.sinks.files import read_file_sink
 
     return [str(r["id"]) for r in read_file_sink(path)]
 

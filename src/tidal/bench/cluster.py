@@ -81,8 +81,8 @@ def _stop(proc: subprocess.Popen[str]) -> None:
 
 def scale_up_latency(root: Path, scale_ups: int = SCALE_UPS) -> list[dict[str, float]]:
     from tidal.isb.control import ControlStore
-    from tidal.spark.cluster import StandaloneCluster
-    from tidal.spark.executors import read_executor_log
+    from tidal.spark.cluster.executors import read_executor_log
+    from tidal.spark.cluster.standalone import StandaloneCluster
 
     spec = root / "latency.yaml"
     spec.write_text(LATENCY_PIPELINE)

@@ -74,7 +74,7 @@ def run_scenario(name: str, root: Path, total: int = TOTAL, rate: int = RATE) ->
     from tidal.rig.nats_cluster import start_nats_cluster
     from tidal.rig.spark_cluster import alive_workers, start_spark_cluster
     from tidal.scaling.latency import pooled
-    from tidal.spark.executors import read_executor_log
+    from tidal.spark.cluster.executors import read_executor_log
 
     scenario = SCENARIOS[name]
     impaired = {h: Impairment(delay=d, loss=p) for h, (d, p) in scenario.get("impaired", {}).items()}

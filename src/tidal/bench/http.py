@@ -159,7 +159,7 @@ def overhead(root: Path, seconds: float = SECONDS, repeats: int = REPEATS) -> di
 def burst_from_zero(
     root: Path, steps: tuple[int, ...] = STEPS, step_seconds: float = STEP_SECONDS
 ) -> dict[str, Any]:
-    from tidal.spark.pipeline import PipelineRun
+    from tidal.spark.run.pipeline import PipelineRun
     from tidal.spec import parse_pipeline
 
     spec = parse_pipeline(

@@ -88,7 +88,7 @@ def _plain_source(bootstrap: str) -> Any:
         def latestOffset(self, start: dict[str, int], limit: Any = None) -> dict[str, int]:  # noqa: N802
             from confluent_kafka import TopicPartition
 
-            from tidal.spark.kafka import share
+            from tidal.spark.sources.kafka import share
 
             c = self._consumer()
             ends = {
@@ -100,7 +100,7 @@ def _plain_source(bootstrap: str) -> Any:
             return {str(p): start[str(p)] + take[p] for p in ends}
 
         def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[Any]:
-            from tidal.spark.kafka import split_ranges
+            from tidal.spark.sources.kafka import split_ranges
 
             ranges = [
                 (p, start[str(p)], end[str(p)] - 1) for p in range(PARTITIONS) if end[str(p)] > start[str(p)]
@@ -131,9 +131,9 @@ def _plain_source(bootstrap: str) -> Any:
 
 
 def _read(bootstrap: str, partition: int, first: int, last: int) -> Any:
-    """The same task-side read as Tidal's (``tidal.spark.kafka.read_range``), payloads only."""
-    from tidal.spark.config import QueryConfig
-    from tidal.spark.kafka import read_range
+    """The same task-side read as Tidal's (``tidal.spark.sources.kafka.read_range``), payloads only."""
+    from tidal.spark.batch.config import QueryConfig
+    from tidal.spark.sources.kafka import read_range
     from tidal.spec.model import KafkaSourceSpec, SourceSpec
 
     source = SourceSpec(kafka=KafkaSourceSpec(bootstrap_servers=bootstrap, topic=TOPIC, group_id="plain"))
@@ -203,8 +203,8 @@ def tidal_rate(
 ) -> tuple[float, float]:
     import pyarrow.parquet as pq
 
-    from tidal.spark.pipeline import PipelineRun
-    from tidal.spark.tables import committed_files
+    from tidal.spark.run.pipeline import PipelineRun
+    from tidal.spark.sinks.tables import committed_files
     from tidal.spec import parse_pipeline
 
     job = "tidal" if chaining else "unchained"
@@ -234,7 +234,7 @@ def tidal_rate(
 
 
 def main(out: Path = RESULTS, repeats: int = REPEATS) -> int:
-    from tidal.spark.session import build_session
+    from tidal.spark.cluster.session import build_session
 
     root = Path(tempfile.mkdtemp(prefix="tidal-bench-kafka-"))
     broker = MockBroker()

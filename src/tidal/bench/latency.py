@@ -47,7 +47,7 @@ from pyspark.sql.datasource import (
 
 from tidal.bench import RESULTS, wait_for, write_result
 from tidal.scaling.latency import DelaySample, TimeSample, delays_at, pooled, time_sample
-from tidal.spark.admission import Range, split
+from tidal.spark.batch.admission import Range, split
 from tidal.spec import Limits
 
 LOADS = (1_000, 10_000)  # msg/s offered
@@ -114,7 +114,7 @@ def _plain_work(batches: Iterator[Any]) -> Iterator[Any]:
     import pyarrow as pa
 
     from tidal.examples.udfs import upper
-    from tidal.spark.generator import numbered_payloads
+    from tidal.spark.sources.generator import numbered_payloads
 
     for batch in batches:
         if batch.num_rows == 0:
@@ -181,7 +181,7 @@ def plain_delays(spark: Any, rate: int, root: Path) -> list[DelaySample]:
         .queryName("plain")
         .start()
     )
-    from tidal.spark.vertex import stop_between_batches
+    from tidal.spark.query.vertex import stop_between_batches
 
     try:
         time.sleep(WARMUP_S)
@@ -236,7 +236,7 @@ def _spec(job: str, rate: int) -> Any:
 
 
 def tidal_delays(spark: Any, job: str, rate: int, root: Path) -> list[DelaySample]:
-    from tidal.spark.pipeline import PipelineRun
+    from tidal.spark.run.pipeline import PipelineRun
 
     spec = _spec(job, rate)
     sink = spec.vertices[-1].name
@@ -264,8 +264,8 @@ def measure(spark: Any, job: str, rate: int, root: Path) -> dict[str, float]:
 
 
 def main(out: Path = RESULTS, loads: tuple[int, ...] = LOADS) -> int:
-    from tidal.spark.datasource import register
-    from tidal.spark.session import build_session
+    from tidal.spark.cluster.session import build_session
+    from tidal.spark.query.datasource import register
 
     root = Path(tempfile.mkdtemp(prefix="tidal-bench-latency-"))
     spark = build_session("tidal-bench-latency", "local[2]")

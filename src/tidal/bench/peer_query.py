@@ -6,7 +6,7 @@ on the cluster the benchmark started (:mod:`tidal.bench.peers`):
 
 - **source**: a Python streaming source whose messages fall due by the same load shape as
   Tidal's generator (:class:`~tidal.spec.shapes.LoadShape`; each message's source time is when
-  the shape made it due, :func:`~tidal.spark.generator.due_times`), split into ``PARTITIONS``
+  the shape made it due, :func:`~tidal.spark.sources.generator.due_times`), split into ``PARTITIONS``
   tasks a micro-batch;
 - **steps**: ``mapInArrow`` building the generator's payloads and calling the demo's
   ``enrich`` (2 ms of lookup per order) once per message;
@@ -72,7 +72,7 @@ class _ShapeReader(DataSourceStreamReader):
         return {"n": self.shape.total(time.time() - self.start)}
 
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[InputPartition]:
-        from tidal.spark.admission import split
+        from tidal.spark.batch.admission import split
 
         return list(split(start["n"] + 1, end["n"], PARTITIONS))
 
@@ -80,7 +80,7 @@ class _ShapeReader(DataSourceStreamReader):
         import numpy as np
         import pyarrow as pa
 
-        from tidal.spark.generator import due_times
+        from tidal.spark.sources.generator import due_times
 
         first, last = partition.first, partition.last  # type: ignore[attr-defined]
         numbers = np.arange(first, last + 1, dtype=np.int64)
@@ -113,7 +113,7 @@ def _work(batches: Iterator[Any]) -> Iterator[Any]:
     import pyarrow as pa
 
     from tidal.examples.udfs import enrich
-    from tidal.spark.generator import numbered_payloads
+    from tidal.spark.sources.generator import numbered_payloads
 
     for batch in batches:
         if batch.num_rows == 0:
@@ -127,7 +127,7 @@ class _ExecutorWatch:
     """The registered executors every half second: the count over time, integrated."""
 
     def __init__(self, spark: Any) -> None:
-        from tidal.spark.spark_executors import SparkExecutors
+        from tidal.spark.cluster.spark_executors import SparkExecutors
 
         self._executors = SparkExecutors(spark)
         self.timeline: list[tuple[float, int, int]] = []  # (at, executors, cores)
@@ -169,9 +169,9 @@ def run(master: str, shape: dict[str, Any], duration: float, out: Path, *, max_e
 
     from tidal.bench.latency import LatencyProbe, _read_probe
     from tidal.scaling.latency import pooled
-    from tidal.spark import cds
-    from tidal.spark.jit import QUICK_OPTIONS
-    from tidal.spark.session import executor_java_options
+    from tidal.spark.cluster import cds
+    from tidal.spark.cluster.jit import QUICK_OPTIONS
+    from tidal.spark.cluster.session import executor_java_options
 
     # The Java options Tidal's JVMs get for these steps (all Python: the class-data archive and
     # C1 only), for this job's too: its executors start as fast.

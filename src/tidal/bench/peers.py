@@ -92,7 +92,7 @@ def run_tidal(root: Path, master: str, job: str, trace: str, n: int, duration: f
     from tidal.observe.latency import read_delays
     from tidal.observe.report import summarize, summarize_executors
     from tidal.scaling.latency import pooled
-    from tidal.spark.executors import read_executor_log
+    from tidal.spark.cluster.executors import read_executor_log
 
     run_dir = root / f"{trace}-{job}-{n}"
     proc = subprocess.run(
@@ -164,7 +164,7 @@ KEYS = ("executor_seconds", "core_seconds", "p50_delay", "p99_delay", "max_delay
 
 def main(out: Path = RESULTS, rounds: int = ROUNDS, traces: tuple[str, ...] = tuple(TRACES),
          duration: float = DURATION, jobs: tuple[str, ...] = JOBS) -> int:  # fmt: skip
-    from tidal.spark.cluster import StandaloneCluster
+    from tidal.spark.cluster.standalone import StandaloneCluster
 
     root = Path(tempfile.mkdtemp(prefix="tidal-bench-peers-"))
     results: dict[str, dict[str, list[dict[str, Any]]]] = {t: {j: [] for j in jobs} for t in traces}

@@ -9,7 +9,7 @@ messages; the two jobs alternate, ``REPEATS`` times each:
 - **plain**: one Structured Streaming query: the messages as text files (``t key value`` lines,
   ``BATCH`` a trigger) → ``withWatermark`` → ``groupBy(window, key).agg(sum)`` → Parquet (append).
   Spark keeps one running sum per key and window.
-- **tidal**: the reduce vertex alone (:mod:`tidal.spark.reduce`), its input buffer filled
+- **tidal**: the reduce vertex alone (:mod:`tidal.spark.query.reduce`), its input buffer filled
   beforehand (SQLite, keys and event times with each message), 2 replicas, 2 partitions,
   ``reduce_sum`` (numaflow-go's ``reduce-sum`` as a pynumaflow handler), exactly once into the
   output buffer. As Numaflow's reduce does, it hands the handler every message of a window when
@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from tidal.bench import RESULTS, query_rate, vertex_rate, write_result
-from tidal.spark.vertex import stop_between_batches
+from tidal.spark.query.vertex import stop_between_batches
 
 RECORDS = 100_000
 BATCH = 10_000
@@ -78,9 +78,9 @@ def tidal_rate(spark: Any, root: Path, n: int, rows: list[tuple[float, str, int]
     from tidal.isb import BufferLimits
     from tidal.isb.control import ControlStore
     from tidal.isb.sqlite import SqliteStore
-    from tidal.spark.config import QueryConfig
-    from tidal.spark.reduce import plan_reduce
-    from tidal.spark.vertex import start_vertex
+    from tidal.spark.batch.config import QueryConfig
+    from tidal.spark.query.reduce import plan_reduce
+    from tidal.spark.query.vertex import start_vertex
     from tidal.spec import Limits
     from tidal.spec.model import UdfSpec
 
@@ -124,8 +124,8 @@ def tidal_rate(spark: Any, root: Path, n: int, rows: list[tuple[float, str, int]
 
 
 def main(out: Path = RESULTS, repeats: int = REPEATS) -> int:
-    from tidal.spark.datasource import register
-    from tidal.spark.session import build_session
+    from tidal.spark.cluster.session import build_session
+    from tidal.spark.query.datasource import register
 
     root = Path(tempfile.mkdtemp(prefix="tidal-bench-reduce-"))
     rows = events()

@@ -91,9 +91,9 @@ def tidal_rate(spark: Any, root: Path, n: int, lines: list[bytes], step: dict[st
     from tidal.isb import BufferLimits
     from tidal.isb.control import ControlStore
     from tidal.isb.sqlite import SqliteStore
-    from tidal.spark.config import QueryConfig
-    from tidal.spark.frames import plan_step, read_reference
-    from tidal.spark.vertex import start_vertex
+    from tidal.spark.batch.config import QueryConfig
+    from tidal.spark.query.frames import plan_step, read_reference
+    from tidal.spark.query.vertex import start_vertex
     from tidal.spec import Limits
     from tidal.spec.model import UdfSpec
 
@@ -125,8 +125,8 @@ def tidal_rate(spark: Any, root: Path, n: int, lines: list[bytes], step: dict[st
 
 
 def main(out: Path = RESULTS, repeats: int = REPEATS) -> int:
-    from tidal.spark.datasource import register
-    from tidal.spark.session import build_session
+    from tidal.spark.cluster.session import build_session
+    from tidal.spark.query.datasource import register
 
     root = Path(tempfile.mkdtemp(prefix="tidal-bench-sql-"))
     lines = orders()

@@ -25,7 +25,7 @@ Both run on the same local SparkSession (``local[2]``), alternating, ``REPEATS``
 20M msg/s and admits one batch's worth; ``rate-micro-batch`` makes a batch of that size at every
 trigger), so the figure is capacity at equal batch size.
 
-Both build payloads with :func:`tidal.spark.readers.generator_payloads` (Arrow kernels) and
+Both build payloads with :func:`tidal.spark.batch.readers.generator_payloads` (Arrow kernels) and
 call ``upper`` once per message, so the Python work per message is the same.
 
 Throughput = messages finished by the last step over a window after a warm-up. A second
@@ -48,8 +48,8 @@ from typing import Any
 
 from tidal.bench import RESULTS, wait_for, write_result
 from tidal.examples.udfs import upper
-from tidal.spark.generator import generator_payload, generator_payloads
-from tidal.spark.vertex import stop_between_batches
+from tidal.spark.query.vertex import stop_between_batches
+from tidal.spark.sources.generator import generator_payload, generator_payloads
 
 REPEATS = 3
 WARMUP_S = 10.0
@@ -182,7 +182,7 @@ def tidal_rate(
 ) -> float:
     """Messages/s out of the last step: the three-vertex pipeline (chained into one query by
     default, or each vertex its own query with ``chaining=False``), or the MonoVertex."""
-    from tidal.spark.pipeline import PipelineRun
+    from tidal.spark.run.pipeline import PipelineRun
 
     read_batch = read_batch or READ_BATCH  # read when called: the tests make it small
     spec = (
@@ -216,7 +216,7 @@ def _median_trigger_ms(query: Any, most_rows: int = 20) -> float | None:
 
 
 def fixed_costs(spark: Any, root: Path, seconds: float = 15.0) -> dict[str, float | None]:
-    from tidal.spark.pipeline import PipelineRun
+    from tidal.spark.run.pipeline import PipelineRun
 
     query = _plain_query(spark, 2, root / "plain-fixed")
     try:
@@ -231,7 +231,7 @@ def fixed_costs(spark: Any, root: Path, seconds: float = 15.0) -> dict[str, floa
 
 
 def main(out: Path = RESULTS, repeats: int = REPEATS) -> int:
-    from tidal.spark.session import build_session
+    from tidal.spark.cluster.session import build_session
 
     root = Path(tempfile.mkdtemp(prefix="tidal-bench-"))
     spark = build_session("tidal-bench-throughput", "local[2]")

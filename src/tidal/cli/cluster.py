@@ -1,6 +1,6 @@
 """``tidal cluster up|down|status DIR``: a standalone Spark cluster on 127.0.0.1 between commands.
 
-``up`` starts a master and workers (:class:`~tidal.spark.cluster.StandaloneCluster`), prints the
+``up`` starts a master and workers (:class:`~tidal.spark.cluster.standalone.StandaloneCluster`), prints the
 master URL to pass as ``tidal run --master``, and leaves them running; ``down`` stops them by the
 PIDs recorded in ``DIR/cluster.json``; ``status`` shows the master's view.
 """
@@ -16,7 +16,7 @@ __all__ = ["cluster_command"]
 
 
 def cluster_command(action: str, directory: str, workers: int, cores: int, memory: str) -> int:
-    from tidal.spark.cluster import StandaloneCluster, master_state
+    from tidal.spark.cluster.standalone import StandaloneCluster, master_state
 
     console = Console()
     try:

@@ -26,7 +26,7 @@ def show_events(run_dir: str | Path, vertex: str | None = None, changes_only: bo
     if not path.exists() and not any(p.exists() for p in others):
         console.print(f"[red]no events at {path}[/] (is {run_dir} a run directory?)")
         return 2
-    from tidal.spark.executors import read_executor_log
+    from tidal.spark.cluster.executors import read_executor_log
 
     events = list(EventLog(path).read())
     # On a cluster manager the executor allocator's decisions come in order with the vertices'.
@@ -80,7 +80,7 @@ def show_events(run_dir: str | Path, vertex: str | None = None, changes_only: bo
 def show_status(run_dir: str | Path) -> int:
     """The state of a run from its ``status.json`` (written every half second while it runs)."""
     from tidal.observe.live import status_table
-    from tidal.spark.pipeline import VertexStatus
+    from tidal.spark.run.pipeline import VertexStatus
 
     console = Console()
     path = Path(run_dir) / "status.json"

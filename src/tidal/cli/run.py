@@ -1,13 +1,13 @@
 """``tidal run PIPELINE.yaml``: run a pipeline with a live view; a report when it stops.
 
 Stops after ``--duration`` seconds, on Ctrl-C or on SIGTERM, always the same way
-(:meth:`~tidal.spark.pipeline.PipelineRun.stop`): the sources first, then — with ``--drain`` —
+(:meth:`~tidal.spark.run.pipeline.PipelineRun.stop`): the sources first, then — with ``--drain`` —
 the rest once their buffers are empty, else every query between two micro-batches; then the
 final status, counted from what the batches committed, and the report. A second Ctrl-C while
 draining stops at once, and the status and report are still written.
 
 A run directory that holds a run of the same pipeline is resumed from its checkpoints; one that
-holds another pipeline's run is refused (:mod:`tidal.spark.rundir`), unless ``--reset``.
+holds another pipeline's run is refused (:mod:`tidal.spark.batch.rundir`), unless ``--reset``.
 
 What a person reads stays readable: Spark's JVM and its Python workers write to
 ``RUN_DIR/spark.log`` (their traces too), Tidal's own log lines go to the terminal and to
@@ -81,8 +81,8 @@ def _restart(run: Any, run_dir: Path, master: tuple[str, str | None], dry_run: b
 
     import yaml
 
-    from tidal.spark import rundir
-    from tidal.spark.pipeline import PipelineRun
+    from tidal.spark.batch import rundir
+    from tidal.spark.run.pipeline import PipelineRun
 
     new = run.restart_requested
     console.print("[yellow]restarting[/] to apply the edit: sources stopped, draining the buffers")
@@ -151,7 +151,7 @@ def run_pipeline(
     run_dir = Path(run_dir) if run_dir is not None else default_run_dir(spec.name)
     workers = cores = 0
     if cluster is not None:
-        from tidal.spark.cluster import parse_cluster
+        from tidal.spark.cluster.standalone import parse_cluster
 
         try:
             workers, cores = parse_cluster(cluster)
@@ -160,7 +160,7 @@ def run_pipeline(
             return 2
     master = master or spec.cluster.master or "local[2]"
 
-    from tidal.spark import rundir
+    from tidal.spark.batch import rundir
 
     if reset:
         rundir.reset(run_dir)
@@ -188,7 +188,7 @@ def run_pipeline(
     embedded = None
     try:
         if workers:
-            from tidal.spark.cluster import StandaloneCluster
+            from tidal.spark.cluster.standalone import StandaloneCluster
 
             console.print(f"starting a standalone cluster on 127.0.0.1: {workers} workers × {cores} cores")
             try:
@@ -198,7 +198,7 @@ def run_pipeline(
                 return 1
             assert embedded.info is not None
             master = embedded.info.master
-            from tidal.spark.cluster import check_capacity
+            from tidal.spark.cluster.standalone import check_capacity
 
             try:
                 check_capacity(spec.cluster, master, embedded.info.web)
@@ -250,8 +250,8 @@ def _run(
     from tidal.observe.live import status_table
     from tidal.observe.report import write_report
     from tidal.observe.series import SeriesLog
-    from tidal.spark.http_source import http_sources as http_names
-    from tidal.spark.pipeline import PipelineRun, VertexStatus
+    from tidal.spark.run.pipeline import PipelineRun, VertexStatus
+    from tidal.spec.graph import http_sources as http_names
 
     run = PipelineRun(spec, run_dir, master=master[0], master_web=master[1], dry_run=dry_run)
     series = SeriesLog(run_dir)
@@ -336,7 +336,7 @@ def _run(
                 break
             run = _restart(run, run_dir, master, dry_run, console)
             if api_server is not None:
-                from tidal.spark.operations import RunOperations
+                from tidal.spark.run.operations import RunOperations
 
                 api_server.operable = RunOperations(run)
     except KeyboardInterrupt:

@@ -55,7 +55,7 @@ def start_api(run: Any, run_dir: Path, port: int, host: str, auth: str, console:
     """The control API of ``run`` (:mod:`tidal.api.server`), its address in ``RUN_DIR/api.json``."""
     from tidal.api.auth import ensure_token
     from tidal.api.server import ControlServer
-    from tidal.spark.operations import RunOperations
+    from tidal.spark.run.operations import RunOperations
 
     token = ensure_token(run_dir) if auth == "token" else None
     operations = RunOperations(run)

@@ -162,7 +162,7 @@ class Controller:
         self, spec: PipelineSpec, changed: Collection[str], policies: Mapping[str, VertexPolicy] | None = None
     ) -> None:
         """Take a live edit of ``spec``'s scale blocks, policies and controller settings (the same
-        vertices and edges: :mod:`tidal.spark.operations` refuses the rest). The ``changed``
+        vertices and edges: :mod:`tidal.spark.run.operations` refuses the rest). The ``changed``
         vertices get their new policy (from ``policies``, else Numaflow's with their scale block);
         every vertex keeps its rates, its last scaling and its lookback history, and the others
         keep their policy and what it learnt."""

@@ -1,7 +1,7 @@
 """Opening a pipeline's buffer store by backend: the one home for that choice.
 
-The driver (:class:`~tidal.spark.pipeline.PipelineRun`), the queries' readers and writers
-(:mod:`tidal.spark.stores`) and the HTTP source's receivers (:mod:`tidal.request.receiver`) all
+The driver (:class:`~tidal.spark.run.pipeline.PipelineRun`), the queries' readers and writers
+(:mod:`tidal.spark.batch.stores`) and the HTTP source's receivers (:mod:`tidal.request.receiver`) all
 open their store here.
 """
 

@@ -160,7 +160,7 @@ def _area(points: list[tuple[float, float]], end: float) -> float:
 
 def summarize_executors(run_dir: str | Path) -> ExecutorSummary | None:
     """Executor cost and start-ups of a run on a cluster manager (None in local mode)."""
-    from tidal.spark.executors import read_executor_log
+    from tidal.spark.cluster.executors import read_executor_log
 
     log = read_executor_log(run_dir)
     counts = log["count"]
@@ -185,7 +185,7 @@ def _plot_executors(run_dir: Path, rows: list[dict[str, Any]], start: float, pat
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from tidal.spark.executors import read_executor_log
+    from tidal.spark.cluster.executors import read_executor_log
 
     log = read_executor_log(run_dir)
     fig, ax = plt.subplots(figsize=(9, 3.2))

@@ -96,8 +96,9 @@ class Agent:
         except RuntimeError as exc:
             proc.kill()
             proc.wait(timeout=5)
-            raise RuntimeError(f"a receiver on {self.host} did not start: {exc}; "
-                               f"{self._log_tail()}") from None
+            raise RuntimeError(
+                f"a receiver on {self.host} did not start: {exc}; {self._log_tail()}"
+            ) from None
         with self._lock:
             self._receivers[proc.pid] = proc
         return {"pid": proc.pid, "host": self.host, "port": port}

@@ -242,8 +242,9 @@ class AgentLauncher(Launcher):
                 if isinstance(outcome, Child):
                     started.append(outcome)
                 else:
-                    log.warning("http source %s: no receiver on %s: %s", config.vertex,
-                                agent.address, outcome)
+                    log.warning(
+                        "http source %s: no receiver on %s: %s", config.vertex, agent.address, outcome
+                    )
         return started
 
 

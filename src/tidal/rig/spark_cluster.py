@@ -19,7 +19,7 @@ from pathlib import Path
 
 from tidal import errors
 from tidal.rig.hosts import Host
-from tidal.spark.cluster import daemon_env, spark_home
+from tidal.spark.cluster.standalone import daemon_env, spark_home
 
 __all__ = ["RigCluster", "alive_workers", "start_spark_cluster"]
 
@@ -28,14 +28,14 @@ MASTER_PORT, MASTER_WEB_PORT, WORKER_WEB_PORT = 7077, 8080, 8081
 # Run on a host (the master answers on the rig's addresses only): its /json/ state.
 _STATE = """
 import json, sys
-from tidal.spark.cluster import master_state
+from tidal.spark.cluster.standalone import master_state
 print(json.dumps(master_state(sys.argv[1], timeout=5)))
 """
 
 # Run on a host: exit 0 once the master reports that many alive workers, else exit 1 with why.
 _WAIT = """
 import sys, time
-from tidal.spark.cluster import master_state
+from tidal.spark.cluster.standalone import master_state
 deadline, want, last = time.monotonic() + float(sys.argv[3]), int(sys.argv[2]), None
 while time.monotonic() < deadline:
     try:

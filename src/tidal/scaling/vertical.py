@@ -14,7 +14,7 @@ where ``confidence`` is the history's length in confidence intervals, or its sam
 minute of one, whichever is smaller: a young history gives a wide range (a 1-minute history in
 1-hour intervals: an upper bound 61× the percentile), a long one a tight range.
 
-A replica in Tidal is a Spark task run by a Python worker (:mod:`tidal.spark.writer` measures
+A replica in Tidal is a Spark task run by a Python worker (:mod:`tidal.spark.query.writer` measures
 each task's peak resident memory and CPU time). Differences from upstream, on purpose, because a
 pipeline's run lasts minutes to days rather than a pod's weeks: memory peaks are taken over
 60 s intervals (upstream 24 h) and the confidence interval is 1 hour (upstream 24 h); the

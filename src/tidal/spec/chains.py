@@ -30,7 +30,7 @@ the edge keeps its buffer, and its reason names the setting. ``chain: true`` on 
 chains them anyway; the chain keeps the first member's value and the plan names the one it does
 not use (:attr:`Chain.unused`).
 
-Pure: no Spark, no I/O; the runtime (:mod:`tidal.spark.pipeline`) and the dry run use it.
+Pure: no Spark, no I/O; the runtime (:mod:`tidal.spark.run.pipeline`) and the dry run use it.
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ class ClusterSpec(_Model):
     # 0.25; docs/cluster.md).
     executor_payoff: float = Field(0.0, ge=0, le=10)
     # How the executors' JVMs compile: ``quick`` (C1 only: they start ~3 s sooner, JVM code runs
-    # slower), ``full``, or ``auto`` — quick unless a step or sink runs in the JVM (tidal.spark.jit).
+    # slower), ``full``, or ``auto`` — quick unless a step or sink runs in the JVM (tidal.spark.cluster.jit).
     executor_jit: Literal["auto", "quick", "full"] = "auto"
     conf: dict[str, str] = Field(default_factory=dict)
 

@@ -1,5 +1,5 @@
 """Live edits of a running pipeline: what may change without a restart, what a restart may
-carry, and the changes as a person reads them. Pure: the runtime (:mod:`tidal.spark.operations`)
+carry, and the changes as a person reads them. Pure: the runtime (:mod:`tidal.spark.run.operations`)
 applies them.
 
 - :data:`LIVE_FIELDS` change at once (scale blocks, policies, controller settings, executor

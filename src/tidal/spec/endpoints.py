@@ -17,6 +17,8 @@ from tidal.spec.shapes import LoadShape, Shape
 
 __all__ = [
     "SINK_KINDS",
+    "SOURCE_KINDS",
+    "STAGED_SOURCES",
     "GeneratorSpec",
     "KafkaSinkSpec",
     "KafkaSourceSpec",
@@ -80,7 +82,15 @@ class KafkaSourceSpec(_Model):
         return consumer
 
 
+SOURCE_KINDS = ("generator", "user", "kafka", "http", "pynumaflow")
+# Read on the driver into a staging buffer, acknowledged upstream once stored there.
+STAGED_SOURCES = frozenset({"user", "pynumaflow"})
+
+
 class SourceSpec(_Model):
+    """``source:``: exactly one kind. Each kind's connector is one module of
+    :mod:`tidal.spark.sources`, registered by this field's name."""
+
     generator: GeneratorSpec | None = None
     user: UserClassSpec | None = None
     kafka: KafkaSourceSpec | None = None
@@ -90,16 +100,22 @@ class SourceSpec(_Model):
 
     @model_validator(mode="after")
     def _exactly_one(self) -> SourceSpec:
-        kinds = ("generator", "user", "kafka", "http", "pynumaflow")
-        chosen = [k for k in kinds if getattr(self, k) is not None]
+        chosen = [k for k in SOURCE_KINDS if getattr(self, k) is not None]
         if len(chosen) != 1:
-            raise ValueError(f"a source needs exactly one of {', '.join(kinds)} (got {chosen or 'none'})")
+            raise ValueError(
+                f"a source needs exactly one of {', '.join(SOURCE_KINDS)} (got {chosen or 'none'})"
+            )
         return self
 
     @property
+    def kind(self) -> str:
+        """The one kind this source is (its field's name)."""
+        return next(k for k in SOURCE_KINDS if getattr(self, k) is not None)
+
+    @property
     def staged(self) -> bool:
-        """A source Tidal reads into a staging buffer (a user's class or a pynumaflow Sourcer)."""
-        return self.user is not None or self.pynumaflow is not None
+        """A source Tidal reads into a staging buffer before it acknowledges it upstream."""
+        return self.kind in STAGED_SOURCES
 
 
 class TableSinkSpec(_Model):
@@ -136,7 +152,7 @@ SINK_KINDS = ("log", "file", "blackhole", "user", "parquet", "delta", "kafka", "
 class SinkSpec(_Model):
     """``sink:`` (and a UDF's ``deadLetter``): exactly one of log, file, blackhole, user,
     parquet, delta, kafka, pynumaflow (a Numaflow SDK ``Sinker`` or sink function,
-    :mod:`tidal.spark.pynumaflow`: at least once)."""
+    :mod:`tidal.spark.query.pynumaflow`: at least once)."""
 
     log: dict[str, Any] | None = None
     file: dict[str, Any] | None = None

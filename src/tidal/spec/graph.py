@@ -13,7 +13,12 @@ from collections.abc import Iterable, Sequence
 from tidal.scaling.backpressure import Edge
 from tidal.spec.model import PipelineSpec, VertexSpec
 
-__all__ = ["downstream_edges", "edges_of", "find_cycle", "topological"]
+__all__ = ["downstream_edges", "edges_of", "find_cycle", "http_sources", "topological"]
+
+
+def http_sources(spec: PipelineSpec) -> list[str]:
+    """The vertices with an HTTP source: request paths (receiver processes), not Spark queries."""
+    return [v.name for v in spec.vertices if v.source is not None and v.source.http is not None]
 
 
 def edges_of(spec: PipelineSpec) -> list[Edge]:

@@ -140,12 +140,12 @@ class UdfKind(StrEnum):
     MAP = "map"
     FLATMAP = "flatmap"
     FILTER = "filter"
-    PYNUMAFLOW = "pynumaflow"  # a handler written for Numaflow's Python SDK (tidal.spark.pynumaflow)
+    PYNUMAFLOW = "pynumaflow"  # a handler written for Numaflow's Python SDK (tidal.spark.query.pynumaflow)
 
 
 class UdfSpec(_Model):
     """``udf:`` — a Python function (exactly one of map, flatmap, filter; or ``pynumaflow``, a
-    handler written for Numaflow's Python SDK, :mod:`tidal.spark.pynumaflow`), or a Spark-native
+    handler written for Numaflow's Python SDK, :mod:`tidal.spark.query.pynumaflow`), or a Spark-native
     step: ``sql`` (a query over the view ``input``) or ``dataframe`` (``module:function``,
     ``DataFrame -> DataFrame``), over records with a schema (:mod:`tidal.spec.records`).
 
@@ -172,7 +172,7 @@ class UdfSpec(_Model):
     # a condition on an edge from this vertex naming another tag is a spec error.
     tags: list[str] | None = None
     # A reduce vertex: a pynumaflow Reducer (or handler) called once per key and window
-    # (tidal.spec.reduce, tidal.spark.reduce); reduceArgs build a Reducer class, as Numaflow's
+    # (tidal.spec.reduce, tidal.spark.query.reduce); reduceArgs build a Reducer class, as Numaflow's
     # ReduceAsyncServer(cls, init_args=...) does.
     reduce: str | Callable[..., Any] | None = None
     reduce_args: list[Any] = Field(default_factory=list)

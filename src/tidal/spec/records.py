@@ -3,7 +3,7 @@
 
 A Python step sees payload bytes. A SQL or DataFrame step sees columns: its input edge (or the
 pipeline, for every edge that names none) declares ``records: {format: json, schema: DDL}``,
-and the runtime parses each payload with that schema in Spark (:mod:`tidal.spark.frames`).
+and the runtime parses each payload with that schema in Spark (:mod:`tidal.spark.query.frames`).
 The schema is Spark DDL (``"order_id STRING NOT NULL, amount DOUBLE"``); it is checked with
 Spark's own parser when the run starts, before any query does.
 """

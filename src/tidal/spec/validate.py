@@ -275,7 +275,7 @@ def _check_vertices(spec: PipelineSpec) -> list[errors.SpecError]:
 
 def _check_frame_step(spec: PipelineSpec, v: VertexSpec, at: str) -> list[errors.SpecError]:
     """A SQL or DataFrame step: its input declares one schema; its function takes one DataFrame.
-    (The SQL and the schema are checked by Spark when the run starts: :mod:`tidal.spark.frames`.)"""
+    (The SQL and the schema are checked by Spark when the run starts: :mod:`tidal.spark.query.frames`.)"""
     assert v.udf is not None
     problems: list[errors.SpecError] = []
     declared = spec.input_records(v.name)

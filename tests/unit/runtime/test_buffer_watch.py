@@ -10,7 +10,7 @@ from nats.js.api import ClusterInfo, PeerInfo
 
 from tidal.controller.faults import FaultLog, read_faults
 from tidal.isb.jetstream import unheard_seconds
-from tidal.spark.buffer_watch import SILENT_AFTER, BufferWatch
+from tidal.spark.run.buffer_watch import SILENT_AFTER, BufferWatch
 
 
 class ScriptedStore:

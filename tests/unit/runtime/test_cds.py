@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tidal.spark import cds
+from tidal.spark.cluster import cds
 
 
 def test_no_archive_no_options(tmp_path: Path) -> None:

@@ -7,8 +7,8 @@ import socket
 import pytest
 
 from tidal import errors
-from tidal.spark.cluster import parse_cluster
-from tidal.spark.session import check_master, cluster_conf
+from tidal.spark.cluster.session import check_master, cluster_conf
+from tidal.spark.cluster.standalone import parse_cluster
 from tidal.spec import parse_pipeline
 
 BASE = {
@@ -71,7 +71,7 @@ def _state(*cores: int, dead: int = 0, memory: int | None = None) -> dict:
 
 
 def test_a_cluster_that_can_hold_the_executors_passes():
-    from tidal.spark.cluster import capacity_problem
+    from tidal.spark.cluster.standalone import capacity_problem
 
     spec = parse_pipeline({**BASE, "cluster": {"executorCores": 2, "minExecutors": 2, "maxExecutors": 4}})
     assert capacity_problem(_state(2, 2), spec.cluster) is None
@@ -79,7 +79,7 @@ def test_a_cluster_that_can_hold_the_executors_passes():
 
 
 def test_executors_bigger_than_every_worker_are_named_with_the_fix():
-    from tidal.spark.cluster import capacity_problem
+    from tidal.spark.cluster.standalone import capacity_problem
 
     spec = parse_pipeline({**BASE, "cluster": {"executorCores": 4, "maxExecutors": 2}})
     problem = capacity_problem(_state(2, 3, dead=1), spec.cluster)  # a dead 64-core worker counts not
@@ -89,7 +89,7 @@ def test_executors_bigger_than_every_worker_are_named_with_the_fix():
 
 
 def test_min_executors_beyond_the_workers_room_and_no_worker_at_all():
-    from tidal.spark.cluster import capacity_problem
+    from tidal.spark.cluster.standalone import capacity_problem
 
     spec = parse_pipeline({**BASE, "cluster": {"executorCores": 2, "minExecutors": 3, "maxExecutors": 4}})
     problem = capacity_problem(_state(2, 3), spec.cluster)  # 1 + 1: a 3-core worker holds one
@@ -101,7 +101,7 @@ def test_min_executors_beyond_the_workers_room_and_no_worker_at_all():
 
 
 def test_executor_memory_beyond_every_worker_is_named_with_the_fix_and_memory_bounds_the_room():
-    from tidal.spark.cluster import capacity_problem, memory_mb
+    from tidal.spark.cluster.standalone import capacity_problem, memory_mb
 
     assert (memory_mb("512m"), memory_mb("2g"), memory_mb("1024"), memory_mb("2048k")) == (512, 2048, 1024, 2)
     cluster = {"executorCores": 1, "executorMemory": "16g", "maxExecutors": 2}

@@ -3,7 +3,7 @@
 A forked child gets none of its parent's threads: a pool numpy or pyarrow started in the daemon
 would be missing, and any lock it held would stay held, in every worker forked from it. So the
 daemon's imports must leave the process with one thread and without numpy, pyarrow or pandas,
-measured as Spark starts it: PySpark's zip first on the path (``tidal.spark.pyzip``).
+measured as Spark starts it: PySpark's zip first on the path (``tidal.spark.cluster.pyzip``).
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ import os
 import subprocess
 import sys
 
-from tidal.spark.pyzip import spark_python_zips
+from tidal.spark.cluster.pyzip import spark_python_zips
 
 PROBE = """
 import os, sys
-import tidal.spark.daemon
+import tidal.spark.query.daemon
 heavy = [m for m in ("numpy", "pyarrow", "pandas", "pydantic") if m in sys.modules]
 print(len(os.listdir(f"/proc/{os.getpid()}/task")), ",".join(heavy), sys.modules["pyspark"].__file__, sep="|")
 """

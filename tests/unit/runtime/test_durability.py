@@ -101,7 +101,7 @@ def test_under_os_an_append_syncs_nothing(tmp_path, monkeypatch):
 
 
 def test_the_file_sinks_data_and_state_are_synced_whatever_the_setting(tmp_path, monkeypatch):
-    from tidal.spark.sinks import FileSink
+    from tidal.spark.sinks.files import FileSink
 
     sink = FileSink(tmp_path / "out.jsonl", tmp_path / "sinks" / "out.sink")
     spy = Spy(monkeypatch)
@@ -112,7 +112,7 @@ def test_the_file_sinks_data_and_state_are_synced_whatever_the_setting(tmp_path,
 
 
 def test_a_parquet_batch_is_synced_in_its_task_and_its_log_entry_durably(tmp_path, monkeypatch):
-    from tidal.spark.tables import ParquetSink, committed_files
+    from tidal.spark.sinks.tables import ParquetSink, committed_files
 
     sink = ParquetSink(tmp_path / "pq", "bytes", [], lambda: "run-out-sink")
     spy = Spy(monkeypatch)
@@ -127,7 +127,7 @@ def test_a_parquet_batch_is_synced_in_its_task_and_its_log_entry_durably(tmp_pat
 
 
 def test_a_delta_version_syncs_its_files_and_log_entry(tmp_path, monkeypatch):
-    from tidal.spark.tables import DeltaSink
+    from tidal.spark.sinks.tables import DeltaSink
 
     sink = DeltaSink(tmp_path / "delta", "bytes", [], lambda: "run-out-sink")
     spy = Spy(monkeypatch)
@@ -148,7 +148,7 @@ def test_a_run_directory_on_tmpfs_is_warned_about_under_sync_only():
 
 
 def test_the_offset_log_of_a_batch_is_synced_with_its_folder(tmp_path, monkeypatch):
-    from tidal.spark.checkpoint_sync import checkpoint_of, sync_batch_offsets
+    from tidal.spark.batch.checkpoint_sync import checkpoint_of, sync_batch_offsets
 
     checkpoint = checkpoint_of(tmp_path, "gen")
     (checkpoint / "offsets").mkdir(parents=True)
@@ -165,8 +165,8 @@ def test_the_offset_log_of_a_batch_is_synced_with_its_folder(tmp_path, monkeypat
 def test_a_reader_syncs_the_entry_of_the_batch_spark_is_planning_under_sync_only(
     tmp_path, monkeypatch, setting
 ):
-    from tidal.spark.checkpoint_sync import checkpoint_of, sync_planned_batch
-    from tidal.spark.config import QueryConfig
+    from tidal.spark.batch.checkpoint_sync import checkpoint_of, sync_planned_batch
+    from tidal.spark.batch.config import QueryConfig
 
     checkpoint = checkpoint_of(tmp_path, "work")
     (checkpoint / "offsets").mkdir(parents=True)

@@ -6,7 +6,7 @@ import json
 
 from tidal.errors import ClusterError
 from tidal.scaling.executors import Executor, ExecutorBounds
-from tidal.spark.executors import ExecutorAllocator, read_executor_log
+from tidal.spark.cluster.executors import ExecutorAllocator, read_executor_log
 
 
 class FakeCluster:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tidal.spark.frame_writer import number_repeats
+from tidal.spark.query.frame_writer import number_repeats
 
 
 def test_repeats_are_numbered_and_single_ids_kept():

@@ -8,8 +8,8 @@ import sys
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tidal.spark.config import QueryConfig
-from tidal.spark.generator import generator_payload, generator_payloads
+from tidal.spark.batch.config import QueryConfig
+from tidal.spark.sources.generator import generator_payload, generator_payloads
 from tidal.spec import Limits
 from tidal.spec.model import UdfSpec
 
@@ -43,8 +43,8 @@ def test_decoding_a_plan_does_not_import_the_spec_models():
     ).encode()
     code = (
         "import sys\n"
-        "from tidal.spark.writer import VertexWriter\n"
-        "from tidal.spark.config import QueryConfig\n"
+        "from tidal.spark.query.writer import VertexWriter\n"
+        "from tidal.spark.batch.config import QueryConfig\n"
         f"VertexWriter(QueryConfig.decode({text!r}))\n"
         "heavy = ('pydantic', 'numpy', 'tidal.spec.model', 'tidal.isb.sqlite')\n"
         "heavy = sorted(m for m in heavy if m in sys.modules)\n"
@@ -55,11 +55,16 @@ def test_decoding_a_plan_does_not_import_the_spec_models():
 
 
 def test_a_tasks_reader_does_not_import_the_spec_or_the_controller():
-    """Each task's read worker unpickles its reader, importing ``tidal.spark.readers``, to hand
-    Spark the task's range: it must not pay for the spec package (pydantic) or the controller."""
+    """Each task's read worker unpickles its reader, importing its module (the buffer readers, the
+    source seam, the generator's and the staged sources'), to hand Spark the task's range: it must
+    not pay for the spec package (pydantic) or the controller."""
     code = (
         "import sys\n"
-        "import tidal.spark.readers\n"
+        "import tidal.spark.batch.readers\n"
+        "import tidal.spark.sources.connector\n"
+        "import tidal.spark.sources.generator\n"
+        "import tidal.spark.sources.user\n"
+        "import tidal.spark.sources.pynumaflow\n"
         "heavy = ('pydantic', 'tidal.spec', 'tidal.controller')\n"
         "heavy = sorted(m for m in heavy if m in sys.modules)\n"
         "print(','.join(heavy))\n"

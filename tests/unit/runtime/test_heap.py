@@ -7,8 +7,8 @@ import sys
 
 PROGRAM = """
 import gc, os
-import pyarrow, tidal.spark.datasource  # what a worker holds after its first task
-from tidal.spark.heap import freeze_imports
+import pyarrow, tidal.spark.query.datasource  # what a worker holds after its first task
+from tidal.spark.batch.heap import freeze_imports
 
 before = gc.get_freeze_count()
 freeze_imports()

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from tidal import errors
-from tidal.spark.jit import QUICK_OPTIONS, choose
-from tidal.spark.session import cluster_conf
+from tidal.spark.cluster.jit import QUICK_OPTIONS, choose
+from tidal.spark.cluster.session import cluster_conf
 from tidal.spec import parse_pipeline
 
 

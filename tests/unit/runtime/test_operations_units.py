@@ -14,8 +14,8 @@ from tidal import errors
 from tidal.controller import Controller, EventLog, StoreProbe
 from tidal.log import Repeated
 from tidal.scaling import Rule
-from tidal.spark import rundir
-from tidal.spark.udf import Transform, UdfTimeout
+from tidal.spark.batch import rundir
+from tidal.spark.query.udf import Transform, UdfTimeout
 from tidal.spec import parse_pipeline
 from tidal.spec.chains import folded, plan_chains
 from tidal.spec.model import UdfSpec
@@ -182,7 +182,7 @@ def test_a_recurring_failure_is_logged_once_per_kind_then_counted(caplog):
 
 
 def test_the_generators_clock_starts_at_its_first_trigger_not_when_it_was_built(tmp_path):
-    from tidal.spark.readers import GeneratorReader
+    from tidal.spark.sources.generator import GeneratorReader
     from tidal.spec.model import GeneratorSpec, SourceSpec
 
     with BufferRig(tmp_path) as rig:
@@ -198,7 +198,7 @@ def test_status_and_events_fit_80_columns():
     from rich.console import Console
 
     from tidal.observe.live import status_table
-    from tidal.spark.pipeline import VertexStatus
+    from tidal.spark.run.pipeline import VertexStatus
 
     row = VertexStatus(
         "enrich-orders", "udf", True, 4, 6, 27716.0, 1234.5, 0.93, 1_234_567, "scale-up",

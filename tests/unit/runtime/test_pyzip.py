@@ -9,7 +9,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-from tidal.spark.pyzip import compile_zip, has_bytecode
+from tidal.spark.cluster.pyzip import compile_zip, has_bytecode
 
 FILES = {
     "pkg/__init__.py": b"",

@@ -12,10 +12,10 @@ import pytest
 
 from tidal.isb.control import ControlStore
 from tidal.isb.sqlite import SqliteStore
-from tidal.spark.config import QueryConfig
-from tidal.spark.readers import RowsReader
-from tidal.spark.reduce import ReduceWriter
-from tidal.spark.writer import VertexWriter, Written
+from tidal.spark.batch.config import QueryConfig
+from tidal.spark.batch.readers import RowsReader
+from tidal.spark.query.reduce import ReduceWriter
+from tidal.spark.query.writer import VertexWriter, Written
 from tidal.spec import Limits
 from tidal.spec.model import UdfSpec
 from tidal.spec.reduce import GroupBySpec

@@ -1,8 +1,8 @@
-"""Which query failures are retried from the checkpoint, and how often (tidal.spark.restarts)."""
+"""Which query failures are retried from the checkpoint, and how often (tidal.spark.run.restarts)."""
 
 from __future__ import annotations
 
-from tidal.spark.restarts import RestartBudget, transient
+from tidal.spark.run.restarts import RestartBudget, transient
 
 
 def test_only_the_machines_failures_are_transient():

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tidal import Message
-from tidal.spark.writer import VertexWriter
+from tidal.spark.query.writer import VertexWriter
 from tidal.spec import parse_pipeline
 from tidal.spec.model import UdfSpec
 from tidal.spec.routing import ForwardConditions, TagConditions, forwards, tags_match
@@ -136,7 +136,7 @@ def test_a_conditional_edge_keeps_its_buffer_and_the_plan_says_why():
 
 
 def test_a_vertex_watermark_is_the_source_time_of_the_oldest_message_it_has_not_processed(rig):
-    from tidal.spark.run_status import oldest_pending
+    from tidal.spark.run.status import oldest_pending
 
     buffer = rig.buffer("in")
     assert oldest_pending(buffer) is None

@@ -8,7 +8,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tidal.spark.tables import DeltaSink, ParquetSink, SinkError, committed_files
+from tidal.spark.sinks.tables import DeltaSink, ParquetSink, SinkError, committed_files
 
 
 def messages(first: int, last: int, region: str = "eu") -> tuple[pa.Array, pa.Array]:

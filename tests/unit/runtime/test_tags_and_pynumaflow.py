@@ -14,7 +14,7 @@ from pynumaflow.mapstreamer import Message as StreamMessage
 
 from tidal import Message as TidalMessage
 from tidal import errors
-from tidal.spark.udf import Transform
+from tidal.spark.query.udf import Transform
 from tidal.spec.model import SinkSpec, UdfSpec
 
 IDS = ["a", "b", "c"]
@@ -155,7 +155,7 @@ class Collect:
 def test_a_pynumaflow_sink_gets_ids_payloads_and_event_times():
     from pynumaflow.sinker import Sinker
 
-    from tidal.spark.pynumaflow import PynumaflowSink
+    from tidal.spark.sinks.pynumaflow import PynumaflowSink
 
     Collect.written = []
     sinker = type("Sink", (Collect, Sinker), {})()
@@ -166,7 +166,7 @@ def test_a_pynumaflow_sink_gets_ids_payloads_and_event_times():
 
 
 def test_a_failed_response_fails_the_task_with_the_handlers_reason():
-    from tidal.spark.pynumaflow import PynumaflowSink
+    from tidal.spark.sinks.pynumaflow import PynumaflowSink
 
     sink = PynumaflowSink(Collect(fail=("b",)).handler, "vertices[out].sink.pynumaflow")
     with pytest.raises(
@@ -178,7 +178,7 @@ def test_a_failed_response_fails_the_task_with_the_handlers_reason():
 
 def test_the_sdks_simple_source_reads_acks_and_reports_pending_through_the_adapter():
     from tidal.examples.numaflow import SimpleSource
-    from tidal.spark.pynumaflow import SourcerSource
+    from tidal.spark.sources.pynumaflow import SourcerSource
 
     source = SourcerSource(SimpleSource, "source.pynumaflow")
     first = source.read(3)
@@ -191,7 +191,7 @@ def test_the_sdks_simple_source_reads_acks_and_reports_pending_through_the_adapt
 
 
 def test_something_that_is_not_a_sourcer_is_named():
-    from tidal.spark.pynumaflow import SourcerSource
+    from tidal.spark.sources.pynumaflow import SourcerSource
 
     with pytest.raises(TypeError, match=r"source\.pynumaflow: Flatmap has no read_handler"):
         SourcerSource(Flatmap, "source.pynumaflow")

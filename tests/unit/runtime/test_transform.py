@@ -6,7 +6,7 @@ import pyarrow as pa
 import pytest
 
 from tidal import errors
-from tidal.spark.udf import Transform
+from tidal.spark.query.udf import Transform
 from tidal.spec.model import SinkSpec, UdfSpec
 
 IDS = ["a", "b", "c", "d"]

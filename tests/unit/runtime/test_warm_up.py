@@ -1,4 +1,4 @@
-"""When a query's warm-up is over (tidal.spark.vertex.past_start): the controller waits for it."""
+"""When a query's warm-up is over (tidal.spark.query.vertex.past_start): the controller waits for it."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tidal.spark.vertex import past_start
+from tidal.spark.query.vertex import past_start
 
 
 @dataclass

@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tidal import errors
-from tidal.spark import rundir
-from tidal.spark.config import QueryConfig
-from tidal.spark.queries import query_config
+from tidal.spark.batch import rundir
+from tidal.spark.batch.config import QueryConfig
+from tidal.spark.query.queries import query_config
 from tidal.spec import Pipeline, parse_pipeline
 from tidal.spec.chains import folded, plan_chains
 

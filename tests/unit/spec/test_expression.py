@@ -9,7 +9,7 @@ import re
 import pytest
 
 from tidal import errors
-from tidal.spark.udf import Transform
+from tidal.spark.query.udf import Transform
 from tidal.spec import parse_pipeline
 from tidal.spec.expression import compile_filter
 from tidal.spec.model import UdfSpec

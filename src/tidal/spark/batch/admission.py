@@ -1,0 +1,124 @@
+"""Admission: how much of its input a vertex's next micro-batch takes, and how it is split into tasks.
+
+**The partition count is the replica count.** At every micro-batch the reader reads the vertex's
+replicas from the control record **once**, in ``latestOffset`` (:func:`admit`), and the same
+count splits that batch in ``partitions`` (:func:`partition_batch`): a change the controller
+makes between the two calls waits for the next batch, so a batch is never split by a count it
+was not admitted for. Admission takes at most ``replicas × readBatchSize`` messages, and no more
+than the output buffers have room for (:func:`output_room`); replicas 0, or an output buffer
+over its usage limit (back pressure), returns the start offset, which idles the query.
+
+**Replays split as before.** The split of a micro-batch is recorded with its range
+(:class:`~tidal.isb.control.BatchRange`); a replay after a crash reuses it even when the replica
+count changed in between, so every task of a replay covers the same input ranges as before and
+writes the same de-duplication keys.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from pyspark.sql.datasource import InputPartition
+
+from tidal.spark.batch import stores
+from tidal.spark.batch.config import QueryConfig
+from tidal.spark.batch.heap import freeze_imports
+
+__all__ = ["Admission", "Range", "admit", "output_room", "partition_batch", "split", "task_row"]
+
+
+@dataclass
+class Range(InputPartition):
+    first: int
+    last: int
+    index: int
+    t0: float = math.nan  # the generator's: when its load shape started (its messages' source times)
+
+
+class Admission(NamedTuple):
+    """The end offset of the next micro-batch and the replica count that admitted it."""
+
+    end: int
+    replicas: int
+
+
+def split(first: int, last: int, replicas: int) -> list[Range]:
+    """``first..last`` in at most ``replicas`` contiguous ranges (one task each)."""
+    if last < first:
+        return []
+    n = max(1, min(replicas, last - first + 1))
+    step = -(-(last - first + 1) // n)
+    return [Range(a, min(last, a + step - 1), i) for i, a in enumerate(range(first, last + 1, step))]
+
+
+def output_room(config: QueryConfig) -> int | None:
+    """How many input messages the next micro-batch may take without overfilling an output
+    buffer (None when the vertex has no outputs): 0 once any output is over its usage limit
+    (back pressure); otherwise the least free room (``bufferMaxLength`` minus what it holds),
+    divided by how much the vertex's last batches expanded (a flatmap writes more than it reads).
+
+    A vertex is its output buffers' only writer, and its micro-batches run one after the other,
+    so the room seen here is still there when the batch writes. This is what keeps a task from
+    waiting on a full buffer: a task that waits holds one of Spark's task slots, and on a small
+    cluster the downstream vertex that would drain the buffer may need that very slot (the bench
+    deadlocked this way with ``local[2]`` before admission looked at the room).
+    """
+    room: int | None = None
+    for name in config.outputs:
+        stats = stores.buffer(config, name).stats()
+        free = 0 if stats.full else stats.limits.max_length - stats.length
+        room = free if room is None else min(room, free)
+    if not room:
+        return room
+    return int(room / stores.control(config).expansion(config.vertex))
+
+
+def admit(config: QueryConfig, start: int, available: int) -> Admission:
+    """The next micro-batch: at most replicas × readBatchSize past ``start``, no more than the
+    outputs have room for; ``start`` itself (idle) at replicas 0, under back pressure, or for
+    a source the run is closing."""
+    control = stores.control(config)
+    replicas = control.replicas(config.vertex, default=1)
+    if replicas <= 0 or (config.source is not None and control.closing(config.vertex)):
+        return Admission(start, replicas)
+    take = replicas * control.read_batch_size(config.read_batch_size)  # a live edit may change it
+    room = output_room(config)
+    if room is not None:
+        take = min(take, room)
+    return Admission(min(available, start + take), replicas)
+
+
+def partition_batch(config: QueryConfig, first: int, last: int, replicas: int | None) -> list[Range]:
+    """The partitions of the micro-batch ``first..last``, recorded as the vertex's current batch
+    (its writer's commit trims and counts by it): ``replicas`` ranges (the count that admitted
+    the batch), or, when this batch was split before (a replay after a crash), the same ranges
+    as then. ``replicas`` None (a batch Spark planned before this reader existed) reads the
+    control record once."""
+    control = stores.control(config)
+    recorded = control.batch_range(config.vertex)
+    if recorded is not None and (recorded.first, recorded.last) == (first, last) and recorded.parts:
+        return [Range(a, b, i) for i, (a, b) in enumerate(recorded.parts)]
+    if replicas is None:
+        replicas = control.replicas(config.vertex, default=1)
+    ranges = split(first, last, replicas)
+    control.set_batch_range(config.vertex, first, last, [(r.first, r.last) for r in ranges])
+    return ranges
+
+
+def task_row(partition: Range) -> Any:
+    """The one row a partition hands Spark: the input range its writer task reads."""
+    import pyarrow as pa
+
+    freeze_imports()  # every reader's task comes here, in a worker PySpark keeps for the next
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array([partition.first], pa.int64()),
+            pa.array([partition.last], pa.int64()),
+            pa.array([partition.index], pa.int32()),
+            pa.array([-1], pa.int32()),
+            pa.array([partition.t0], pa.float64()),
+        ],
+        names=["first", "last", "part", "kpart", "t0"],
+    )

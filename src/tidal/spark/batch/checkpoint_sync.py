@@ -1,0 +1,128 @@
+"""Spark's offset log made durable before Tidal acts on a batch (``buffers.durability: sync``).
+
+Spark writes a query's checkpoint through Hadoop's local file system: ``offsets/<batch>`` before
+the batch runs, ``commits/<batch>`` after its sink committed, each a temporary file renamed into
+place, none synced. After a power cut the offset log may end a batch earlier than what Tidal's
+sinks and buffers did: Spark would then plan that batch again from the previous end, over an
+input the batch's commit already trimmed, under a batch id the sink already holds; the sink skips
+it as a replay, and what the new plan read is lost. Worse, the batch's tasks append to the next
+buffer under keys named after their ranges: a batch planned again over other ranges would append
+the same messages under new keys. So a reader syncs the offset entry Spark just wrote (and, at
+the first batch, the checkpoint's ``metadata`` and folders) when Spark asks it for the batch's
+partitions: after the entry is written, before any task runs. A lost ``commits/<batch>`` only
+makes Spark run the same batch again over the same offsets, which every sink and buffer already
+takes as a replay.
+
+Not covered: a reduce vertex's state store (``state/``), which Spark's executors write and
+rename without a sync; a power cut there can leave a state version Spark cannot read, and the
+query then fails at its restart with Spark's own error (docs/operations.md, "Durability").
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tidal import errors
+from tidal.isb.durability import sync_dir, sync_paths
+
+if TYPE_CHECKING:
+    from tidal.spark.batch.config import QueryConfig
+
+__all__ = ["checkpoint_of", "repair_checkpoint", "sync_batch_offsets", "sync_planned_batch"]
+
+
+def checkpoint_of(run_dir: str | Path, head: str) -> Path:
+    """The checkpoint of the query whose chain starts at ``head`` (``PipelineRun._start_query``)."""
+    return Path(run_dir) / "checkpoints" / head
+
+
+def sync_batch_offsets(checkpoint: Path, batch_id: int) -> None:
+    """Sync ``offsets/<batch_id>``, the previous batch's ``commits`` entry (Spark wrote it before
+    it planned this batch: so only the newest commit entry can be cut short by a crash, which
+    :func:`repair_checkpoint` removes), and the names that lead to them."""
+    offsets = checkpoint / "offsets"
+    entry = offsets / str(batch_id)
+    files = [entry] if entry.exists() else []
+    done = checkpoint / "commits" / str(batch_id - 1)
+    if batch_id > 0 and done.exists():
+        files.append(done)
+    metadata = checkpoint / "metadata"
+    if batch_id == 0 and metadata.exists():
+        files.append(metadata)
+    if files:
+        sync_paths(files)  # their folders too: offsets/, and the checkpoint for metadata
+    if batch_id == 0:
+        sync_dir(checkpoint)
+        sync_dir(checkpoint.parent)
+
+
+def sync_planned_batch(config: QueryConfig) -> None:
+    """Under ``sync``, the offset entry of the batch Spark is planning (its newest), from a
+    reader's ``partitions``: Spark wrote it just before it asked for them."""
+    if config.durability != "sync":
+        return
+    checkpoint = checkpoint_of(config.run_dir, config.vertex)
+    with contextlib.suppress(FileNotFoundError):
+        entries = [int(e.name) for e in os.scandir(checkpoint / "offsets") if e.name.isdigit()]
+        if entries:
+            sync_batch_offsets(checkpoint, max(entries))
+
+
+def _whole(entry: Path) -> bool:
+    """Whether a log entry holds what Spark writes: a version line, then JSON lines."""
+    try:
+        lines = entry.read_text().splitlines()
+    except (OSError, UnicodeDecodeError):
+        return False
+    if not lines or not lines[0].startswith("v"):
+        return False
+    try:
+        for line in lines[1:]:
+            json.loads(line)
+    except ValueError:
+        return False
+    return True
+
+
+def repair_checkpoint(checkpoint: Path) -> list[str]:
+    """Remove the log entries a crash cut short, before Spark reads them; what was removed.
+
+    Spark renames each entry into place, and a rename reaches the disk before the data of a file
+    that was not synced: after a power cut the newest ``offsets/<n>`` or ``commits/<n>`` can be
+    empty, and Spark then refuses to start the query ("Incomplete log file"). Removing such a
+    newest entry is exact: without ``commits/<n>`` Spark runs batch ``n`` again over the same
+    offsets (a replay every sink and buffer recognises); without ``offsets/<n>`` the batch was
+    never planned durably, so under ``sync`` none of its tasks ran (the reader syncs the entry
+    before they do). An entry cut short that is not the newest cannot be repaired this way and is
+    refused, naming the file. A ``metadata`` file cut short before any batch is removed too
+    (Spark writes a new one)."""
+    removed: list[str] = []
+    for log_name in ("commits", "offsets"):
+        folder = checkpoint / log_name
+        if not folder.is_dir():
+            continue
+        entries = sorted((int(e.name), Path(e.path)) for e in os.scandir(folder) if e.name.isdigit())
+        torn = [(n, path) for n, path in entries if not _whole(path)]
+        if not torn:
+            continue
+        newest = entries[-1][0]
+        if [n for n, _ in torn] != [newest]:
+            raise errors.RunDirectoryError(
+                str(checkpoint.parent.parent),
+                f"Spark's log entry {torn[0][1]} is damaged (empty or cut short, as a power cut can"
+                " leave a file written without a sync) and is not the newest, so the batch cannot be"
+                " replayed from it",
+                "restore the run directory from a copy, or --reset to start over",
+            )
+        torn[0][1].unlink()
+        removed.append(str(torn[0][1]))
+    metadata = checkpoint / "metadata"
+    planned = (checkpoint / "offsets").is_dir() and any((checkpoint / "offsets").iterdir())
+    if metadata.exists() and not planned and not metadata.read_text().strip():
+        metadata.unlink()
+        removed.append(str(metadata))
+    return removed

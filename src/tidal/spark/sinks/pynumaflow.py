@@ -1,0 +1,82 @@
+"""A pynumaflow sink handler (a ``Sinker`` or ``handler(datums) -> Responses``) as a Tidal sink.
+
+It gets the task's messages as pynumaflow sink ``Datum`` objects, ``id`` the message's id, and
+each message's source time as its event time. A response that is not a success fails the task,
+with the handler's error: the micro-batch replays, so a pynumaflow sink is **at least once** (as
+Numaflow's is), and the ids let it de-duplicate. ``Response.as_fallback`` is a failure too:
+Tidal has no fallback sink (the handler, :mod:`tidal.spark.query.pynumaflow`).
+"""
+
+from __future__ import annotations
+
+import inspect
+from datetime import UTC, datetime
+from typing import Any
+
+from tidal.spark.batch.clients import bases, run_async
+from tidal.spark.sinks.connector import Sink, SinkPlace
+from tidal.spec.model import SinkSpec
+from tidal.spec.validate import resolve
+
+__all__ = ["PynumaflowSink", "build"]
+
+
+class PynumaflowSink:
+    """A pynumaflow sink handler as a Tidal sink (:func:`tidal.spark.sinks.connector.build_sink`)."""
+
+    takes_times = True  # the writer hands it the messages' source times
+
+    def __init__(self, obj: Any, path: str) -> None:
+        if isinstance(obj, type):
+            obj = obj()
+        names = {name.rsplit(".", 1)[-1] for name in bases(obj) if name.startswith("pynumaflow.")}
+        self._handler = obj.handler if "Sinker" in names else obj
+        self._path = path
+        if not callable(self._handler):
+            raise TypeError(f"{path}: {type(obj).__name__} is not a pynumaflow sink handler")
+
+    def write(self, ids: Any, payloads: Any, errors: Any = (), times: Any = None) -> None:
+        from pynumaflow.sinker import Datum
+
+        id_list = ids.to_pylist() if hasattr(ids, "to_pylist") else list(ids)
+        values = payloads.to_pylist() if hasattr(payloads, "to_pylist") else list(payloads)
+        if not id_list:
+            return
+        now = datetime.now(UTC).timestamp()
+        stamps = (
+            times.to_pylist() if times is not None and hasattr(times, "to_pylist") else [now] * len(values)
+        )
+        watermark = datetime.fromtimestamp(min(stamps, default=now), UTC)
+        batch = [
+            Datum(
+                keys=[],
+                sink_msg_id=i,
+                value=v,
+                event_time=datetime.fromtimestamp(t, UTC),
+                watermark=watermark,
+            )
+            for i, v, t in zip(id_list, values, stamps, strict=True)
+        ]
+        call = self._handler(iter(batch))
+        responses = run_async(call) if inspect.isawaitable(call) else call
+        failed = [r for r in responses if not r.success]
+        answered = {r.id for r in responses}
+        missing = [i for i in id_list if i not in answered]
+        if failed or missing:
+            first = failed[0] if failed else None
+            reason = (
+                f"{len(failed)} message(s) failed, the first {first.id!r}: "
+                f"{first.err or 'sent to a fallback sink, which Tidal does not have'}"
+                if first is not None
+                else f"no response for {len(missing)} message(s), the first {missing[0]!r}"
+            )
+            raise RuntimeError(f"{self._path}: {reason}; the micro-batch will be retried")
+
+    def commit(self, batch_id: int, parts: Any) -> None:
+        return None
+
+
+def build(spec: SinkSpec, place: SinkPlace) -> Sink:
+    assert spec.pynumaflow is not None
+    at = f"{place.at}.pynumaflow"
+    return PynumaflowSink(resolve(spec.pynumaflow, at), at)

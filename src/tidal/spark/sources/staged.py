@@ -1,0 +1,117 @@
+"""The staged sources' reader: a source read on the driver into the vertex's staging buffer.
+
+A staged source (a user's class, a pynumaflow ``Sourcer``, a JetStream stream) implements
+:class:`tidal.contracts.Source`: ``read(n)`` → an iterable of ``(offset, payload[, event
+time])``, ``ack(offsets)`` and ``pending()`` (a negative number or None means "not available").
+The reader calls ``read`` for as many messages as the replicas admit, stores them in the vertex's
+staging buffer under ids made of their offsets (synced under ``buffers.durability: sync``), and
+only then ``ack``s them. A crash between storing and ``ack`` makes the source deliver the same
+offsets again, which the staging buffer de-duplicates; so offsets must identify messages.
+``pending()`` or ``read()`` raising is logged and reported as "not available": the pipeline keeps
+running and the controller leaves the source alone.
+
+Source readers report what they see of their source to the control record at every trigger, so
+the controller in the driver process can scale the source on its pending (the readers run in a
+Python process the JVM starts, not in the driver's). The tasks read the staging buffer as any
+vertex reads its input (:class:`~tidal.spark.batch.readers.BufferReader`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from tidal import contracts
+from tidal.isb.base import Buffer
+from tidal.log import Repeated
+from tidal.spark.batch import stores
+from tidal.spark.batch.config import QueryConfig
+from tidal.spark.batch.readers import BufferReader
+
+__all__ = ["StagedSourceReader", "event_seconds"]
+
+log = logging.getLogger("tidal.source")
+repeated = Repeated(log)
+
+
+class StagedSourceReader(BufferReader):
+    """A :class:`tidal.contracts.Source`, made replayable through its staging buffer (``config.input``)."""
+
+    def __init__(self, config: QueryConfig, source: contracts.Source) -> None:
+        super().__init__(config)
+        assert config.source is not None and config.source.staged
+        self.source = source
+
+    def pending(self) -> tuple[float | None, str]:
+        value, why = contracts.ask_pending(self.source.pending)
+        if value is None and why.startswith("pending() raised"):
+            kind = why.split(":", 1)[0]
+            repeated.warning(
+                (self.config.vertex, kind), "source %s: %s; treated as not available", self.config.vertex, why
+            )
+        return value, why
+
+    def latestOffset(self, start: dict[str, int], limit: Any = None) -> dict[str, int]:  # noqa: N802
+        control, vertex = stores.control(self.config), self.config.vertex
+        staged = self.buffer()
+        stats = staged.stats()
+        n = start[self.KEY]
+        # How far the replicas admit, as if the source held plenty (it cannot say how much it has).
+        end = self.admit(n, n + stats.limits.max_length)
+        room = min(end - stats.last_seq, stats.limits.max_length - stats.length)
+        error = self._pull(staged, room) if room > 0 else ""
+        last = staged.last_seq()
+        pending, why = self.pending()
+        # What the source still holds plus what is staged and not yet processed.
+        total = None if pending is None else pending + (last - n)
+        control.report_source(vertex, total, error or why)
+        final = min(end, last)
+        if final != end:  # fewer staged than admitted: the batch is the staged part
+            replicas = self._admitted.pop((n, end), None)
+            if replicas is not None and final > n:
+                self._admitted = {(n, final): replicas}
+        return {self.KEY: final}
+
+    def _pull(self, staged: Buffer, n: int) -> str:
+        try:
+            messages = list(self.source.read(n))
+        except Exception as exc:
+            text = f"read({n}) raised {type(exc).__name__}: {exc}"
+            repeated.warning(
+                (self.config.vertex, "read", type(exc).__name__),
+                "source %s: %s; will try again at the next trigger",
+                self.config.vertex,
+                text,
+            )
+            return text
+        if not messages:
+            return ""
+        offsets = [m[0] for m in messages]
+        payloads = [p if isinstance(p, bytes) else str(p).encode() for p in (m[1] for m in messages)]
+        # A third element is the message's event time (seconds, or a datetime): its source time.
+        times = [event_seconds(m[2]) if len(m) > 2 else None for m in messages]
+        stamps = None if all(t is None for t in times) else [time.time() if t is None else t for t in times]
+        staged.append(payloads, [str(o) for o in offsets], stamps)  # stored before it is acknowledged
+        try:
+            self.source.ack(offsets)
+        except Exception as exc:  # the messages are safe in the staging buffer; a redelivery dedups
+            repeated.warning(
+                (self.config.vertex, "ack", type(exc).__name__),
+                "source %s: ack raised %s: %s",
+                self.config.vertex,
+                type(exc).__name__,
+                exc,
+            )
+        return ""
+
+
+def event_seconds(value: Any) -> float:
+    """A source's event time (seconds since the epoch, or a ``datetime``; naive means UTC)."""
+    if isinstance(value, int | float):
+        return float(value)
+    from datetime import UTC, datetime
+
+    if isinstance(value, datetime):
+        return (value if value.tzinfo else value.replace(tzinfo=UTC)).timestamp()
+    raise TypeError(f"an event time is seconds or a datetime, got {type(value).__name__}")
