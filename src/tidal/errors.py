@@ -11,11 +11,19 @@
     ├── SourceError                 a user source raised
     ├── PipelineError               a vertex's query stopped with an error: fix, then start again
     ├── ClusterError                the cluster cannot run it (master, dynamic allocation, hosts)
-    └── RunDirectoryError           the run directory holds another pipeline's run: new dir or --reset
+    ├── RunDirectoryError           the run directory holds another pipeline's run: new dir or --reset
+    ├── SinkError                   a message a sink cannot write (names its id and the fix)
+    ├── RequestError                the request path or the API refused a request: an HTTP status
+    │   ├── ApiError                the control-plane API: Kubernetes' code, reason and message
+    │   ├── BadRequest              a POST refused whole: 4xx and what was wrong
+    │   ├── Overloaded              more requests than the breaker or the activator holds: 503
+    │   └── Backpressure            an output buffer over its usage limit: 429, retry later
+    └── Unpaired                    a breaker released with no acquire: a bug in Tidal, report it
 
 The branches group by what the caller can do: a ``SpecError`` is fixed by editing input and is
 never retried; ``BufferFull`` and ``BufferUnavailable`` are transient and retried; ``UdfError``
 carries the message that failed so it can go to a dead letter instead of being dropped; a
+``RequestError`` is answered to the client with its status and never stops a run; a
 ``PipelineError`` stops the run with nothing committed past the failed micro-batch, so starting
 again after the fix resumes from the same messages. ``docs/errors.md`` mirrors this tree.
 """
@@ -25,18 +33,25 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 __all__ = [
+    "ApiError",
+    "Backpressure",
+    "BadRequest",
     "BufferError",
     "BufferFull",
     "BufferNotFound",
     "BufferUnavailable",
     "ClusterError",
     "MessageTooLarge",
+    "Overloaded",
     "PipelineError",
+    "RequestError",
     "RunDirectoryError",
+    "SinkError",
     "SourceError",
     "SpecError",
     "TidalError",
     "UdfError",
+    "Unpaired",
     "require",
 ]
 
@@ -154,6 +169,53 @@ class RunDirectoryError(TidalError):
         self.problem = problem
         self.fix = fix
         super().__init__(f"run directory {run_dir} {problem} ({fix})")
+
+
+class SinkError(TidalError):
+    """A message the sink cannot write (names its id and the fix): a Parquet or Delta row that is
+    not a JSON object, a partition field it lacks."""
+
+
+class RequestError(TidalError):
+    """The request path (HTTP source, activator) or the control-plane API refused a request; the
+    client gets the HTTP status, and the run goes on."""
+
+
+class ApiError(RequestError):
+    """A control-plane request refused: the HTTP ``code``, Kubernetes' ``reason`` (``Invalid``,
+    ``NotFound``, ``Conflict``, ``Unauthorized``, ``Forbidden``, ``BadRequest``,
+    ``UnsupportedMediaType``) and a message for a person."""
+
+    def __init__(self, code: int, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.reason = reason
+        self.message = message
+
+
+class BadRequest(RequestError):
+    """A POST to the HTTP source refused whole: ``status`` (4xx) and what was wrong, for the
+    response body; nothing of it was stored."""
+
+    def __init__(self, status: int, problem: str) -> None:
+        super().__init__(problem)
+        self.status = status
+        self.problem = problem
+
+
+class Overloaded(RequestError):
+    """More requests than the breaker's queue and tokens, or the activator's ``maxHeld``, can
+    hold: answered 503 at once (Knative's queue-proxy's "pending request queue full")."""
+
+
+class Backpressure(RequestError):
+    """An output buffer of the HTTP source is over its usage limit: answered 429 with
+    ``Retry-After``; nothing of the request was stored."""
+
+
+class Unpaired(TidalError, RuntimeError):
+    """A breaker's ``release()`` without a matching ``acquire()`` or ``reserve()``: a bug in the
+    caller (Tidal), raised before anything changed."""
 
 
 def require(condition: bool, path: str, problem: str, fix: str) -> None:

@@ -14,8 +14,8 @@ from tidal.controller import Controller, EventLog, StoreProbe
 from tidal.errors import SpecError
 from tidal.spark.batch.admission import task_row
 from tidal.spark.batch.readers import BufferReader
-from tidal.spark.sources.user import UserSourceReader
 from tidal.spark.query.writer import VertexWriter
+from tidal.spark.sources.user import UserSourceReader
 from tidal.spec import Limits, parse_pipeline
 from tidal.spec.model import SourceSpec, UdfSpec, UserClassSpec
 from tidal.testing import BufferRig, ManualClock

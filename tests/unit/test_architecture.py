@@ -68,7 +68,7 @@ def test_the_error_tree_is_drawn_the_same_in_the_code_and_the_docs():
 
     def tree(text: str) -> list[tuple[int, str]]:
         drawn = re.findall(
-            r"^(\s*(?:[│ ]*[├└]── )?)(\w+(?:Error|Full|NotFound|Large|Unavailable))\s", text, re.M
+            r"^(\s*(?:[│ ]*[├└]── )?)([A-Z][A-Za-z]+)\s{2,}", text, re.M
         )
         return [(len(prefix.strip(" ")), name) for prefix, name in drawn]
 
@@ -82,3 +82,20 @@ def test_the_error_tree_is_drawn_the_same_in_the_code_and_the_docs():
     }
     exported = {n for n in tidal.errors.__all__ if isinstance(getattr(tidal.errors, n), type)}
     assert {name for _, name in in_code} == classes == exported
+
+
+def test_only_the_controller_writes_a_vertexs_replica_count():
+    """One writer (tidal.controller.replicas): the autoscaler's decisions, a person's writes and the
+    first start's seed all go through the controller package. The test rigs and the benchmarks,
+    which play the controller's part, are the exceptions."""
+    allowed = ("controller/", "isb/", "testing.py", "bench/")
+    writers = []
+    for path in sorted(SRC.rglob("*.py")):
+        where = path.relative_to(SRC).as_posix()
+        if where.startswith(allowed):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                if node.func.attr == "set_replicas":
+                    writers.append(f"{where}:{node.lineno}")
+    assert writers == [], f"replica counts written outside tidal.controller: {writers}"

@@ -26,6 +26,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from tidal.errors import ApiError
+
 __all__ = [
     "ApiError",
     "ScaleView",
@@ -38,18 +40,6 @@ __all__ = [
 
 API_GROUP = "tidal.dev"
 API_VERSION = "v1"
-
-
-class ApiError(Exception):
-    """A request refused: the HTTP ``code``, Kubernetes' ``reason`` (``Invalid``, ``NotFound``,
-    ``Conflict``, ``Unauthorized``, ``Forbidden``, ``BadRequest``, ``UnsupportedMediaType``) and
-    a message for a person."""
-
-    def __init__(self, code: int, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.reason = reason
-        self.message = message
 
 
 def status(code: int, reason: str, message: str) -> dict[str, Any]:

@@ -68,10 +68,13 @@ class Controller:
         policies: Mapping[str, VertexPolicy] | None = None,
         *,
         wake_path: bool = True,
+        operator: Actuator | None = None,
     ) -> None:
         self.spec = spec
         self.probe = probe
         self.actuator = actuator
+        # Where a person's writes go (tidal.controller.replicas): applied even under --dry-run.
+        self.operator = operator or actuator
         self.events = events
         limits = spec.limits
         self._usable = limits.usable_length
@@ -130,12 +133,12 @@ class Controller:
     def external(
         self, vertex: str, current: int, replicas: int, now: float, reason: str, **inputs: object
     ) -> Decision:
-        """A replica count written from outside (the scale subresource, ``tidal scale``) and
-        already applied: recorded as a decision with who wrote it, and counted as the vertex's
-        last scaling, so its cooldown holds the count before the autoscaler moves it again
-        (Numaflow's vertex controller sets ``lastScaledAt`` when the replicas change, whoever
-        changed them)."""
+        """A replica count written from outside (the scale subresource, ``tidal scale``): applied
+        here, recorded as a decision with who wrote it, and counted as the vertex's last scaling,
+        so its cooldown holds the count before the autoscaler moves it again (Numaflow's vertex
+        controller sets ``lastScaledAt`` when the replicas change, whoever changed them)."""
         with self._lock:
+            self.operator.set_replicas(vertex, replicas)
             v = self._vertices[vertex]
             decision = Decision(vertex, now, current, replicas, Rule.EXTERNAL, reason, dict(inputs))
             v.last_scaled_at = now
@@ -153,6 +156,14 @@ class Controller:
             self._vertices[vertex].last = decision
             self.events.record(decision)
             log.info("%s", decision.explain())
+
+    def lifecycle(
+        self, vertex: str, now: float, rule: Rule, current: int, desired: int, reason: str, **inputs: object
+    ) -> None:
+        """A lifecycle change of ``vertex``'s replicas (paused to 0, resumed): applied, and noted."""
+        with self._lock:
+            self.operator.set_replicas(vertex, desired)
+            self.note(vertex, now, rule, current, desired, reason, **inputs)
 
     def held(self) -> threading.RLock:
         """The lock ticks take: hold it to change several vertices between two ticks."""

@@ -21,15 +21,9 @@ from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+from tidal.errors import Overloaded, Unpaired
+
 __all__ = ["Breaker", "Overloaded", "Unpaired"]
-
-
-class Overloaded(Exception):
-    """More requests than the breaker's queue and tokens can hold: answer 503."""
-
-
-class Unpaired(RuntimeError):
-    """``release()`` without a matching ``acquire()`` or ``reserve()``: a bug in the caller."""
 
 
 class Breaker:

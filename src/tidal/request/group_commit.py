@@ -26,15 +26,12 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from tidal.errors import Backpressure
 from tidal.isb.base import Buffer
 
 __all__ = ["Backpressure", "GroupWriter", "Stored"]
 
 FULL_CHECK_SECONDS = 0.05  # how stale the usage-limit check may be (the max length is exact)
-
-
-class Backpressure(Exception):
-    """An output buffer is over its usage limit: refuse, ``Retry-After``."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,20 +26,13 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from tidal.errors import BadRequest
+
 __all__ = ["JSON_LINES", "BadRequest", "Parsed", "parse"]
 
 JSON_LINES = ("application/x-ndjson", "application/jsonl", "application/json-lines")
 MAX_KEY_LENGTH = 200
 _KEY = re.compile(r"^[\x21-\x7e]+$")  # visible ASCII, no spaces
-
-
-class BadRequest(Exception):
-    """A request refused whole: ``status`` (4xx) and what was wrong, for the response body."""
-
-    def __init__(self, status: int, problem: str) -> None:
-        super().__init__(problem)
-        self.status = status
-        self.problem = problem
 
 
 @dataclass(frozen=True, slots=True)

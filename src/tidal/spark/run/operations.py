@@ -129,7 +129,6 @@ class RunOperations:
                     f"metadata.resourceVersion {version} is not the current {view.version}: read the Scale "
                     "again and write on top of it (or leave resourceVersion out: the last write wins)",
                 )
-            self.control.set_replicas(vertex, replicas)
             after = (
                 "autoscaling is on: it continues from this count once the scale-down/up cooldown has passed"
                 if view.autoscaling
@@ -200,8 +199,7 @@ class RunOperations:
                 self.control.set_meta(PAUSED_REPLICAS_KEY, json.dumps(replicas))
                 now = time.time()
                 for name, count in replicas.items():
-                    self.control.set_replicas(name, 0)
-                    self.controller.note(
+                    self.controller.lifecycle(
                         name, now, Rule.PAUSED, count, 0,
                         f"paused by {caller.describe()}: sources closed"
                         + (", buffers drained" if drain and not left else "") + "; replicas to 0",
@@ -225,8 +223,7 @@ class RunOperations:
             with self.controller.held():
                 for v in self.run.control_spec.vertices:
                     count = int(saved.get(v.name, max(1, numaflow_scale(v.scale, v.name).min)))
-                    self.control.set_replicas(v.name, count)
-                    self.controller.note(
+                    self.controller.lifecycle(
                         v.name, now, Rule.RESUMED, 0, count,
                         f"resumed by {caller.describe()}: {count} replicas", by=caller.address,
                     )  # fmt: skip

@@ -32,6 +32,7 @@ from tidal import errors
 from tidal.controller import Controller, EventLog, StoreProbe
 from tidal.controller.choose import spec_policies
 from tidal.controller.faults import FAULTS_FILE, FaultLog
+from tidal.controller.replicas import seed_replicas
 from tidal.isb.base import BufferStore
 from tidal.isb.control import ControlStore
 from tidal.isb.durability import start_warnings
@@ -171,9 +172,8 @@ class PipelineRun:
             self.buffers.create(name, limits).verify()  # a crash's damage refused before any read
         watch = start_buffer_watch(self.buffers, self.spec, made, FaultLog(self.run_dir / FAULTS_FILE))
         self._watches = [watch] if watch is not None else []
+        seed_replicas(self.control, [(v.name, v.replicas) for v in self.control_spec.vertices])
         for v in self.control_spec.vertices:
-            if not self.control.known(v.name):  # a restart keeps the replicas it had
-                self.control.set_replicas(v.name, v.replicas)
             if v.source is not None:  # the last stop closed it; a paused run stays closed
                 self.control.set_closing(v.name, self.control.phase() != "Running")
         configs = {v.name: self.query_config(v.name) for v in self.control_spec.vertices}
@@ -225,6 +225,7 @@ class PipelineRun:
             probe,
             actuator,
             EventLog(self.run_dir / "events.jsonl"),
+            operator=self.control,  # a person's writes apply even under --dry-run
             policies=spec_policies(
                 self.control_spec,
                 time.time(),

@@ -39,7 +39,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from tidal import errors
+from tidal.errors import SinkError
 from tidal.isb.durability import replace_durably, sync_dir, sync_paths
 from tidal.spark.sinks.connector import Sink, SinkPlace
 from tidal.spec.model import SinkSpec, TableSinkSpec
@@ -48,10 +48,6 @@ __all__ = ["DeltaSink", "ParquetSink", "SinkError", "committed_files", "delta", 
 
 TMP = "_tidal_tmp"
 LOG = "_tidal_log"
-
-
-class SinkError(errors.TidalError):
-    """A message the sink cannot write (names its id and the fix)."""
 
 
 def _pylist(values: Any) -> list[Any]:
