@@ -67,9 +67,7 @@ def test_the_error_tree_is_drawn_the_same_in_the_code_and_the_docs():
     import tidal.errors
 
     def tree(text: str) -> list[tuple[int, str]]:
-        drawn = re.findall(
-            r"^(\s*(?:[│ ]*[├└]── )?)([A-Z][A-Za-z]+)\s{2,}", text, re.M
-        )
+        drawn = re.findall(r"^(\s*(?:[│ ]*[├└]── )?)([A-Z][A-Za-z]+)\s{2,}", text, re.M)
         return [(len(prefix.strip(" ")), name) for prefix, name in drawn]
 
     in_code = tree(tidal.errors.__doc__ or "")
@@ -95,7 +93,7 @@ def test_only_the_controller_writes_a_vertexs_replica_count():
         if where.startswith(allowed):
             continue
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-                if node.func.attr == "set_replicas":
-                    writers.append(f"{where}:{node.lineno}")
+            func = node.func if isinstance(node, ast.Call) else None
+            if isinstance(func, ast.Attribute) and func.attr == "set_replicas":
+                writers.append(f"{where}:{node.lineno}")
     assert writers == [], f"replica counts written outside tidal.controller: {writers}"

@@ -20,6 +20,7 @@ __all__ = [
     "SOURCE_KINDS",
     "STAGED_SOURCES",
     "GeneratorSpec",
+    "JetStreamSourceSpec",
     "KafkaSinkSpec",
     "KafkaSourceSpec",
     "SinkSpec",
@@ -82,9 +83,29 @@ class KafkaSourceSpec(_Model):
         return consumer
 
 
-SOURCE_KINDS = ("generator", "user", "kafka", "http", "pynumaflow")
+class JetStreamSourceSpec(_Model):
+    """``source.jetstream`` — a NATS JetStream stream read by a durable pull consumer (Numaflow's
+    ``jetstream`` source, :mod:`tidal.spark.sources.jetstream`): staged, acknowledged once stored.
+
+    ``consumer`` names the durable consumer (default ``tidal-<pipeline>-<vertex>-<stream>``; made
+    if the stream has none of that name, so a restart goes on from what it acknowledged).
+    ``user``/``password`` or ``token`` authenticate; ``${NAME}`` values come from the environment.
+    """
+
+    url: str = Field(min_length=1)  # nats://host:4222, several separated by commas
+    stream: str = Field(pattern=r"^[^.*>\s]{1,255}$")
+    consumer: str | None = Field(None, pattern=r"^[^.*>\s]{1,255}$")
+    deliver_policy: str = Field("all", pattern="^(all|new|last|last_per_subject)$")
+    filter_subjects: list[str] = Field(default_factory=list)
+    user: str | None = None
+    password: str | None = None
+    token: str | None = None
+    fetch_timeout_seconds: float = Field(0.2, gt=0, le=60)  # how long a read waits for a first message
+
+
+SOURCE_KINDS = ("generator", "user", "kafka", "http", "pynumaflow", "jetstream")
 # Read on the driver into a staging buffer, acknowledged upstream once stored there.
-STAGED_SOURCES = frozenset({"user", "pynumaflow"})
+STAGED_SOURCES = frozenset({"user", "pynumaflow", "jetstream"})
 
 
 class SourceSpec(_Model):
@@ -97,6 +118,7 @@ class SourceSpec(_Model):
     http: HttpSourceSpec | None = None
     # A Numaflow SDK Sourcer (module:Class), read through the staging buffer as a user source is.
     pynumaflow: str | type | None = None
+    jetstream: JetStreamSourceSpec | None = None
 
     @model_validator(mode="after")
     def _exactly_one(self) -> SourceSpec:

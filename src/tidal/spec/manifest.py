@@ -6,9 +6,9 @@ it). What carries over:
 
 - vertices, edges with their ``conditions``, ``scale`` (the same names), the pipeline's
   ``limits`` (``bufferUsageLimit`` is a percentage in Numaflow, a fraction in Tidal);
-- sources: ``generator`` (``rpu`` per ``duration`` becomes the rate; ``msgSize``), ``http``,
-  ``kafka`` (``brokers``, ``topic``, ``consumerGroup``), a source's ``transformer`` (a vertex of
-  its own after the source, which Tidal chains into the source's query);
+- sources (:mod:`tidal.spec.manifest_sources`): ``generator``, ``http``, ``kafka``, ``jetstream``,
+  ``udsource``, and a source's ``transformer`` (a vertex of its own after the source, which Tidal
+  chains into the source's query);
 - a ``udf`` or ``transformer`` container: the pynumaflow handler that does what its image does
   (:data:`tidal.examples.numaflow.IMAGES` for Numaflow's example images), or the one the
   vertex's annotation ``tidal.dev/handler: module:handler`` or the ``handlers`` mapping (by
@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tidal import errors
+from tidal.spec.manifest_sources import convert_source
 
 __all__ = ["API_GROUP", "HANDLER_ANNOTATION", "Converted", "convert", "is_manifest"]
 
@@ -237,48 +238,7 @@ class _Converter:
         vertex: str = "",
         annotations: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
-        if "generator" in source:
-            g = source["generator"] or {}
-            rpu, duration = (
-                float(g.get("rpu", 5)),
-                _seconds(g.get("duration", "1s"), f"{at}.generator.duration"),
-            )
-            for key in ("keyCount", "value", "valueBlob", "jitter"):
-                if key in g:
-                    self.skip(f"{at}.generator.{key}", "Tidal's generator writes its own text payloads")
-            return {"generator": {"rate": rpu / duration, "msgSize": int(g.get("msgSize", 8))}}
-        if "http" in source:
-            http = source["http"] or {}
-            out: dict[str, Any] = {}
-            if "service" in http:
-                self.skip(f"{at}.http.service", "no Kubernetes Service: the activator listens on 127.0.0.1")
-            token = ((http.get("auth") or {}).get("token")) or None
-            if token:
-                env = re.sub(
-                    r"[^A-Z0-9]", "_", f"{token.get('name', 'http')}_{token.get('key', 'token')}".upper()
-                )
-                out["auth"] = {"token": {"env": env}}
-                self.skip(
-                    f"{at}.http.auth.token", f"a Kubernetes secret: the token is read from ${env} instead"
-                )
-            return {"http": out}
-        if "kafka" in source:
-            k = source["kafka"] or {}
-            self.sarama(k, f"{at}.kafka", ("config", "tls", "sasl", "kafkaVersion"), "source.kafka.consumer")
-            return {
-                "kafka": {
-                    "bootstrapServers": ",".join(k.get("brokers") or []),
-                    "topic": k.get("topic"),
-                    "groupId": k.get("consumerGroup") or f"{self.name}-consumer",
-                }
-            }
-        if "udsource" in source:
-            container = (source.get("udsource") or {}).get("container") or {}
-            where = f"{at}.udsource.container"
-            runs = ("source", "Sourcer", "module:Class (a pynumaflow Sourcer)")
-            return {"pynumaflow": self.container_handler(container, where, vertex, annotations or {}, runs)}
-        known = ", ".join(sorted(source)) or "none"
-        raise errors.SpecError(at, f"no source Tidal runs (got {known})", "use generator, http or kafka")
+        return convert_source(self, source, at, vertex, annotations or {})
 
     def udf(
         self, udf: Mapping[str, Any], at: str, vertex: str, annotations: Mapping[str, Any]
@@ -425,13 +385,3 @@ _WHY = {
     "env": "environment variables: set them for the run (the handler reads the driver's and executors')",
     "resources": "Spark's executors size the work (cluster: executorCores, executorMemory)",
 }
-
-
-def _seconds(value: object, at: str) -> float:
-    """A Kubernetes duration (``1s``, ``500ms``, ``2m``) in seconds."""
-    text = str(value)
-    match = re.fullmatch(r"(\d+(?:\.\d+)?)(ms|s|m|h)?", text)
-    if not match or float(match.group(1)) <= 0:
-        raise errors.SpecError(at, f"{text!r} is not a positive duration", "write it as 1s, 500ms or 2m")
-    scale = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}[match.group(2) or "s"]
-    return float(match.group(1)) * scale

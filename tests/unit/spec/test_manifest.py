@@ -186,3 +186,32 @@ def test_without_pynumaflow_a_handler_module_says_what_to_install(tmp_path, monk
         errors.SpecError, match=r"needs Numaflow's Python SDK.*pip install 'tidal\[numaflow\]'"
     ):
         resolve("my_handlers:cat", "vertices[cat].udf.pynumaflow")
+
+
+def test_a_jetstream_source_converts_with_its_secrets_from_the_environment_and_tls_is_refused():
+    m = _load("1-simple-pipeline")
+    m["spec"]["vertices"][0]["source"] = {
+        "jetstream": {
+            "url": "nats://nats.example:4222",
+            "stream": "orders",
+            "consumer": "reader",
+            "deliver_policy": "new",
+            "filter_subjects": ["orders.eu", "orders.us"],
+            "auth": {"token": {"name": "nats-secret", "key": "token"}},
+        }
+    }
+    converted = manifest.convert(m)
+    source = parse_pipeline(converted.data).vertex("in").source
+    assert source.kind == "jetstream" and source.staged
+    js = source.jetstream
+    assert (js.url, js.stream, js.consumer, js.deliver_policy) == (
+        "nats://nats.example:4222",
+        "orders",
+        "reader",
+        "new",
+    )
+    assert js.filter_subjects == ["orders.eu", "orders.us"] and js.token == "${NATS_SECRET_TOKEN}"
+    assert any("source.jetstream.auth" in line and "NATS_SECRET_TOKEN" in line for line in converted.ignored)
+    m["spec"]["vertices"][0]["source"]["jetstream"]["tls"] = {"insecureSkipVerify": True}
+    with pytest.raises(errors.SpecError, match=r"source\.jetstream\.tls: TLS .* not supported"):
+        manifest.convert(m)

@@ -76,6 +76,7 @@ SOURCES: dict[str, str] = {  # spec kind → the module whose CONNECTOR implemen
     "pynumaflow": f"{_HERE}.pynumaflow",
     "kafka": f"{_HERE}.kafka",
     "http": f"{_HERE}.http",
+    "jetstream": f"{_HERE}.jetstream",
 }
 
 

@@ -1,0 +1,139 @@
+"""Numaflow's sources in a manifest as Tidal's (:mod:`tidal.spec.manifest` converts the rest).
+
+- ``generator``: ``rpu`` per ``duration`` becomes the rate; ``msgSize`` carries over;
+- ``http``: its token secret is read from an environment variable instead;
+- ``kafka``: ``brokers``, ``topic``, ``consumerGroup`` (Sarama's settings are not librdkafka's);
+- ``jetstream``: ``url``, ``stream``, ``consumer``, ``deliver_policy``, ``filter_subjects``; its
+  ``auth`` secrets become ``${NAME}`` environment variables, its ``tls`` is not supported;
+- ``udsource``: the container's pynumaflow ``Sourcer`` (named as a ``udf``'s handler is).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from tidal import errors
+
+__all__ = ["Converting", "convert_source", "seconds"]
+
+
+class Converting(Protocol):
+    """What the source conversion needs of the manifest's converter."""
+
+    name: str
+
+    def skip(self, path: str, why: str) -> None: ...
+
+    def sarama(self, kafka: Mapping[str, Any], at: str, keys: tuple[str, ...], instead: str) -> None: ...
+
+    def container_handler(
+        self,
+        container: Mapping[str, Any],
+        at: str,
+        vertex: str,
+        annotations: Mapping[str, Any],
+        runs: tuple[str, str, str],
+    ) -> str: ...
+
+
+def seconds(value: object, at: str) -> float:
+    """A Kubernetes duration (``1s``, ``500ms``, ``2m``) in seconds."""
+    text = str(value)
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)(ms|s|m|h)?", text)
+    if not match or float(match.group(1)) <= 0:
+        raise errors.SpecError(at, f"{text!r} is not a positive duration", "write it as 1s, 500ms or 2m")
+    scale = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}[match.group(2) or "s"]
+    return float(match.group(1)) * scale
+
+
+def _secret_env(ref: Mapping[str, Any], default: str) -> str:
+    """A Kubernetes secret reference as the name of the environment variable Tidal reads instead."""
+    return re.sub(r"[^A-Z0-9]", "_", f"{ref.get('name', default)}_{ref.get('key', default)}".upper())
+
+
+def _jetstream(conv: Converting, js: Mapping[str, Any], at: str) -> dict[str, Any]:
+    out: dict[str, Any] = {"url": js.get("url"), "stream": js.get("stream")}
+    if js.get("consumer"):
+        out["consumer"] = js["consumer"]
+    policy = js.get("deliver_policy") or js.get("deliverPolicy")
+    if policy:
+        out["deliverPolicy"] = str(policy)
+    subjects = js.get("filter_subjects") or js.get("filterSubjects")
+    if subjects:
+        out["filterSubjects"] = list(subjects)
+    auth = js.get("auth") or {}
+    basic = auth.get("basic") or {}
+    refs = (("user", basic.get("user")), ("password", basic.get("password")), ("token", auth.get("token")))
+    for key, ref in refs:
+        if ref:
+            env = _secret_env(ref, key)
+            out[key] = f"${{{env}}}"
+            conv.skip(f"{at}.auth", f"a Kubernetes secret: {key} is read from ${env} instead")
+    if auth.get("nkey"):
+        raise errors.SpecError(
+            f"{at}.auth.nkey",
+            "NKey authentication is not supported by Tidal",
+            "use a token or user and password",
+        )
+    if js.get("tls"):
+        raise errors.SpecError(
+            f"{at}.tls",
+            "TLS to the NATS server is not supported by Tidal's JetStream source",
+            "reach the server without TLS, or read it through a pynumaflow Sourcer",
+        )
+    return out
+
+
+def convert_source(
+    conv: Converting,
+    source: Mapping[str, Any],
+    at: str,
+    vertex: str,
+    annotations: Mapping[str, Any],
+) -> dict[str, Any]:
+    if "generator" in source:
+        g = source["generator"] or {}
+        rpu, duration = (
+            float(g.get("rpu", 5)),
+            seconds(g.get("duration", "1s"), f"{at}.generator.duration"),
+        )
+        for key in ("keyCount", "value", "valueBlob", "jitter"):
+            if key in g:
+                conv.skip(f"{at}.generator.{key}", "Tidal's generator writes its own text payloads")
+        return {"generator": {"rate": rpu / duration, "msgSize": int(g.get("msgSize", 8))}}
+    if "http" in source:
+        http = source["http"] or {}
+        out: dict[str, Any] = {}
+        if "service" in http:
+            conv.skip(f"{at}.http.service", "no Kubernetes Service: the activator listens on 127.0.0.1")
+        token = ((http.get("auth") or {}).get("token")) or None
+        if token:
+            env = re.sub(
+                r"[^A-Z0-9]", "_", f"{token.get('name', 'http')}_{token.get('key', 'token')}".upper()
+            )
+            out["auth"] = {"token": {"env": env}}
+            conv.skip(f"{at}.http.auth.token", f"a Kubernetes secret: the token is read from ${env} instead")
+        return {"http": out}
+    if "kafka" in source:
+        k = source["kafka"] or {}
+        conv.sarama(k, f"{at}.kafka", ("config", "tls", "sasl", "kafkaVersion"), "source.kafka.consumer")
+        return {
+            "kafka": {
+                "bootstrapServers": ",".join(k.get("brokers") or []),
+                "topic": k.get("topic"),
+                "groupId": k.get("consumerGroup") or f"{conv.name}-consumer",
+            }
+        }
+    if "udsource" in source:
+        container = (source.get("udsource") or {}).get("container") or {}
+        where = f"{at}.udsource.container"
+        runs = ("source", "Sourcer", "module:Class (a pynumaflow Sourcer)")
+        return {"pynumaflow": conv.container_handler(container, where, vertex, annotations, runs)}
+    if "jetstream" in source:
+        return {"jetstream": _jetstream(conv, source["jetstream"] or {}, f"{at}.jetstream")}
+    known = ", ".join(sorted(source)) or "none"
+    raise errors.SpecError(
+        at, f"no source Tidal runs (got {known})", "use generator, http, kafka, jetstream or udsource"
+    )

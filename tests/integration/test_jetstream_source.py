@@ -1,0 +1,118 @@
+"""Numaflow's ``jetstream`` source, on a real nats-server: every stream message delivered once,
+acknowledged only once stored, and a restart that goes on from the durable consumer."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from tidal import errors
+from tidal.spark.run.pipeline import PipelineRun
+from tidal.spec import parse_pipeline
+from tidal.testing import delivered, ids_of
+
+from .waits import eventually
+
+pytestmark = [pytest.mark.spark, pytest.mark.nats]
+
+
+def _spec(url: str, stream: str) -> Any:
+    return parse_pipeline(
+        {
+            "name": "js",
+            "vertices": [
+                {
+                    "name": "in",
+                    "source": {
+                        "jetstream": {"url": url, "stream": stream, "filterSubjects": [f"{stream}.>"]}
+                    },
+                },
+                {"name": "up", "udf": {"map": "tidal.examples.udfs:upper"}},
+                {"name": "out", "sink": {"file": {"path": "out.jsonl"}}},
+            ],
+            "edges": [{"from": "in", "to": "up"}, {"from": "up", "to": "out"}],
+        }
+    )
+
+
+def _nats(url: str, work: Any) -> Any:
+    async def go() -> Any:
+        import nats
+
+        nc = await nats.connect(url)
+        try:
+            return await work(nc.jetstream())
+        finally:
+            await nc.close()
+
+    return asyncio.run(go())
+
+
+def _publish(url: str, stream: str, first: int, last: int, *, create: bool = False) -> None:
+    async def work(js: Any) -> None:
+        if create:
+            await js.add_stream(name=stream, subjects=[f"{stream}.>"])
+        for n in range(first, last + 1):
+            await js.publish(f"{stream}.orders", f"order {n}".encode())
+
+    _nats(url, work)
+
+
+def _consumer(url: str, stream: str) -> Any:
+    async def work(js: Any) -> Any:
+        return await js.consumer_info(stream, f"tidal-js-in-{stream}")
+
+    return _nats(url, work)
+
+
+def test_every_message_once_acknowledged_after_storing_and_a_restart_resumes(spark, nats_server, tmp_path):
+    url, stream = nats_server.url, "orders1"
+    _publish(url, stream, 1, 3000, create=True)
+    out = tmp_path / "out.jsonl"
+
+    def payloads() -> list[str]:
+        return [r["payload"] for r in delivered(out)]
+
+    def first_part() -> None:
+        run.check()
+        assert len(payloads()) >= 3000, len(payloads())
+        info = _consumer(url, stream)
+        assert (info.num_pending, info.num_ack_pending) == (0, 0), (info.num_pending, info.num_ack_pending)
+
+    with PipelineRun(_spec(url, stream), tmp_path, spark=spark) as run:
+        eventually(first_part, 240, "3,000 stream messages delivered and acknowledged")
+        _publish(url, stream, 3001, 4000)  # some of these are read before the stop, some after
+    _publish(url, stream, 4001, 5000)
+
+    def everything() -> None:
+        run.check()
+        assert len(payloads()) >= 5000, len(payloads())
+
+    with PipelineRun(_spec(url, stream), tmp_path, spark=spark) as run:
+        eventually(everything, 240, "5,000 stream messages delivered across the restart")
+    got = payloads()
+    assert sorted(got) == sorted(f"ORDER {n}" for n in range(1, 5001))  # each once
+    ids = ids_of(delivered(out))
+    assert len(set(ids)) == len(ids) == 5000
+    assert {i.rsplit(":", 1)[1] for i in ids} == {str(n) for n in range(1, 5001)}  # stream sequences
+    info = _consumer(url, stream)
+    assert (info.num_pending, info.num_ack_pending) == (0, 0)
+
+
+def test_a_bad_stream_name_is_refused_naming_the_field():
+    with pytest.raises(errors.SpecError, match=r"vertices\[0\]\.source\.jetstream\.stream"):
+        parse_pipeline(
+            {
+                "name": "js",
+                "vertices": [
+                    {
+                        "name": "in",
+                        "source": {"jetstream": {"url": "nats://127.0.0.1:4222", "stream": "a.b"}},
+                    },
+                    {"name": "out", "sink": {"log": {}}},
+                ],
+                "edges": [{"from": "in", "to": "out"}],
+            }
+        )
