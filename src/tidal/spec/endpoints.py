@@ -174,7 +174,7 @@ SINK_KINDS = ("log", "file", "blackhole", "user", "parquet", "delta", "kafka", "
 class SinkSpec(_Model):
     """``sink:`` (and a UDF's ``deadLetter``): exactly one of log, file, blackhole, user,
     parquet, delta, kafka, pynumaflow (a Numaflow SDK ``Sinker`` or sink function,
-    :mod:`tidal.spark.query.pynumaflow`: at least once)."""
+    :mod:`tidal.spark.sinks.pynumaflow`: at least once)."""
 
     log: dict[str, Any] | None = None
     file: dict[str, Any] | None = None

@@ -199,9 +199,8 @@ class PipelineRun:
         # A step's SQL or schema error stops the run here, before any query starts.
         frames, self._refreshers = plan_steps(self._spark, configs)
         from tidal.spark.sources.http import probe_sample, start_request_path
-        from tidal.spec.graph import http_sources
 
-        served = set(http_sources(self.spec))  # request paths, not queries
+        served = set(graph.http_sources(self.spec))  # request paths, not queries
         # Downstream first: a vertex's reader is up before anything is written into its buffer.
         for name in reversed(list(configs)):
             if name in served:
