@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import parse_qs
 
+from tidal import errors
 from tidal.api.scale import ApiError
 
 __all__ = [
@@ -85,7 +86,11 @@ def read_token(run_dir: Path) -> str:
         )
     token = path.read_text().strip()
     if not token:
-        raise ValueError(f"{path} is empty: delete it and start the run again to make a new token")
+        raise errors.RunDirectoryError(
+            str(path.parent),
+            f"holds an empty token {path.name}",
+            "delete it and start the run again to make a new one",
+        )
     return token
 
 

@@ -31,6 +31,7 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Protocol
 
+from tidal import errors
 from tidal.api.auth import Caller, check_token, refuse_query_token
 from tidal.api.scale import (
     API_GROUP,
@@ -323,9 +324,10 @@ class ControlServer:
         """Listen on ``host:port`` (0: a free port). A non-loopback ``host`` without a token is
         refused: anyone who reaches the address could scale, pause or edit the pipeline."""
         if self.token is None and not is_loopback(host):
-            raise ValueError(
-                f"the control API on {host} (not loopback) would take writes from anyone who reaches it: "
-                "keep --api-host 127.0.0.1, or leave the token on (drop --api-auth none)"
+            raise errors.SpecError(
+                "--api-host",
+                f"{host} (not loopback) would let anyone who reaches it write to the control API",
+                "keep --api-host 127.0.0.1, or leave the token on (drop --api-auth none)",
             )
         server = _Server((host, port), _Handler)
         server.operable, server.token = self.operable, self.token

@@ -40,7 +40,9 @@ def parse_capacities(items: list[str], startup: float) -> dict[str, VertexModel]
         except ValueError:
             capacity = -1.0
         if not sep or not name or capacity <= 0:
-            raise ValueError(f"--capacity {item!r}: expected VERTEX=MESSAGES_PER_SECOND, e.g. work=250")
+            raise errors.SpecError(
+                "--capacity", f"{item!r}: expected VERTEX=MESSAGES_PER_SECOND", "e.g. work=250"
+            )
         out[name] = VertexModel(capacity, startup)
     return out
 

@@ -7,6 +7,7 @@ open their store here.
 
 from __future__ import annotations
 
+from tidal import errors
 from tidal.isb.base import BufferStore
 from tidal.isb.durability import DEFAULT, Durability
 
@@ -34,6 +35,10 @@ def open_store(
         from tidal.isb.jetstream import JetStreamStore
 
         if url is None:
-            raise ValueError("a jetstream store needs the server's url")
+            raise errors.SpecError(
+                "buffers.url", "is required with backend jetstream", "set it to the server's nats:// address"
+            )
         return JetStreamStore(url, pipeline, replicas=replicas)
-    raise ValueError(f"unknown buffer backend {backend!r} (sqlite or jetstream)")
+    raise errors.SpecError(
+        "buffers.backend", f"{backend!r} is not a buffer backend", "use sqlite or jetstream"
+    )

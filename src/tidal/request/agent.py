@@ -39,6 +39,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from tidal import errors
 from tidal.request.auth import bearer_ok, load_token
 from tidal.request.children import first_port
 from tidal.request.receiver import READY_LINE, ReceiverConfig
@@ -80,7 +81,7 @@ class Agent:
     def start(self, config: ReceiverConfig) -> dict[str, Any]:
         """Start one receiver bound to this host; its pid and port once it printed them."""
         if config.backend == "sqlite":
-            raise ValueError(
+            raise errors.ClusterError(
                 "the pipeline's buffers are SQLite, a file on the driver's host: receivers on other hosts "
                 "need buffers every host reaches (buffers.backend: jetstream)"
             )

@@ -16,6 +16,8 @@ from pathlib import Path
 
 from aiohttp import web
 
+from tidal import errors
+
 __all__ = ["bearer_ok", "load_token", "refused"]
 
 
@@ -27,7 +29,7 @@ def load_token(file: str | None, env: str | None, field: str = "source.http.auth
     if file is not None:
         path = Path(file)
         if not path.is_file():
-            raise ValueError(f"{field}.file: {file} does not exist (write the token there)")
+            raise errors.SpecError(f"{field}.file", f"{file} does not exist", "write the token there")
         token = path.read_text().strip()
         where = f"the file {file}"
     else:
@@ -35,7 +37,7 @@ def load_token(file: str | None, env: str | None, field: str = "source.http.auth
         token = os.environ.get(env, "").strip()
         where = f"the environment variable {env}"
     if not token:
-        raise ValueError(f"{field}: {where} is empty (put the token in it)")
+        raise errors.SpecError(field, f"{where} is empty", "put the token in it")
     return token
 
 
