@@ -81,6 +81,20 @@ edges:
   - {{from: work, to: file, chain: false}}
 """
 
+HTTP_PIPELINE = """
+name: hcuts
+controller: {{intervalSeconds: 0.5}}
+buffers: {{durability: sync}}
+vertices:
+  - name: in
+    source: {{http: {{port: {port}}}}}
+    replicas: 1
+    kpa: {{min-scale: 1}}
+  - {{name: file, sink: {{file: {{path: out.jsonl}}}}}}
+edges:
+  - {{from: in, to: file, chain: false}}
+"""
+
 JETSTREAM_PIPELINE = """
 name: jcuts
 limits: {{readBatchSize: 100}}
@@ -114,9 +128,31 @@ def start(spec: Path, run_dir: Path) -> subprocess.Popen[str]:
     return tidal(*args, start_new_session=True)
 
 
+def descendants(pid: int) -> list[int]:
+    """Every process started under ``pid``, also those in sessions of their own (the HTTP source's
+    receivers and activators), read from /proc."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            children.setdefault(parent, []).append(int(stat.parent.name))
+    found, todo = [], [pid]
+    while todo:
+        kids = children.get(todo.pop(), [])
+        found += kids
+        todo += kids
+    return found
+
+
 def kill_all(proc: subprocess.Popen[str]) -> str:
-    """SIGKILL the run's whole session (driver, JVM, Python workers): nothing of it may write
-    after the cut."""
+    """SIGKILL the run's whole session (driver, JVM, Python workers) and every process it started
+    in a session of its own: nothing of it may write after the cut. All are stopped first, so none
+    acts on another's death."""
+    tree = [proc.pid, *descendants(proc.pid)]
+    for sig in (signal.SIGSTOP, signal.SIGKILL):
+        for pid in tree:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
     out, _ = proc.communicate(timeout=60)
@@ -293,3 +329,102 @@ def test_under_sync_a_jetstream_source_loses_nothing_it_acknowledged_through_pow
 
     run_to_the_end(spec, run_dir, every_message_once, "every stream message in the file sink after the cuts")
     assert asyncio.run(consumer()) == (0, 0)  # and every one of them acknowledged
+
+
+class _Client:
+    """POSTs requests of 10 messages, each with its own idempotency key, to the HTTP source for as
+    long as it runs, through the cuts (a refused connection is no answer); keeps the keys of
+    every request answered 2xx: those messages must survive."""
+
+    def __init__(self, url: str) -> None:
+        import threading
+
+        self.url = url
+        self.acknowledged: set[str] = set()
+        self.sent = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def __enter__(self) -> _Client:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(120)
+
+    def _loop(self) -> None:
+        import json
+        import time
+        import urllib.error
+        import urllib.request
+
+        while not self._stop.is_set():
+            key = f"r{self.sent}"
+            self.sent += 1
+            body = json.dumps([{"n": j} for j in range(10)]).encode()
+            request = urllib.request.Request(
+                self.url, data=body, headers={"Content-Type": "application/json", "Idempotency-Key": key}
+            )
+            try:
+                with urllib.request.urlopen(request, timeout=30) as answer:
+                    if 200 <= answer.status < 300:
+                        self.acknowledged |= {f"{key}/{j}" for j in range(10)}
+            except (OSError, ValueError):  # down, cut, refused or 5xx: not acknowledged
+                time.sleep(0.2)
+
+
+def test_under_sync_an_http_source_loses_no_request_it_answered_2xx_through_power_cuts(tmp_path, fs):
+    """A 2xx says the request's messages are stored: the client will not send them again. So every
+    message of every 2xx'd request must reach the sink, once, whatever the cuts dropped."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    spec = tmp_path / "hcuts.yaml"
+    spec.write_text(HTTP_PIPELINE.format(port=port))
+    run_dir = tmp_path / "mnt" / "run"
+    rng = random.Random(60)
+    client = _Client(f"http://127.0.0.1:{port}/").__enter__()
+    proc = None
+    try:
+        for n in range(cuts(3)):
+            proc = start(spec, run_dir)
+            target = len(client.acknowledged) + rng.randint(50, 400)
+
+            def answered(target: int = target) -> None:
+                assert len(client.acknowledged) >= target, (len(client.acknowledged), target)
+
+            eventually(answered, 300, f"cut {n + 1}: {target} messages answered 2xx", proc=proc, poll=0.1)
+            kill_all(proc)
+            assert fs.cut().get("dirty_bytes") is not None
+            fs.remount()
+        last = proc = start(spec, run_dir)
+        more = len(client.acknowledged) + 100
+
+        def answered_again() -> None:
+            assert len(client.acknowledged) >= more, (len(client.acknowledged), more)
+
+        eventually(answered_again, 300, "more requests answered after the cuts", proc=last, poll=0.2)
+    except BaseException:
+        if proc is not None and proc.poll() is None:
+            kill_all(proc)  # nothing of a failed test's run stays behind
+        raise
+    finally:
+        client.__exit__()
+    acknowledged = set(client.acknowledged)
+
+    def every_answered_message_once() -> None:
+        ids = ids_of(delivered(run_dir / "out.jsonl"))
+        assert len(ids) == len(set(ids)), ("duplicated", len(ids) - len(set(ids)))
+        missing = acknowledged - set(ids)
+        assert not missing, (len(missing), sorted(missing)[:5])
+
+    try:
+        eventually(every_answered_message_once, 300, "every 2xx'd message in the sink", proc=last, poll=1)
+    finally:
+        last.send_signal(signal.SIGTERM)
+        out, _ = last.communicate(timeout=120)
+    assert "Traceback" not in out, out
+    every_answered_message_once()
