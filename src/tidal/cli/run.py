@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import sqlite3
 import sys
 import time
 from pathlib import Path
@@ -32,6 +33,7 @@ from rich.markup import escape
 from tidal import errors
 from tidal.cli import interrupts
 from tidal.cli.spark_log import spark_output_to
+from tidal.isb.durability import disk_full
 
 __all__ = ["default_run_dir", "run_pipeline"]
 
@@ -347,10 +349,18 @@ def _run(
         console.print(f"[red]the cluster cannot run this pipeline[/]: {escape(str(exc))}")
         status = 1
         drain = False
-    except errors.PipelineError as exc:
+    except (errors.PipelineError, OSError, sqlite3.Error) as exc:
+        if not isinstance(exc, errors.PipelineError) and not disk_full(str(exc)):
+            raise
         console.print(f"[red]pipeline stopped[/]: {escape(str(exc))}")
+        cause = (
+            "the disk is full (the run directory's or a sink's): nothing was acknowledged upstream that "
+            "is not stored; free space"
+            if disk_full(str(exc))
+            else "fix the cause (or add a deadLetter)"
+        )
         console.print(
-            "Nothing after the failed micro-batch was committed: fix the cause (or add a deadLetter) "
+            f"Nothing after the failed micro-batch was committed: {cause} "
             f"and run again with --run-dir {escape(str(run_dir))} to resume from the same messages."
         )
         status = 1
@@ -373,6 +383,9 @@ def _run(
     interrupt = signal.signal(signal.SIGINT, signal.SIG_IGN)  # the report is written whatever comes
     try:
         summary = write_report(run_dir)
+    except OSError as exc:  # a full disk: the run's outcome above stands; the report is what is lost
+        console.print(f"[yellow]the report was not written[/]: {escape(str(exc))}")
+        return status
     finally:
         signal.signal(signal.SIGINT, interrupt)
     console.print(f"report: {escape(str(summary))} (plots: {escape(str(summary.parent))}/*.png)")

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Protocol
 
-__all__ = ["ReplicaStore", "seed_replicas"]
+__all__ = ["DryRunActuator", "ReplicaStore", "seed_replicas"]
 
 
 class ReplicaStore(Protocol):
@@ -36,3 +36,14 @@ def seed_replicas(store: ReplicaStore, vertices: Iterable[tuple[str, int]]) -> N
     for vertex, replicas in vertices:
         if not store.known(vertex):
             store.set_replicas(vertex, replicas)
+
+
+class DryRunActuator:
+    """``--dry-run``'s actuator: the autoscaler's decisions are computed, shown and logged, never
+    applied (a person's writes still are: the controller's ``operator`` port)."""
+
+    def __init__(self) -> None:
+        self.recommended: dict[str, int] = {}
+
+    def set_replicas(self, vertex: str, replicas: int) -> None:
+        self.recommended[vertex] = replicas

@@ -40,6 +40,7 @@ __all__ = [
     "Durability",
     "check_jetstream",
     "check_location",
+    "disk_full",
     "filesystem_of",
     "replace_durably",
     "start_warnings",
@@ -186,3 +187,11 @@ def write_durably(path: str | Path, text: str) -> None:
         out.flush()
         sync_file(out.fileno())
     replace_durably(tmp, target, "sync")
+
+
+_DISK_FULL = ("No space left on device", "[Errno 28]", "database or disk is full")
+
+
+def disk_full(text: str) -> bool:
+    """Whether an error's text says a disk is full (``ENOSPC`` from a file, SQLite's own words)."""
+    return any(words in text for words in _DISK_FULL)

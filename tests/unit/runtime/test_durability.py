@@ -203,3 +203,12 @@ def test_a_segment_a_crash_cut_short_is_refused_at_start_naming_its_file(tmp_pat
         store.open("edge").verify()
     text = str(refused.value)
     assert str(segment) in text and "holds 0 bytes" in text and "--reset" in text, text
+
+
+def test_a_full_disk_is_recognised_in_every_form_it_takes():
+    from tidal.isb.durability import disk_full
+
+    assert disk_full("OSError: [Errno 28] No space left on device: '/run/x'")
+    assert disk_full("IOException: No space left on device")  # Spark's checkpoint, from the JVM
+    assert disk_full("OperationalError: database or disk is full")  # SQLite
+    assert not disk_full("OSError: [Errno 13] Permission denied")

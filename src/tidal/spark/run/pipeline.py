@@ -22,6 +22,7 @@ import functools
 import json
 import logging
 import os
+import sqlite3
 import time
 from collections.abc import Callable
 from dataclasses import asdict
@@ -32,7 +33,7 @@ from tidal import errors
 from tidal.controller import Controller, EventLog, StoreProbe
 from tidal.controller.choose import spec_policies
 from tidal.controller.faults import FAULTS_FILE, FaultLog
-from tidal.controller.replicas import seed_replicas
+from tidal.controller.replicas import DryRunActuator, seed_replicas
 from tidal.isb.base import BufferStore
 from tidal.isb.control import ControlStore
 from tidal.isb.durability import start_warnings
@@ -55,21 +56,11 @@ from tidal.spec.chains import folded, plan_chains
 if TYPE_CHECKING:
     from tidal.request.path import RequestPath
 
-__all__ = ["DryRunActuator", "PipelineRun", "VertexStatus"]
+__all__ = ["PipelineRun", "VertexStatus"]
 
 log = logging.getLogger("tidal.pipeline")
 
 WARM_UP_LIMIT = 60.0  # seconds after which the controller decides even if a query ran no batch
-
-
-class DryRunActuator:
-    """``--dry-run``: decisions are computed, shown and logged, never applied."""
-
-    def __init__(self) -> None:
-        self.recommended: dict[str, int] = {}
-
-    def set_replicas(self, vertex: str, replicas: int) -> None:
-        self.recommended[vertex] = replicas
 
 
 class PipelineRun:
@@ -383,16 +374,18 @@ class PipelineRun:
         zero wakes for what is left), then the controller, then every other query between two
         micro-batches, and only then the final status, counted from what the batches committed.
         Idempotent: a second call (a second Ctrl-C) stops at once and still writes the status.
-        ``keep_spark``: leave the Spark session running and return it (a restart runs the next
-        spec in it)."""
+        ``keep_spark``: leave the Spark session running and return it (for the next spec)."""
         if self._released:
             return None
         for path in self.requests.values():  # HTTP sources: the activator and receivers close first
             path.stop()
         sources = [v.name for v in self.spec.vertices if v.source is not None]
         for name in sources:
-            if self.control is not None:
-                self.control.set_closing(name, True)
+            try:  # a store that cannot be written (a full disk) must not stop the stop
+                if self.control is not None:
+                    self.control.set_closing(name, True)
+            except (OSError, sqlite3.Error) as exc:
+                log.warning("could not mark source %s closed: %s", name, exc)
             self._stop_query(name)
         if drain and self.controller is not None and self.buffers is not None:
             deadline = time.monotonic() + drain_timeout
