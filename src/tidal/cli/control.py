@@ -19,6 +19,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from tidal import errors
+
 __all__ = ["apply", "get_scale", "pause", "resume", "scale"]
 
 MANAGER = "tidal-cli"  # Kubernetes' fieldManager: who wrote it, in the run's events
@@ -77,7 +79,7 @@ def _call(
 def _run(console: Console, action: Any) -> int:
     try:
         return int(action())
-    except (_Refused, OSError, ValueError) as exc:
+    except (_Refused, errors.TidalError, OSError, ValueError) as exc:
         console.print(f"[red]refused[/]: {escape(str(exc))}")
         return 1
 

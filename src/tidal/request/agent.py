@@ -178,7 +178,7 @@ def _handler(agent: Agent) -> type[BaseHTTPRequestHandler]:
                     self._answer(HTTPStatus.OK if found else HTTPStatus.NOT_FOUND, {"found": found})
                 else:
                     self._answer(HTTPStatus.NOT_FOUND, {"error": f"no {self.path}"})
-            except (ValueError, TypeError, KeyError) as exc:
+            except (errors.TidalError, ValueError, TypeError, KeyError) as exc:  # refused, naming the fix
                 self._answer(HTTPStatus.BAD_REQUEST, {"error": str(exc)})
             except RuntimeError as exc:
                 self._answer(HTTPStatus.INTERNAL_SERVER_ERROR, {"error": str(exc)})
