@@ -25,7 +25,7 @@ Both run on the same local SparkSession (``local[2]``), alternating, ``REPEATS``
 20M msg/s and admits one batch's worth; ``rate-micro-batch`` makes a batch of that size at every
 trigger), so the figure is capacity at equal batch size.
 
-Both build payloads with :func:`tidal.spark.batch.readers.generator_payloads` (Arrow kernels) and
+Both build payloads with :func:`tidal.spark.sources.generator.generator_payloads` (Arrow kernels) and
 call ``upper`` once per message, so the Python work per message is the same.
 
 Throughput = messages finished by the last step over a window after a warm-up. A second
