@@ -62,8 +62,15 @@ class SegmentFiles:
         import pyarrow as pa
 
         path = self.directory / str(seq)
-        with pa.OSFile(str(path), "r") as source:  # FileNotFoundError: trimmed meanwhile
-            data = source.read_buffer()
+        try:
+            with pa.OSFile(str(path), "r") as source:
+                data = source.read_buffer()
+        except OSError:
+            if path.exists():
+                raise
+            # Trimmed meanwhile (the caller reads again past it), whichever call found it gone:
+            # pyarrow's open, or its stat of the open file on a file system that forgets the name.
+            raise FileNotFoundError(str(path)) from None
         if data.size != size:
             raise self._damaged(path, f"holds {data.size} bytes", size)
         return data
