@@ -142,7 +142,8 @@ class UdfError(TidalError):
 
 
 class SourceError(TidalError):
-    """A user-defined source raised."""
+    """A user-defined source raised, or a source cannot be read safely as configured (a JetStream
+    consumer that does not acknowledge each message explicitly)."""
 
 
 class PipelineError(TidalError):

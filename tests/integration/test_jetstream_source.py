@@ -116,3 +116,45 @@ def test_a_bad_stream_name_is_refused_naming_the_field():
                 "edges": [{"from": "in", "to": "out"}],
             }
         )
+
+
+def _source(url: str, stream: str, consumer: str) -> Any:
+    from tidal.spark.sources.jetstream import JetStreamSource
+
+    return JetStreamSource({"url": url, "stream": stream}, consumer, "vertices[0].source.jetstream")
+
+
+def test_a_batch_a_crashed_run_fetched_and_never_stored_is_not_acknowledged_by_the_next_run(nats_server):
+    """The power cut that lost 300 messages: run A fetches a batch and dies before storing it; run
+    B fetches what came after and acknowledges it. Only B's messages may count as acknowledged: A's
+    stay pending, for the server to deliver again once their ack wait runs out."""
+    url, stream, consumer = nats_server.url, "crashed", "tidal-crashed"
+    _publish(url, stream, 1, 5, create=True)
+    crashed = _source(url, stream, consumer)
+    assert [m[0] for m in crashed.read(5)] == ["1", "2", "3", "4", "5"]  # fetched, never stored
+    _publish(url, stream, 6, 8)
+    restarted = _source(url, stream, consumer)
+    batch = restarted.read(100)
+    assert [m[0] for m in batch] == ["6", "7", "8"]
+    restarted.ack([m[0] for m in batch])
+
+    async def work(js: Any) -> Any:
+        return await js.consumer_info(stream, consumer)
+
+    info = _nats(url, work)
+    assert (info.num_pending, info.num_ack_pending) == (0, 5)
+    assert info.ack_floor.stream_seq == 0  # nothing before the crashed batch's first message is acknowledged
+
+
+def test_an_existing_consumer_that_acknowledges_all_at_once_is_refused_naming_the_fix(nats_server):
+    from nats.js.api import AckPolicy, ConsumerConfig
+
+    url, stream, consumer = nats_server.url, "ackall", "theirs"
+    _publish(url, stream, 1, 3, create=True)
+
+    async def work(js: Any) -> None:
+        await js.add_consumer(stream, ConsumerConfig(durable_name=consumer, ack_policy=AckPolicy.ALL))
+
+    _nats(url, work)
+    with pytest.raises(errors.SourceError, match=r"'all'.*nats consumer rm.*source\.jetstream\.consumer"):
+        _source(url, stream, consumer).read(3)

@@ -11,9 +11,14 @@ replicas admit, stores the messages in the vertex's staging buffer (synced under
   consumer's ``ack_wait``, or at once to the restarted run), and the staging buffer stores each id
   once. Nothing is acknowledged before it is on Tidal's disk.
 - **The consumer** is durable, named ``consumer`` or ``tidal-<pipeline>-<vertex>-<stream>``
-  (Numaflow's is ``numaflow-…``), with ``AckPolicy.ALL``: one acknowledgement per batch, of its
-  last message, acknowledges the batch. A restart goes on from what the consumer acknowledged; a
-  consumer of that name that already exists is used as it is (its own policies then hold).
+  (Numaflow's is ``numaflow-…``), with ``AckPolicy.EXPLICIT``: each stored message is acknowledged
+  on its own (sent together, the last one waited for). Not ``AckPolicy.ALL``, whose one
+  acknowledgement per batch also acknowledges every earlier message still pending: a batch
+  fetched by a run that died before storing it would be acknowledged by the next run's first
+  batch, and lost (the power-cut test lost 300 messages that way). A restart goes on from what
+  the consumer acknowledged. A consumer of that name that already exists is used as it is (its
+  own filter, deliver policy and ack wait then hold), unless it acknowledges other than
+  explicitly: that one is refused, with the fix in the message.
 - **Pending** is the consumer's ``num_pending`` (in the stream, not yet delivered) plus
   ``num_ack_pending`` (delivered, not yet acknowledged): what Numaflow's source reports as its
   pending for scaling. A server that does not answer makes it "not available", and the controller
@@ -30,6 +35,7 @@ import json
 from typing import Any
 
 from tidal import contracts
+from tidal.errors import SourceError
 from tidal.isb.background_loop import BackgroundLoop
 from tidal.spark.batch.clients import expand_env
 from tidal.spark.batch.config import QueryConfig
@@ -91,14 +97,15 @@ class JetStreamSource:
         )
         self._js = self._nc.jetstream(timeout=TIMEOUT)
         try:
-            await self._js.consumer_info(s["stream"], self.consumer)
+            info = await self._js.consumer_info(s["stream"], self.consumer)
+            _explicit(info.config.ack_policy, self.consumer, self.where)
         except NotFoundError:
             subjects = s.get("filter_subjects") or None
             await self._js.add_consumer(
                 s["stream"],
                 ConsumerConfig(
                     durable_name=self.consumer,
-                    ack_policy=AckPolicy.ALL,
+                    ack_policy=AckPolicy.EXPLICIT,
                     deliver_policy=DeliverPolicy(s.get("deliver_policy") or "all"),
                     ack_wait=ACK_WAIT_SECONDS,
                     max_ack_pending=MAX_ACK_PENDING,
@@ -135,17 +142,37 @@ class JetStreamSource:
         return out
 
     def ack(self, offsets: Any) -> None:
-        """Acknowledge every delivered message up to the last of ``offsets`` (``AckPolicy.ALL``)."""
+        """Acknowledge each of ``offsets`` (``AckPolicy.EXPLICIT``), and wait for the server to
+        have processed them (it handles one connection's messages in order, so the reply to the
+        last one comes after the others)."""
         known = [self._unacked.pop(str(o)) for o in offsets if str(o) in self._unacked]
-        if not known:
-            return
-        last = max(known, key=lambda m: m.metadata.sequence.consumer)
-        self._run(last.ack_sync(timeout=TIMEOUT))
+        if known:
+            self._run(_ack_all(known), TIMEOUT * 2)
 
     def pending(self) -> float | None:
         self._connect()
         info = self._run(self._js.consumer_info(self.settings["stream"], self.consumer))
         return float((info.num_pending or 0) + (info.num_ack_pending or 0))
+
+
+async def _ack_all(messages: list[Any]) -> None:
+    for m in messages[:-1]:
+        await m.ack()
+    await messages[-1].ack_sync(timeout=TIMEOUT)
+
+
+def _explicit(policy: Any, consumer: str, where: str) -> None:
+    from nats.js.api import AckPolicy
+
+    if policy not in (AckPolicy.EXPLICIT, None):
+        named = getattr(policy, "value", policy)
+        raise SourceError(
+            f"{where}: the consumer {consumer!r} exists with ack_policy {named!r}; "
+            "Tidal acknowledges each message once it is stored, which needs ack_policy 'explicit' "
+            "('all' acknowledges messages a crashed run fetched and never stored; 'none' loses them "
+            "on any crash). Delete the consumer (`nats consumer rm <stream> <consumer>`) and Tidal "
+            "creates it, or name another in source.jetstream.consumer."
+        )
 
 
 def consumer_name(config: QueryConfig) -> str:
