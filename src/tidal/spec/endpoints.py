@@ -13,6 +13,7 @@ from pydantic import Field, field_validator, model_validator
 
 from tidal.spec.base import Model as _Model
 from tidal.spec.http import HttpSourceSpec
+from tidal.spec.retry import OnFailure, RetryStrategySpec
 from tidal.spec.shapes import LoadShape, Shape
 
 __all__ = [
@@ -174,7 +175,12 @@ SINK_KINDS = ("log", "file", "blackhole", "user", "parquet", "delta", "kafka", "
 class SinkSpec(_Model):
     """``sink:`` (and a UDF's ``deadLetter``): exactly one of log, file, blackhole, user,
     parquet, delta, kafka, pynumaflow (a Numaflow SDK ``Sinker`` or sink function,
-    :mod:`tidal.spark.sinks.pynumaflow`: at least once)."""
+    :mod:`tidal.spark.sinks.pynumaflow`: at least once).
+
+    Numaflow's failure routing (:mod:`tidal.spark.sinks.routes`): ``retryStrategy``, a
+    ``fallback`` sink for what the sink refused after its retries (or answered "fallback"), an
+    ``onSuccess`` sink for what a pynumaflow sink answered "on success". Neither of those two
+    may have its own (Numaflow's ``AbstractSink``)."""
 
     log: dict[str, Any] | None = None
     file: dict[str, Any] | None = None
@@ -184,6 +190,9 @@ class SinkSpec(_Model):
     delta: TableSinkSpec | None = None
     kafka: KafkaSinkSpec | None = None
     pynumaflow: str | Callable[..., Any] | None = None
+    retry_strategy: RetryStrategySpec | None = None
+    fallback: SinkSpec | None = None
+    on_success: SinkSpec | None = None
 
     @model_validator(mode="after")
     def _exactly_one(self) -> SinkSpec:
@@ -192,7 +201,24 @@ class SinkSpec(_Model):
             raise ValueError(f"a sink needs exactly one of {', '.join(SINK_KINDS)} (got {chosen or 'none'})")
         if self.file is not None and not isinstance(self.file.get("path"), str):
             raise ValueError("file sink needs path: a file name for the JSON lines")
+        for name, other in (("fallback", self.fallback), ("onSuccess", self.on_success)):
+            if other is not None and other.routed:
+                raise ValueError(
+                    f"{name}: a {name} sink cannot have its own retryStrategy, fallback or onSuccess "
+                    "(Numaflow's AbstractSink): remove them from it"
+                )
+        strategy = self.retry_strategy
+        if strategy is not None and strategy.on_failure == OnFailure.FALLBACK and self.fallback is None:
+            raise ValueError(
+                "retryStrategy.onFailure is fallback but no fallback sink is given: add sink.fallback, "
+                "or choose onFailure retry or drop"
+            )
         return self
+
+    @property
+    def routed(self) -> bool:
+        """Whether Numaflow's failure routing applies (a retry strategy, a fallback or onSuccess)."""
+        return self.retry_strategy is not None or self.fallback is not None or self.on_success is not None
 
     @property
     def kind(self) -> str:

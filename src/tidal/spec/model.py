@@ -199,6 +199,11 @@ class UdfSpec(_Model):
             raise ValueError("a reduce takes a window at a time: remove batch: arrow and deadLetter")
         if self.pynumaflow is not None and self.batch == "arrow":
             raise ValueError("a pynumaflow handler takes one Datum at a time: remove batch: arrow")
+        if self.dead_letter is not None and self.dead_letter.routed:
+            raise ValueError(
+                "deadLetter: a dead letter has no retryStrategy, fallback or onSuccess (a vertex's "
+                "sink does): remove them"
+            )
         if self.reference and self.engine == "python":
             raise ValueError(
                 "reference tables are for sql and dataframe steps; a Python function reads its own"

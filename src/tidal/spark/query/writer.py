@@ -191,6 +191,7 @@ class VertexWriter(DataSourceStreamArrowWriter):
             takes_times = getattr(sink, "takes_times", False)
             sink_part = sink.write(ids, payloads, times=times) if takes_times else sink.write(ids, payloads)
             sample = time_sample(times.to_numpy())
+            steps[tail].dropped += getattr(sink_part, "dropped", 0)  # a routed sink's, after its retries
         dead_parts: list[Any] = []
         for i, letters in enumerate(dead):
             steps[i].dead = len(letters)

@@ -89,5 +89,28 @@ def build_sink(spec: SinkSpec, vertex: str, run_dir: str | Path, at: str, role: 
     ``role`` is ``sink`` or ``dead-letter``, which keep separate state). The file, Parquet and
     Delta sinks commit a batch only once its bytes and names are on the disk, whatever
     ``buffers.durability`` says: a sink must never hold a torn batch after a power cut, and a
-    sync per file per batch costs little next to writing it."""
-    return SINKS[spec.kind].build(spec, SinkPlace(vertex, str(run_dir), at, role))
+    sync per file per batch costs little next to writing it.
+
+    A spec with a ``retryStrategy``, ``fallback`` or ``onSuccess`` is built as a
+    :class:`~tidal.spark.sinks.routes.RoutedSink` over its sinks (roles ``fallback`` and
+    ``on-success`` keep their own state)."""
+    place = SinkPlace(vertex, str(run_dir), at, role)
+    sink = SINKS[spec.kind].build(spec, place)
+    if not spec.routed:
+        return sink
+    from tidal.spark.sinks.routes import RoutedSink
+    from tidal.spec.retry import RetryStrategySpec
+
+    def other(other: SinkSpec | None, name: str, role: str) -> Sink | None:
+        if other is None:
+            return None
+        return SINKS[other.kind].build(other, SinkPlace(vertex, str(run_dir), f"{at}.{name}", role))
+
+    return RoutedSink(
+        sink,
+        other(spec.fallback, "fallback", "fallback"),
+        other(spec.on_success, "onSuccess", "on-success"),
+        spec.retry_strategy or RetryStrategySpec(),
+        place.state_dir(),
+        at,
+    )

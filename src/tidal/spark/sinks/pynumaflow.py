@@ -3,8 +3,10 @@
 It gets the task's messages as pynumaflow sink ``Datum`` objects, ``id`` the message's id, and
 each message's source time as its event time. A response that is not a success fails the task,
 with the handler's error: the micro-batch replays, so a pynumaflow sink is **at least once** (as
-Numaflow's is), and the ids let it de-duplicate. ``Response.as_fallback`` is a failure too:
-Tidal has no fallback sink (the handler, :mod:`tidal.spark.query.pynumaflow`).
+Numaflow's is), and the ids let it de-duplicate. With a ``retryStrategy``, ``fallback`` or
+``onSuccess`` on the sink (:mod:`tidal.spark.sinks.routes`), :meth:`PynumaflowSink.answer` says
+per message instead: failures are retried, ``Response.as_fallback`` goes to the fallback sink,
+``Response.as_on_success`` to the onSuccess sink (the handler, :mod:`tidal.spark.query.pynumaflow`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 
 from tidal.spark.batch.clients import bases, run_async
 from tidal.spark.sinks.connector import Sink, SinkPlace
+from tidal.spark.sinks.routes import Answers
 from tidal.spec.model import SinkSpec
 from tidal.spec.validate import resolve
 
@@ -35,13 +38,53 @@ class PynumaflowSink:
         if not callable(self._handler):
             raise TypeError(f"{path}: {type(obj).__name__} is not a pynumaflow sink handler")
 
+    def answer(self, ids: Any, payloads: Any, times: Any = None) -> Answers:
+        """The handler's responses, per position: failed, to the fallback, or on success (with the
+        response's message's value, if it gave one). A missing or unknown id fails the task."""
+        id_list, responses = self._call(ids, payloads, times)
+        by_id = {r.id: r for r in responses}
+        missing = [i for i in id_list if i not in by_id]
+        if missing:
+            raise RuntimeError(
+                f"{self._path}: no response for {len(missing)} message(s), the first {missing[0]!r}"
+            )
+        said = Answers()
+        for n, message_id in enumerate(id_list):
+            r = by_id[message_id]
+            if r.fallback:
+                said.fallback.append(n)
+            elif r.on_success:
+                said.on_success.append((n, r.on_success_msg.value if r.on_success_msg is not None else None))
+            elif not r.success:
+                said.failed.append(n)
+                said.error = said.error or str(r.err or "failed")
+        return said
+
     def write(self, ids: Any, payloads: Any, errors: Any = (), times: Any = None) -> None:
+        id_list, responses = self._call(ids, payloads, times)
+        if not id_list:
+            return
+        failed = [r for r in responses if not r.success]
+        answered = {r.id for r in responses}
+        missing = [i for i in id_list if i not in answered]
+        if failed or missing:
+            first = failed[0] if failed else None
+            reason = (
+                f"{len(failed)} message(s) failed, the first {first.id!r}: "
+                f"{first.err or 'sent to a fallback sink, and the sink has none (add sink.fallback)'}"
+                if first is not None
+                else f"no response for {len(missing)} message(s), the first {missing[0]!r}"
+            )
+            raise RuntimeError(f"{self._path}: {reason}; the micro-batch will be retried")
+
+    def _call(self, ids: Any, payloads: Any, times: Any) -> tuple[list[str], list[Any]]:
+        """The handler's responses to the messages as pynumaflow ``Datum`` objects."""
         from pynumaflow.sinker import Datum
 
         id_list = ids.to_pylist() if hasattr(ids, "to_pylist") else list(ids)
         values = payloads.to_pylist() if hasattr(payloads, "to_pylist") else list(payloads)
         if not id_list:
-            return
+            return [], []
         now = datetime.now(UTC).timestamp()
         stamps = (
             times.to_pylist() if times is not None and hasattr(times, "to_pylist") else [now] * len(values)
@@ -59,18 +102,7 @@ class PynumaflowSink:
         ]
         call = self._handler(iter(batch))
         responses = run_async(call) if inspect.isawaitable(call) else call
-        failed = [r for r in responses if not r.success]
-        answered = {r.id for r in responses}
-        missing = [i for i in id_list if i not in answered]
-        if failed or missing:
-            first = failed[0] if failed else None
-            reason = (
-                f"{len(failed)} message(s) failed, the first {first.id!r}: "
-                f"{first.err or 'sent to a fallback sink, which Tidal does not have'}"
-                if first is not None
-                else f"no response for {len(missing)} message(s), the first {missing[0]!r}"
-            )
-            raise RuntimeError(f"{self._path}: {reason}; the micro-batch will be retried")
+        return id_list, list(responses)
 
     def commit(self, batch_id: int, parts: Any) -> None:
         return None

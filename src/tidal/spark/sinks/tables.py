@@ -137,6 +137,13 @@ class ParquetSink:
         sync_paths([Path(name) for _, name in out])  # in the task, in parallel: the commit renames
         return out
 
+    def discard(self, parts: Sequence[Any]) -> None:
+        """Remove the temporary files of parts that will not be committed (a routed replay)."""
+        for part in parts:
+            for _, tmp in part or ():
+                with contextlib.suppress(FileNotFoundError):
+                    Path(tmp).unlink()
+
     def commit(self, batch_id: int, parts: Sequence[Any]) -> None:
         files = [pair for part in parts if part for pair in part]
         run = self.run()
