@@ -22,6 +22,7 @@ from pynumaflow.reducer import Messages as ReduceMessages
 from pynumaflow.reducer import Metadata, Reducer
 from pynumaflow.shared.asynciter import NonBlockingIterator
 from pynumaflow.sinker import Datum as SinkDatum
+from pynumaflow.sinker import Message as SinkMessage
 from pynumaflow.sinker import Response, Responses
 from pynumaflow.sourcer import (
     AckRequest,
@@ -111,6 +112,24 @@ def number(keys: list[str], datum: Datum) -> Messages:
     Numaflow's HTTP examples post, for pipelines fed by the generator."""
     parts = datum.value.split()
     return Messages(Message(str(int(parts[1])).encode() if len(parts) > 1 else datum.value))
+
+
+def fallback_sink(datums: Iterator[SinkDatum]) -> Responses:
+    """Numaflow's e2e ``fb-sink-log`` (``TestFallbackSink``): answers every message "fallback",
+    so the sink's ``fallback`` receives each one."""
+    return Responses(*(Response.as_fallback(msg.id) for msg in datums))
+
+
+def on_success_sink(datums: Iterator[SinkDatum]) -> Responses:
+    """Numaflow's e2e ``on-success-log`` (``TestOnSuccessSink``): accepts every message "on
+    success" with the message ``on-success-message``, which the sink's ``onSuccess`` receives."""
+    return Responses(*(Response.as_on_success(msg.id, SinkMessage(b"on-success-message")) for msg in datums))
+
+
+def failing_sink(datums: Iterator[SinkDatum]) -> Responses:
+    """Numaflow's e2e ``sink-failure`` (``TestExponentialBackoffRetryStrategyForPipeline``):
+    refuses every message, so the sink's retry strategy runs out and its ``onFailure`` decides."""
+    return Responses(*(Response.as_failure(msg.id, "the sink refuses everything") for msg in datums))
 
 
 def log_sink(datums: Iterator[SinkDatum]) -> Responses:

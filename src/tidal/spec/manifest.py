@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tidal import errors
-from tidal.spec.manifest_sources import convert_source
+from tidal.spec.manifest_sources import convert_source, seconds
 
 __all__ = ["API_GROUP", "HANDLER_ANNOTATION", "Converted", "convert", "is_manifest"]
 
@@ -52,6 +52,9 @@ _IMAGES = {  # Numaflow's example images → the pynumaflow handler shipped with
     "numaflow-go/reduce-sum": "tidal.examples.numaflow:reduce_sum",
     "numaflow-go/reduce-counter": "tidal.examples.numaflow:reduce_counter",
     "numaflow-python/reduce-counter": "tidal.examples.numaflow:reduce_counter",
+    "numaflow-go/fb-sink-log": "tidal.examples.numaflow:fallback_sink",
+    "numaflow-go/on-success-log": "tidal.examples.numaflow:on_success_sink",
+    "numaflow-go/sink-failure": "tidal.examples.numaflow:failing_sink",
 }
 _TAGS = {
     "tidal.examples.numaflow:even_odd": ["even-tag", "odd-tag"],
@@ -327,9 +330,18 @@ class _Converter:
     def sink(
         self, sink: Mapping[str, Any], at: str, vertex: str, annotations: Mapping[str, Any]
     ) -> dict[str, Any]:
-        for key in ("fallback", "onSuccess", "retryStrategy"):
-            if key in sink:
-                self.skip(f"{at}.{key}", _WHY[key])
+        out = self.sink_kind(sink, at, vertex, annotations)
+        for key in ("fallback", "onSuccess"):
+            if sink.get(key):  # its handler is mapped by image, or by "<vertex>.<key>" in a handlers file
+                out[key] = self.sink_kind(sink[key], f"{at}.{key}", f"{vertex}.{key}", {})
+        if sink.get("retryStrategy"):
+            out["retryStrategy"] = retry_strategy(sink["retryStrategy"], f"{at}.retryStrategy")
+        return out
+
+    def sink_kind(
+        self, sink: Mapping[str, Any], at: str, vertex: str, annotations: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """The kind of a sink (or of its fallback or onSuccess sink), without its routing."""
         if "log" in sink:
             return {"log": {}}
         if "blackhole" in sink:
@@ -344,12 +356,15 @@ class _Converter:
         if "udsink" in sink:
             container = (sink.get("udsink") or {}).get("container") or {}
             runs = ("sink", "sink", "module:handler (a pynumaflow Sinker or sink function)")
-            return {
-                "pynumaflow": self.container_handler(
-                    container, f"{at}.udsink.container", vertex, annotations, runs
-                )
-            }
-        known = ", ".join(sorted(sink)) or "none"
+            handler = self.container_handler(container, f"{at}.udsink.container", vertex, annotations, runs)
+            for key in container:
+                if key not in ("image", "imagePullPolicy"):
+                    self.skip(
+                        f"{at}.udsink.container.{key}",
+                        _WHY.get(key, "a container setting: the handler runs in Spark"),
+                    )
+            return {"pynumaflow": handler}
+        known = ", ".join(sorted(k for k in sink if k not in _ROUTING)) or "none"
         raise errors.SpecError(at, f"no sink Tidal runs (got {known})", "use log, blackhole or kafka")
 
     def edge(self, e: Mapping[str, Any], at: str, renamed: Mapping[str, str]) -> dict[str, Any]:
@@ -367,6 +382,24 @@ class _Converter:
         return out
 
 
+_ROUTING = ("fallback", "onSuccess", "retryStrategy")
+
+
+def retry_strategy(strategy: Mapping[str, Any], at: str) -> dict[str, Any]:
+    """Numaflow's ``retryStrategy`` with its durations in seconds (:mod:`tidal.spec.retry`)."""
+    backoff = dict(strategy.get("backoff") or {})
+    out: dict[str, Any] = {}
+    if "interval" in backoff:
+        out["intervalSeconds"] = seconds(backoff.pop("interval"), f"{at}.backoff.interval")
+    if "cap" in backoff:
+        out["capSeconds"] = seconds(backoff.pop("cap"), f"{at}.backoff.cap")
+    out.update(backoff)  # steps, factor, jitter: as they are
+    converted: dict[str, Any] = {"backoff": out}
+    if "onFailure" in strategy:
+        converted["onFailure"] = strategy["onFailure"]
+    return converted
+
+
 _WHY = {
     "watermark": "Tidal carries source times, not Numaflow's watermarks (a handler's Datum.watermark is "
     "its batch's earliest source time)",
@@ -379,9 +412,6 @@ _WHY = {
     "readTimeout": "Tidal reads on a processing-time trigger (limits.triggerSeconds)",
     "concurrency": "a replica is one Spark task, which processes its range in order",
     "rateLimit": "not implemented by Tidal",
-    "fallback": "no fallback sink: a failing write fails the batch, which replays",
-    "onSuccess": "no on-success sink",
-    "retryStrategy": "a failing write fails the batch, which Spark retries",
     "env": "environment variables: set them for the run (the handler reads the driver's and executors')",
     "resources": "Spark's executors size the work (cluster: executorCores, executorMemory)",
 }

@@ -140,7 +140,7 @@ def test_a_udsource_container_runs_as_the_pynumaflow_sourcer_mapped_to_it():
     data = manifest.convert(m).data  # numaflow-rs/simple-source: the SDK's simple source
     assert data["source"] == {"pynumaflow": "tidal.examples.numaflow:SimpleSource"}
     assert data["transformer"] == {"pynumaflow": "tidal.examples.numaflow:cat"}
-    assert data["sink"] == {"log": {}}
+    assert data["sink"] == {"log": {}, "fallback": {"pynumaflow": "tidal.examples.numaflow:fallback_sink"}}
     assert parse_pipeline(data).vertices[0].source.staged
 
 
@@ -215,3 +215,42 @@ def test_a_jetstream_source_converts_with_its_secrets_from_the_environment_and_t
     m["spec"]["vertices"][0]["source"]["jetstream"]["tls"] = {"insecureSkipVerify": True}
     with pytest.raises(errors.SpecError, match=r"source\.jetstream\.tls: TLS .* not supported"):
         manifest.convert(m)
+
+
+def _e2e(name: str) -> dict:
+    return yaml.safe_load((EXAMPLES / "e2e" / f"{name}.yaml").read_text())
+
+
+def test_numaflows_e2e_retry_strategy_converts_with_its_durations_in_seconds():
+    """numaproj/numaflow test/e2e/testdata/simple-pipeline-with-retry-strategy.yaml."""
+    sink = (
+        parse_pipeline(manifest.convert(_e2e("simple-pipeline-with-retry-strategy")).data)
+        .vertex("output")
+        .sink
+    )
+    assert sink.pynumaflow == "tidal.examples.numaflow:failing_sink"
+    backoff = sink.retry_strategy.backoff
+    assert (backoff.interval_seconds, backoff.steps, backoff.factor, backoff.cap_seconds, backoff.jitter) == (
+        1.0,
+        2,
+        2.0,
+        3.0,
+        0.0,
+    )
+    assert sink.retry_strategy.on_failure == "drop"
+
+
+@pytest.mark.parametrize(
+    ("name", "route"), [("simple-fallback", "fallback"), ("simple-on-success", "onSuccess")]
+)
+def test_numaflows_e2e_fallback_and_on_success_sinks_convert(name, route):
+    """The redis sinks of Numaflow's e2e tests have no Python handler: a handlers file maps them."""
+    redis = {f"output.{route}": "tidal.examples.numaflow:log_sink"}  # by vertex and route
+    converted = manifest.convert(_e2e(name), redis)
+    sink = converted.data["vertices"][2]["sink"]
+    assert sink[route] == {"pynumaflow": "tidal.examples.numaflow:log_sink"}
+    spec = parse_pipeline(converted.data).vertex("output").sink
+    assert spec.routed and spec.pynumaflow.endswith(
+        "fallback_sink" if route == "fallback" else "on_success_sink"
+    )
+    assert f"spec.vertices[2].sink.{route}.udsink.container.env" in "\n".join(converted.ignored)

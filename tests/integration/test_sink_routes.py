@@ -1,0 +1,93 @@
+"""Numaflow's sink failure routing on Spark: its e2e fallback and on-success sinks as they
+stand, and a sink that refuses 40 % of its writes with a fallback behind it — every message in
+exactly one of the two, none lost."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tidal.spark.run.pipeline import PipelineRun
+from tidal.spec import parse_pipeline
+from tidal.testing import delivered, ids_of
+
+from .waits import eventually
+
+pytestmark = pytest.mark.spark
+
+N = 600
+
+
+def _spec(sink: dict[str, Any], batch: int = 50) -> Any:
+    return parse_pipeline(
+        {
+            "name": "routes",
+            "limits": {"readBatchSize": batch},
+            "vertices": [
+                {"name": "in", "source": {"generator": {"rate": 300, "maxMessages": N, "msgSize": 20}}},
+                {"name": "cat", "udf": {"map": "tidal.examples.udfs:upper"}},
+                {"name": "out", "scale": {"max": 2}, "sink": sink},
+            ],
+            "edges": [{"from": "in", "to": "cat"}, {"from": "cat", "to": "out"}],
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    ("handler", "route"),
+    [
+        ("tidal.examples.numaflow:fallback_sink", "fallback"),
+        ("tidal.examples.numaflow:on_success_sink", "onSuccess"),
+    ],
+)
+def test_numaflows_e2e_fallback_and_on_success_sinks_get_every_message_once(spark, tmp_path, handler, route):
+    """Numaflow's TestFallbackSink and TestOnSuccessSink: a udsink that answers every message
+    "fallback" (or "on success"); the routed sink holds every one, once."""
+    spec = _spec({"pynumaflow": handler, route: {"file": {"path": "routed.jsonl"}}})
+
+    def all_routed() -> None:
+        run.check()
+        ids = ids_of(delivered(tmp_path / "routed.jsonl"))
+        assert len(ids) == len(set(ids)) and len(ids) >= N, (len(ids), len(set(ids)))
+
+    with PipelineRun(spec, tmp_path, spark=spark, trigger_seconds=0.25) as run:
+        eventually(all_routed, 300, f"every message in the {route} sink")
+    assert len(ids_of(delivered(tmp_path / "routed.jsonl"))) == N
+
+
+def test_a_sink_refusing_40_percent_of_writes_puts_each_message_in_primary_or_fallback_once(spark, tmp_path):
+    primary = tmp_path / "primary.jsonl"
+    spec = _spec(
+        {
+            "user": {
+                "class": "tidal.examples.sinks:FlakySink",
+                "options": {"path": str(primary), "failure_share": 0.4},
+            },
+            "retryStrategy": {"backoff": {"intervalSeconds": 0.05, "steps": 1}, "onFailure": "fallback"},
+            "fallback": {"file": {"path": "fallback.jsonl"}},
+        },
+        batch=10,  # 60 writes or more: one in six falls back, so some do (all but 1 in 30,000 runs)
+    )
+
+    def read_primary() -> list[str]:
+        if not primary.exists():
+            return []
+        return [json.loads(line)["id"] for line in primary.read_text().splitlines() if line.strip()]
+
+    def every_message_in_one() -> None:
+        run.check()
+        ours, theirs = read_primary(), ids_of(delivered(tmp_path / "fallback.jsonl"))
+        assert len(set(ours) | set(theirs)) >= N, (len(ours), len(theirs))
+
+    with PipelineRun(spec, tmp_path, spark=spark, trigger_seconds=0.25) as run:
+        eventually(every_message_in_one, 300, "every message in the primary or the fallback")
+        dropped = run.control.dropped("out")
+    ours, theirs = read_primary(), ids_of(delivered(tmp_path / "fallback.jsonl"))
+    assert len(ours) == len(set(ours)) and len(theirs) == len(set(theirs))  # no batch replayed: each once
+    assert not set(ours) & set(theirs)  # never in both
+    assert len(ours) + len(theirs) == N and dropped == 0
+    assert theirs, "a write refused twice in a row falls back"
+    assert Path(tmp_path / "sinks" / "out.sink" / "routes.pickle").exists()  # the routing, recorded
