@@ -337,6 +337,7 @@ class Controller:
             upstream_pending=upstream[0],
             upstream_arrived=upstream[1],
             upstream_limit=self._upstream_limit(v.name),
+            sink_retried=sample.sink_retried,
         )
 
     def _upstream_limit(self, name: str) -> float | None:

@@ -39,6 +39,7 @@ from tidal.scaling import (
     wake_from_zero,
     wake_on_path,
 )
+from tidal.scaling.sink_health import SinkHealth
 
 __all__ = ["KpaPolicy", "NumaflowPolicy", "PolicyInput", "VertexPolicy"]
 
@@ -78,6 +79,7 @@ class PolicyInput:
     # what its policy learnt a replica sustains (None: a source, or a feeder whose policy does
     # not learn it). Downstream of a bottleneck, what is pending upstream comes no faster.
     upstream_limit: float | None = None
+    sink_retried: float | None = None  # cumulative message writes its sink retried (None: unknown)
 
     @property
     def arrived(self) -> float | None:
@@ -115,9 +117,12 @@ class NumaflowPolicy(VertexPolicy):
 
     def __init__(self, scale: NumaflowScale) -> None:
         self.scale = scale
+        self.sink = SinkHealth()
 
     def decide(self, view: PolicyInput) -> Decision:
-        obs = self._observation(view)
+        self.sink.record(view.now, view.processed, view.sink_retried)
+        failing = self.sink.retried_share(view.now, self.scale.lookback_seconds)
+        obs = self._observation(view, failing)
         woken = wake_from_zero(self.scale, obs, view.now)
         if woken is not None:
             return woken
@@ -128,7 +133,7 @@ class NumaflowPolicy(VertexPolicy):
         return wake_on_path(self.scale, self._observation(view), view.now, woken)
 
     @staticmethod
-    def _observation(view: PolicyInput) -> VertexObservation:
+    def _observation(view: PolicyInput, sink_failing: float | None = None) -> VertexObservation:
         buffers: tuple[BufferInfo, ...] = ()
         if not view.kind.reads_source:
             now_pending = int(view.pending_now) if view.pending_now is not None else 0
@@ -143,6 +148,7 @@ class NumaflowPolicy(VertexPolicy):
             buffers=buffers,
             read_batch_size=view.read_batch_size,
             started_at=view.started_at,
+            sink_retried_share=sink_failing,
         )
 
 

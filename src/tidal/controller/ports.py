@@ -27,6 +27,7 @@ class ProbeSample:
     # Messages each running replica read so far, by name (Numaflow's getPodReadCounts); None where
     # the runtime does not count per replica. A MonoVertex's rater reads them per pod, as upstream.
     read_counts: Mapping[str, float] | None = None
+    sink_retried: float | None = None  # cumulative message writes its sink retried; None: not counted
 
 
 class Probe(Protocol):

@@ -75,7 +75,16 @@ class StoreProbe:
             if self._slots is not None:  # on a cluster: only the replicas that have a core
                 ready = min(ready, self._slots().get(vertex, ready))
         reads = self._control.read_counts(vertex, replicas)
-        return ProbeSample(float(processed), pending, replicas, ready, busy_seconds=busy, read_counts=reads)
+        retried = float(self._control.sink_retried(vertex))
+        return ProbeSample(
+            float(processed),
+            pending,
+            replicas,
+            ready,
+            busy_seconds=busy,
+            read_counts=reads,
+            sink_retried=retried,
+        )
 
     def _pending_of_source(self, vertex: str) -> float | None:
         report = self._source_pending.get(vertex)

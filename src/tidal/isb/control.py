@@ -128,6 +128,8 @@ class ControlStore:
             if "peak_rss" not in columns:  # what the tasks used: the vertical recommendations' input
                 db.execute("ALTER TABLE batches ADD COLUMN peak_rss REAL")
                 db.execute("ALTER TABLE batches ADD COLUMN cpu REAL")
+            if "retried" not in columns:  # a routed sink's retried writes (tidal.scaling.sink_health)
+                db.execute("ALTER TABLE batches ADD COLUMN retried INTEGER NOT NULL DEFAULT 0")
             db.execute(
                 "CREATE TABLE IF NOT EXISTS replica_reads (vertex TEXT NOT NULL, replica INTEGER NOT NULL, "
                 "count INTEGER NOT NULL, PRIMARY KEY (vertex, replica))"
@@ -218,6 +220,7 @@ class ControlStore:
         peak_rss: float | None = None,
         cpu: float | None = None,
         dropped: int = 0,
+        retried: int = 0,
     ) -> None:
         """A committed micro-batch; recording the same batch again (a replay) replaces it.
 
@@ -245,7 +248,8 @@ class ControlStore:
                 )
             db.execute(
                 "INSERT OR REPLACE INTO batches (vertex, batch_id, tasks, rows, at, written, busy, dead, "
-                "delays, parts, peak_rss, cpu, dropped) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "delays, parts, peak_rss, cpu, dropped, retried) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     vertex,
                     batch_id,
@@ -260,6 +264,7 @@ class ControlStore:
                     peak_rss,
                     cpu,
                     dropped,
+                    retried,
                 ),
             )
             now = time.time()
@@ -310,6 +315,14 @@ class ControlStore:
         committed batches."""
         row = self._store.db.execute(
             "SELECT coalesce(sum(dropped), 0) FROM batches WHERE vertex=?", (vertex,)
+        ).fetchone()
+        return int(row[0])
+
+    def sink_retried(self, vertex: str) -> int:
+        """Message writes its routed sink retried, over its committed batches (a chain's are its
+        head's: the replicas that wrote them)."""
+        row = self._store.db.execute(
+            "SELECT coalesce(sum(retried), 0) FROM batches WHERE vertex=?", (vertex,)
         ).fetchone()
         return int(row[0])
 

@@ -50,6 +50,7 @@ class Rule(StrEnum):
     METRICS_UNAVAILABLE = "metrics-unavailable"
     BUFFER_UNAVAILABLE = "buffer-unavailable"
     RATE_LIMITED = "rate-limited"
+    SINK_FAILING = "sink-failing"  # its sink retries writes: more replicas would not help
     BACK_PRESSURE_DOWNSTREAM = "back-pressure-downstream"
     BACK_PRESSURE_AT_FLOOR = "back-pressure-at-floor"
     # -- KPA ---------------------------------------------------------------------------------

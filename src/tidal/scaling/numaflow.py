@@ -15,6 +15,7 @@ the checks in upstream order:
 10. any partition's rate or pending not available (missing or negative) → leave alone;
 11. desired = 0 only when total pending and total rate are both 0, else the time or buffer model;
 12. rate-limit guard: at ``rateLimit.max`` (× readBatchSize for sources) do not scale up;
+    Tidal's sink guard: a sink retrying ≥ 5 % of its writes → no scale-up (:mod:`.sink_health`);
 13. clamp to ``[min, max]``; 14. outside the bounds → jump at once;
 15. down: ``min(current − desired, replicasPerScaleDown)`` after the down cooldown;
 16. up: direct back pressure → −1 (no down cooldown), downstream back pressure → hold, else
@@ -49,6 +50,8 @@ Deliberate differences from upstream (each also in ``docs/scaling.md``):
   here the policy is the only actor, so a vertex away from a fixed count is moved to it.
 * **No int32 wrap.** Python integers do not overflow; a huge raw value stays huge and is clamped.
 * The lifecycle check has its ``return`` (upstream logs and carries on).
+* **A failing sink is not scaled up** (rule ``sink-failing``, :mod:`tidal.scaling.sink_health`):
+  upstream scales it up on the pending its retries grow (numaproj/numaflow #136).
 """
 
 from __future__ import annotations
@@ -78,6 +81,7 @@ from tidal.scaling.numaflow_estimate import (
 )
 from tidal.scaling.numaflow_scale import NumaflowScale, normalise_scale
 from tidal.scaling.numaflow_zero import wake_from_zero, wake_on_path
+from tidal.scaling.sink_health import FAILING_SHARE
 
 __all__ = [
     "DEFAULT_READ_BATCH_SIZE",
@@ -275,6 +279,16 @@ def decide(
                 desired,
                 inputs,
             )
+
+    failing = obs.sink_retried_share
+    if failing is not None and failing >= FAILING_SHARE and desired > max(current, low):
+        why = (
+            f"sink failing: {failing:.0%} of writes retried over the last {scale.lookback_seconds:.0f} s; "
+            f"more replicas would not help (wanted {desired})"
+        )
+        if current < low:  # min is still honoured, and no more
+            return _move(obs, now, low, Rule.INTO_BOUNDS, f"{current} below min {low}; {why}", low, inputs)
+        return _hold(obs, now, Rule.SINK_FAILING, why, desired, inputs)
 
     clamped = min(max(desired, low), high)
     if current > high or current < low:

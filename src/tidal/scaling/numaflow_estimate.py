@@ -107,6 +107,7 @@ class VertexObservation:
     rate_limit_max: float | None = None  # spec.limits.rateLimit.max
     read_batch_size: int = DEFAULT_READ_BATCH_SIZE
     started_at: float | None = None  # when the controller first saw it: the down cooldown starts there
+    sink_retried_share: float | None = None  # of its sink's writes retried over the lookback
 
 
 class Estimate(NamedTuple):

@@ -71,6 +71,7 @@ class Written(WriterCommitMessage):
     steps: list[Step] | None = None  # each member's share, in chain order
     peak_rss: float | None = None  # the task's Python worker at its most (bytes; None: unknown)
     cpu: float = 0.0  # CPU seconds the task's worker used
+    retried: int = 0  # message writes its routed sink repeated (tidal.spark.sinks.routes)
 
 
 class VertexWriter(DataSourceStreamArrowWriter):
@@ -183,6 +184,7 @@ class VertexWriter(DataSourceStreamArrowWriter):
                 out_payloads.append(payloads)
                 out_times.append(times)
         sink_part = sample = None
+        retried = 0
         if sink is not None:
             ids = pa.concat_arrays(out_ids) if out_ids else pa.array([], pa.string())
             payloads = pa.concat_arrays(out_payloads) if out_payloads else pa.array([], pa.binary())
@@ -192,6 +194,7 @@ class VertexWriter(DataSourceStreamArrowWriter):
             sink_part = sink.write(ids, payloads, times=times) if takes_times else sink.write(ids, payloads)
             sample = time_sample(times.to_numpy())
             steps[tail].dropped += getattr(sink_part, "dropped", 0)  # a routed sink's, after its retries
+            retried = getattr(sink_part, "retried", 0)
         dead_parts: list[Any] = []
         for i, letters in enumerate(dead):
             steps[i].dead = len(letters)
@@ -219,6 +222,7 @@ class VertexWriter(DataSourceStreamArrowWriter):
             steps,
             peak,
             cpu,
+            retried,
         )
 
     def _routing(self, tags: list[tuple[str, ...]] | None, n: int) -> tuple[list[Any], int]:
@@ -343,6 +347,7 @@ class VertexWriter(DataSourceStreamArrowWriter):
             peak_rss=max((m.peak_rss for m in written if m.peak_rss is not None), default=None),
             cpu=sum(m.cpu for m in written),
             dropped=sum(m.steps[0].dropped for m in written if m.steps),
+            retried=sum(m.retried for m in written),
         )
 
     def tasks(self, messages: list[WriterCommitMessage | None], parts: int | None) -> int:
