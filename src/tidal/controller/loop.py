@@ -45,6 +45,7 @@ from tidal.scaling import (
     VertexKind,
     check_back_pressure,
 )
+from tidal.scaling.throttle import ceiling
 from tidal.spec import PipelineSpec, graph, numaflow_scale
 
 __all__ = ["Actuator", "Controller", "DecisionRecorder", "Probe", "ProbeSample"]
@@ -338,7 +339,17 @@ class Controller:
             upstream_arrived=upstream[1],
             upstream_limit=self._upstream_limit(v.name),
             sink_retried=sample.sink_retried,
+            rate_limit=self._rate_limit(v, now),
         )
+
+    def _rate_limit(self, v: VertexState, now: float) -> float | None:
+        """What the vertex's shared rate limit lets through a second now, on its ramp from when
+        the controller first saw the vertex (None: none, or one per replica)."""
+        spec = self.spec.rate_limit(v.name)
+        if spec is None or spec.store != "shared":
+            return None
+        started = v.started_at if v.started_at is not None else now
+        return ceiling(spec.limit, now - started)
 
     def _upstream_limit(self, name: str) -> float | None:
         """What the vertices feeding ``name`` deliver at most a second, where their policies

@@ -80,6 +80,9 @@ class PolicyInput:
     # not learn it). Downstream of a bottleneck, what is pending upstream comes no faster.
     upstream_limit: float | None = None
     sink_retried: float | None = None  # cumulative message writes its sink retried (None: unknown)
+    # The most messages/s its shared rate limit lets through now, on its ramp (None: no limit, or
+    # one per replica, which grows with them): tidal.scaling.throttle.ceiling.
+    rate_limit: float | None = None
 
     @property
     def arrived(self) -> float | None:
@@ -149,6 +152,10 @@ class NumaflowPolicy(VertexPolicy):
             read_batch_size=view.read_batch_size,
             started_at=view.started_at,
             sink_retried_share=sink_failing,
+            # decide() counts a source's limit in reads of readBatchSize (Numaflow's unit)
+            rate_limit_max=None
+            if view.rate_limit is None
+            else view.rate_limit / (view.read_batch_size if view.kind.reads_source else 1),
         )
 
 

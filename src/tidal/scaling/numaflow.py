@@ -14,7 +14,8 @@ the checks in upstream order:
  9. no ready replica → skip;
 10. any partition's rate or pending not available (missing or negative) → leave alone;
 11. desired = 0 only when total pending and total rate are both 0, else the time or buffer model;
-12. rate-limit guard: at ``rateLimit.max`` (× readBatchSize for sources) do not scale up;
+12. rate-limit guard: at ``rateLimit.max`` (× readBatchSize for sources) do not scale up
+    (but below ``min``, go to ``min``: the fix to numaproj/numaflow #3411);
     Tidal's sink guard: a sink retrying ≥ 5 % of its writes → no scale-up (:mod:`.sink_health`);
 13. clamp to ``[min, max]``; 14. outside the bounds → jump at once;
 15. down: ``min(current − desired, replicasPerScaleDown)`` after the down cooldown;
@@ -158,6 +159,16 @@ def _step_toward(
     return _move(obs, now, new, moved, partial(reason, suffix), recommended, inputs)
 
 
+def _no_scale_up(
+    obs: VertexObservation, now: float, rule: Rule, why: str, desired: int, low: int, inputs: Inputs
+) -> Decision:
+    """A guard that forbids scaling up (a rate limit, a failing sink): hold, but below ``min``
+    go to ``min`` and no further (upstream holds below min too: numaproj/numaflow #3411)."""
+    if obs.replicas < low:
+        return _move(obs, now, low, Rule.INTO_BOUNDS, f"{obs.replicas} below min {low}; {why}", low, inputs)
+    return _hold(obs, now, rule, why, desired, inputs)
+
+
 def _fixed_reason(why: str, suffix: str) -> str:
     return f"{why}{suffix}"
 
@@ -270,15 +281,11 @@ def decide(
 
     if obs.rate_limit_max is not None:
         max_rate = obs.rate_limit_max * (obs.read_batch_size if source else 1)
-        if math.ceil(total_rate) >= max_rate and desired > current:
-            return _hold(
-                obs,
-                now,
-                Rule.RATE_LIMITED,
-                f"rate {total_rate:.0f}/s at the rate limit {max_rate:.0f}/s: no scale-up (wanted {desired})",
-                desired,
-                inputs,
+        if math.ceil(total_rate) >= max_rate and desired > max(current, low):
+            why = (
+                f"rate {total_rate:.0f}/s at the rate limit {max_rate:.0f}/s: no scale-up (wanted {desired})"
             )
+            return _no_scale_up(obs, now, Rule.RATE_LIMITED, why, desired, low, inputs)
 
     failing = obs.sink_retried_share
     if failing is not None and failing >= FAILING_SHARE and desired > max(current, low):
@@ -286,9 +293,7 @@ def decide(
             f"sink failing: {failing:.0%} of writes retried over the last {scale.lookback_seconds:.0f} s; "
             f"more replicas would not help (wanted {desired})"
         )
-        if current < low:  # min is still honoured, and no more
-            return _move(obs, now, low, Rule.INTO_BOUNDS, f"{current} below min {low}; {why}", low, inputs)
-        return _hold(obs, now, Rule.SINK_FAILING, why, desired, inputs)
+        return _no_scale_up(obs, now, Rule.SINK_FAILING, why, desired, low, inputs)
 
     clamped = min(max(desired, low), high)
     if current > high or current < low:

@@ -113,6 +113,7 @@ class _Converter:
         self.name = name
         self.handlers = handlers
         self.ignored: list[str] = []
+        self.pipeline_rate_limit: Mapping[str, Any] = {}  # what a vertex's rateLimit inherits
 
     def skip(self, path: str, why: str) -> None:
         self.ignored.append(f"{path}: {why}")
@@ -137,6 +138,7 @@ class _Converter:
             if key in spec:
                 self.skip(f"spec.{key}", _WHY.get(key, "not used by Tidal"))
         out: dict[str, Any] = {"name": self.name}
+        self.pipeline_rate_limit = dict((spec.get("limits") or {}).get("rateLimit") or {})
         limits = self.limits(spec.get("limits") or {}, "spec.limits")
         if limits:
             out["limits"] = limits
@@ -189,8 +191,56 @@ class _Converter:
                 out[key] = value
             elif key == "bufferUsageLimit":
                 out[key] = float(value) / 100.0  # Numaflow: a percentage; Tidal: a fraction
+            elif key == "rateLimit":
+                out[key] = self.rate_limit(value or {}, f"{at}.rateLimit")
             else:
                 self.skip(f"{at}.{key}", _WHY.get(key, "not used by Tidal"))
+        return out
+
+    def vertex_limits(self, limits: Mapping[str, Any], at: str) -> dict[str, Any]:
+        """A vertex's ``limits``: its ``rateLimit``; the rest are the pipeline's in Tidal."""
+        out: dict[str, Any] = {}
+        for key, value in limits.items():
+            if key == "rateLimit":  # Numaflow's mergeLimits: what it leaves out comes from the pipeline's
+                inherited = {
+                    k: self.pipeline_rate_limit[k] for k in _INHERITED if k in self.pipeline_rate_limit
+                }
+                out[key] = self.rate_limit({**inherited, **(value or {})}, f"{at}.rateLimit")
+            else:
+                self.skip(
+                    f"{at}.{key}", "a Tidal vertex's limits are its rateLimit; the rest are spec.limits"
+                )
+        return out
+
+    def rate_limit(self, limit: Mapping[str, Any], at: str) -> dict[str, Any]:
+        """Numaflow's ``rateLimit`` (:mod:`tidal.spec.rate_limit`): durations in seconds, the modes'
+        settings flattened, ``redisStore`` → ``shared``, none or ``inMemoryStore`` → ``perReplica``."""
+        out: dict[str, Any] = {k: limit[k] for k in ("max", "min") if k in limit}
+        if "rampUpDuration" in limit:
+            out["rampUpSeconds"] = seconds(limit["rampUpDuration"], f"{at}.rampUpDuration")
+        modes = dict(limit.get("modes") or {})
+        for mode in ("scheduled", "onlyIfUsed", "goBackN", "relaxed"):  # Numaflow's precedence
+            if mode in modes:
+                out["mode"] = mode
+                body = dict(modes[mode] or {})
+                for key in ("thresholdPercentage", "rampDownPercentage"):
+                    if key in body:
+                        out[key] = body[key]
+                if "coolDownPeriod" in body:
+                    out["coolDownSeconds"] = seconds(
+                        body["coolDownPeriod"], f"{at}.modes.goBackN.coolDownPeriod"
+                    )
+                break
+        store = dict(limit.get("store") or {})
+        out["store"] = "shared" if "redisStore" in store else "perReplica"
+        if "redisStore" in store:
+            self.skip(
+                f"{at}.store.redisStore",
+                "the driver admits every replica's reads: the budget is shared there",
+            )
+        for key in ("resumedRampUp", "ttl"):
+            if key in limit:
+                self.skip(f"{at}.{key}", "a restarted run ramps up from min again")
         return out
 
     def scale(self, scale: Mapping[str, Any], at: str) -> dict[str, Any]:
@@ -223,7 +273,9 @@ class _Converter:
             if key in ("name", "source", "udf", "sink", "scale", "metadata"):
                 continue
             if key == "limits":
-                self.skip(f"{at}.limits", "Tidal's limits are the pipeline's (spec.limits), not per vertex")
+                own = self.vertex_limits(v["limits"] or {}, f"{at}.limits")
+                if own:
+                    out["limits"] = own
             elif key == "partitions" and "groupBy" in (v.get("udf") or {}):
                 out["partitions"] = v["partitions"]  # a reduce vertex's state partitions, fixed as Numaflow's
             elif key == "partitions":
@@ -383,6 +435,7 @@ class _Converter:
 
 
 _ROUTING = ("fallback", "onSuccess", "retryStrategy")
+_INHERITED = ("max", "min", "rampUpDuration", "store")  # a vertex's rateLimit from the pipeline's
 
 
 def retry_strategy(strategy: Mapping[str, Any], at: str) -> dict[str, Any]:
@@ -411,7 +464,6 @@ _WHY = {
     "partitions": "a Tidal buffer is one partition; a replica reads its own range of it",
     "readTimeout": "Tidal reads on a processing-time trigger (limits.triggerSeconds)",
     "concurrency": "a replica is one Spark task, which processes its range in order",
-    "rateLimit": "not implemented by Tidal",
     "env": "environment variables: set them for the run (the handler reads the driver's and executors')",
     "resources": "Spark's executors size the work (cluster: executorCores, executorMemory)",
 }

@@ -38,6 +38,7 @@ from tidal.spec.endpoints import (
     UserClassSpec,
 )
 from tidal.spec.expression import BuiltinSpec
+from tidal.spec.rate_limit import RateLimitSpec, VertexLimits
 from tidal.spec.records import IDENTIFIER, RecordsSpec, ReferenceSpec
 from tidal.spec.reduce import GroupBySpec
 from tidal.spec.routing import ForwardConditions
@@ -84,6 +85,9 @@ class Limits(_Model):
     # to one trigger at each hop; an idle vertex asks for input once a trigger (measured: 0.013
     # of a core per idle vertex at 0.25 s, 0.007 at 0.5 s). docs/latency.md
     trigger_seconds: float = Field(0.25, ge=0.05, le=60)
+    # Numaflow's: every vertex's (but a reduce's and an HTTP source's) unless its own limits say
+    # otherwise (tidal.spec.rate_limit).
+    rate_limit: RateLimitSpec | None = None
 
     @model_validator(mode="after")
     def _buffer_limits(self) -> Limits:
@@ -252,6 +256,7 @@ class VertexSpec(_Model):
     # A reduce vertex's partitions: fixed once it has run, as Numaflow's are (its state is
     # partitioned by key into them); what scales is the read tasks and the executors.
     partitions: int | None = Field(None, ge=1, le=1024)
+    limits: VertexLimits | None = None  # its own rateLimit (tidal.spec.rate_limit)
 
     @field_validator("name", mode="before")
     @classmethod
@@ -268,6 +273,16 @@ class VertexSpec(_Model):
                 "partitions is a reduce vertex's (its windows' state is split into them); a buffer "
                 "between other vertices is one partition: remove partitions"
             )
+        if self.limits is not None and self.limits.rate_limit is not None:
+            if self.udf is not None and self.udf.reduce is not None:
+                raise ValueError(
+                    "limits.rateLimit: a reduce vertex has no rate limit (Numaflow's rule): remove it"
+                )
+            if self.source is not None and self.source.http is not None:
+                raise ValueError(
+                    "limits.rateLimit: an HTTP source is not read in batches; bound it with "
+                    "source.http.containerConcurrency and its scale instead"
+                )
         if self.mono:
             return self  # a MonoVertex: source, optional transformer, sink (tidal.spec.mono)
         if len(chosen) != 1:
@@ -358,6 +373,16 @@ class PipelineSpec(_Model):
         if v.policy is None and v.source is not None and v.source.http is not None:
             return "kpa"
         return v.policy or self.policy
+
+    def rate_limit(self, name: str) -> RateLimitSpec | None:
+        """The vertex's rate limit: its own, else the pipeline's (not for a reduce vertex or an
+        HTTP source, which Numaflow does not limit either)."""
+        v = self.vertex(name)
+        if v.limits is not None and v.limits.rate_limit is not None:
+            return v.limits.rate_limit
+        if (v.udf is not None and v.udf.reduce is not None) or (v.source is not None and v.source.http):
+            return None
+        return self.limits.rate_limit
 
     def input_records(self, name: str) -> list[RecordsSpec | None]:
         """What each edge into ``name`` declares of its records (the pipeline's default else)."""

@@ -254,3 +254,17 @@ def test_numaflows_e2e_fallback_and_on_success_sinks_convert(name, route):
         "fallback_sink" if route == "fallback" else "on_success_sink"
     )
     assert f"spec.vertices[2].sink.{route}.udsink.container.env" in "\n".join(converted.ignored)
+
+
+def test_numaflows_e2e_rate_limits_convert_with_the_vertex_inheriting_the_pipelines_store():
+    """numaproj/numaflow test/map-e2e/testdata/rate-limit-redis.yaml: the pipeline's limit and
+    the source's own, which takes the Redis store from the pipeline's (Numaflow's mergeLimits)."""
+    converted = manifest.convert(_e2e("rate-limit-redis"))
+    spec = parse_pipeline(converted.data)
+    pipeline, source = spec.rate_limit("map-udf"), spec.rate_limit("in")
+    assert (pipeline.max, pipeline.min, pipeline.ramp_up_seconds, pipeline.store) == (100, 10, 10, "shared")
+    assert (source.max, source.min, source.ramp_up_seconds, source.store) == (200, 50, 1, "shared")
+    assert "spec.limits.rateLimit.store.redisStore" in "\n".join(converted.ignored)
+    mono = parse_pipeline(manifest.convert(_e2e("mono-vertex-rate-limit-redis")).data)
+    limit = mono.rate_limit(mono.vertices[0].name)
+    assert (limit.max, limit.min, limit.store) == (100, 50, "shared")

@@ -8,6 +8,12 @@ was not admitted for. Admission takes at most ``replicas × readBatchSize`` mess
 than the output buffers have room for (:func:`output_room`); replicas 0, or an output buffer
 over its usage limit (back pressure), returns the start offset, which idles the query.
 
+**A rate limit is applied here** (``limits.rateLimit``, :mod:`tidal.scaling.throttle`): admission
+runs in the one process that plans the vertex's micro-batches, for all its replicas and
+executors, so the budget needs no store to share it (Numaflow's needs Redis). What a batch takes
+comes out of the current second's budget; what it could not use (fewer messages than admitted)
+goes back to that second. A budget spent idles the query until the next second.
+
 **Replays split as before.** The split of a micro-batch is recorded with its range
 (:class:`~tidal.isb.control.BatchRange`); a replay after a crash reuses it even when the replica
 count changed in between, so every task of a replay covers the same input ranges as before and
@@ -17,11 +23,13 @@ writes the same de-duplication keys.
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from pyspark.sql.datasource import InputPartition
 
+from tidal.scaling.throttle import Throttle
 from tidal.spark.batch import stores
 from tidal.spark.batch.config import QueryConfig
 from tidal.spark.batch.heap import freeze_imports
@@ -87,7 +95,30 @@ def admit(config: QueryConfig, start: int, available: int) -> Admission:
     room = output_room(config)
     if room is not None:
         take = min(take, room)
-    return Admission(min(available, start + take), replicas)
+    limit = config.rate_limit
+    if limit is None or take <= 0:
+        return Admission(min(available, start + take), replicas)
+    throttle = _throttle(config)
+    pool = replicas if limit.store == "perReplica" else 1
+    now = time.time()
+    allowed = throttle.acquire(now, take, pool)
+    end = min(available, start + allowed)
+    throttle.give_back(now, allowed - (end - start), pool)
+    return Admission(end, replicas)
+
+
+_THROTTLES: dict[tuple[str, str], Throttle] = {}
+
+
+def _throttle(config: QueryConfig) -> Throttle:
+    """The vertex's budget, kept in the process that plans its batches (one per run and vertex)."""
+    key = (config.run_dir, config.vertex)
+    limit = config.rate_limit
+    assert limit is not None
+    throttle = _THROTTLES.get(key)
+    if throttle is None or throttle.spec != limit.limit:
+        throttle = _THROTTLES[key] = Throttle(limit.limit)
+    return throttle
 
 
 def partition_batch(config: QueryConfig, first: int, last: int, replicas: int | None) -> list[Range]:

@@ -28,6 +28,7 @@ from tidal.isb.durability import DEFAULT, Durability
 
 if TYPE_CHECKING:
     from tidal.spec.model import Limits, SinkSpec, SourceSpec, UdfSpec, VertexSpec
+    from tidal.spec.rate_limit import RateLimitSpec
 
 __all__ = ["OPTION", "QueryConfig", "input_buffer", "staged_buffer"]
 
@@ -74,6 +75,7 @@ class QueryConfig:
         # Each output's conditions (tidal.spec.routing.Route; None: every message), as ``outputs``.
         routes: tuple[tuple[str, tuple[str, ...]] | None, ...] = (),
         durability: Durability = DEFAULT,  # buffers.durability (tidal.isb.durability)
+        rate_limit: RateLimitSpec | None = None,  # the head's (tidal.spec.rate_limit)
     ) -> None:
         if limits is None:
             from tidal.spec.model import Limits
@@ -105,6 +107,7 @@ class QueryConfig:
             "udf": udf,
             "sink": sink,
             "followers": tuple(u for _, u in followers),
+            "rate_limit": rate_limit,
         }
         self._packed: bytes | None = None
 
@@ -135,6 +138,10 @@ class QueryConfig:
     @property
     def limits(self) -> Limits:
         return self._spec("limits")  # type: ignore[no-any-return]
+
+    @property
+    def rate_limit(self) -> RateLimitSpec | None:
+        return self._spec("rate_limit")  # type: ignore[no-any-return]
 
     @property
     def source(self) -> SourceSpec | None:

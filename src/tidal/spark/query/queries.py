@@ -41,4 +41,5 @@ def query_config(
         sink=tail.sink,
         schema=next((r.schema_ for r in spec.input_records(vertex) if r is not None), None),
         followers=tuple((m, spec.vertex(m).udf) for m in chain.followers),
+        rate_limit=spec.rate_limit(vertex),
     )
