@@ -340,6 +340,7 @@ class Controller:
             upstream_limit=self._upstream_limit(v.name),
             sink_retried=sample.sink_retried,
             rate_limit=self._rate_limit(v, now),
+            throttled_at=sample.throttled_at,
         )
 
     def _rate_limit(self, v: VertexState, now: float) -> float | None:

@@ -40,6 +40,7 @@ from tidal.scaling import (
     wake_on_path,
 )
 from tidal.scaling.sink_health import SinkHealth
+from tidal.scaling.throttle import THROTTLED_RECENTLY
 
 __all__ = ["KpaPolicy", "NumaflowPolicy", "PolicyInput", "VertexPolicy"]
 
@@ -83,6 +84,7 @@ class PolicyInput:
     # The most messages/s its shared rate limit lets through now, on its ramp (None: no limit, or
     # one per replica, which grows with them): tidal.scaling.throttle.ceiling.
     rate_limit: float | None = None
+    throttled_at: float | None = None  # when its rate limit last held a micro-batch back
 
     @property
     def arrived(self) -> float | None:
@@ -152,6 +154,7 @@ class NumaflowPolicy(VertexPolicy):
             read_batch_size=view.read_batch_size,
             started_at=view.started_at,
             sink_retried_share=sink_failing,
+            throttled=view.throttled_at is not None and view.now - view.throttled_at <= THROTTLED_RECENTLY,
             # decide() counts a source's limit in reads of readBatchSize (Numaflow's unit)
             rate_limit_max=None
             if view.rate_limit is None

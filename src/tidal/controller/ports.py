@@ -28,6 +28,7 @@ class ProbeSample:
     # the runtime does not count per replica. A MonoVertex's rater reads them per pod, as upstream.
     read_counts: Mapping[str, float] | None = None
     sink_retried: float | None = None  # cumulative message writes its sink retried; None: not counted
+    throttled_at: float | None = None  # when its rate limit last held a micro-batch back; None: never
 
 
 class Probe(Protocol):

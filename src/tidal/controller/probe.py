@@ -84,6 +84,7 @@ class StoreProbe:
             busy_seconds=busy,
             read_counts=reads,
             sink_retried=retried,
+            throttled_at=self._control.throttled_at(vertex),
         )
 
     def _pending_of_source(self, vertex: str) -> float | None:

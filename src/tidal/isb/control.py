@@ -367,6 +367,15 @@ class ControlStore:
             db.execute("INSERT OR IGNORE INTO meta VALUES (?, ?)", (key, value))
             return str(db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()[0])
 
+    def mark_throttled(self, vertex: str, at: float) -> None:
+        """The vertex's rate limit held back a micro-batch at ``at`` (tidal.spark.batch.admission)."""
+        self.set_meta(f"throttled:{vertex}", repr(at))
+
+    def throttled_at(self, vertex: str) -> float | None:
+        """When the vertex's rate limit last held back a micro-batch (None: never)."""
+        value = self.meta(f"throttled:{vertex}")
+        return None if value is None else float(value)
+
     def set_meta(self, key: str, value: str) -> None:
         with self._store.transaction() as db:
             db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))

@@ -14,8 +14,9 @@ the checks in upstream order:
  9. no ready replica → skip;
 10. any partition's rate or pending not available (missing or negative) → leave alone;
 11. desired = 0 only when total pending and total rate are both 0, else the time or buffer model;
-12. rate-limit guard: at ``rateLimit.max`` (× readBatchSize for sources) do not scale up
-    (but below ``min``, go to ``min``: the fix to numaproj/numaflow #3411);
+12. rate-limit guard: at ``rateLimit.max`` (× readBatchSize for sources), or held back by the
+    limit in the last seconds (Tidal's throttle says so), do not scale up (but below ``min``, go
+    to ``min``: the fix to numaproj/numaflow #3411);
     Tidal's sink guard: a sink retrying ≥ 5 % of its writes → no scale-up (:mod:`.sink_health`);
 13. clamp to ``[min, max]``; 14. outside the bounds → jump at once;
 15. down: ``min(current − desired, replicasPerScaleDown)`` after the down cooldown;
@@ -279,6 +280,9 @@ def decide(
     ready = obs.ready_replicas
     inputs = partial(_decision_inputs, raw, scale, total_pending, total_rate, ready, None)
 
+    if obs.throttled and desired > max(current, low):
+        why = f"reads held back by the rate limit: more replicas would not read more (wanted {desired})"
+        return _no_scale_up(obs, now, Rule.RATE_LIMITED, why, desired, low, inputs)
     if obs.rate_limit_max is not None:
         max_rate = obs.rate_limit_max * (obs.read_batch_size if source else 1)
         if math.ceil(total_rate) >= max_rate and desired > max(current, low):

@@ -108,6 +108,7 @@ class VertexObservation:
     read_batch_size: int = DEFAULT_READ_BATCH_SIZE
     started_at: float | None = None  # when the controller first saw it: the down cooldown starts there
     sink_retried_share: float | None = None  # of its sink's writes retried over the lookback
+    throttled: bool = False  # its rate limit held a micro-batch back in the last few seconds
 
 
 class Estimate(NamedTuple):

@@ -32,7 +32,11 @@ from collections import deque
 from dataclasses import dataclass
 from enum import StrEnum
 
-__all__ = ["RateLimit", "RateLimitMode", "Throttle", "ceiling"]
+__all__ = ["THROTTLED_RECENTLY", "RateLimit", "RateLimitMode", "Throttle", "ceiling"]
+
+# A vertex whose rate limit held a micro-batch back this recently is bound by the limit, not by
+# its replicas: the autoscaler does not scale it up (rule rate-limited).
+THROTTLED_RECENTLY = 5.0
 
 
 class RateLimitMode(StrEnum):

@@ -132,3 +132,12 @@ def test_bad_rate_limits_are_refused_naming_the_field(limits, vertex, message):
 def test_floors_are_whole_messages():
     throttle = Throttle(RateLimit(max=10.5, min=10.5))
     assert throttle.acquire(1000.0, 100) == math.floor(10.5)
+
+
+def test_a_vertex_its_limit_held_back_is_not_scaled_up_whatever_its_rate():
+    pending = udf(pending=20_000, rate=5)  # far behind, at a rate well under any limit
+    assert decide(NumaflowScale(), pending, NOW).rule == Rule.SCALE_UP
+    held = decide(NumaflowScale(), udf(pending=20_000, rate=5, throttled=True), NOW)
+    assert held.rule == Rule.RATE_LIMITED and "held back by the rate limit" in held.reason
+    low = decide(NumaflowScale(min=3, max=9), udf(pending=20_000, rate=5, throttled=True), NOW)
+    assert (low.rule, low.desired) == (Rule.INTO_BOUNDS, 3)

@@ -104,7 +104,21 @@ def admit(config: QueryConfig, start: int, available: int) -> Admission:
     allowed = throttle.acquire(now, take, pool)
     end = min(available, start + allowed)
     throttle.give_back(now, allowed - (end - start), pool)
+    if allowed < min(take, available - start):
+        _held_back(config, now)
     return Admission(end, replicas)
+
+
+_MARKED: dict[tuple[str, str], float] = {}
+
+
+def _held_back(config: QueryConfig, now: float) -> None:
+    """Tell the controller the limit, not the replicas, bounds this vertex (at most once a second:
+    under ``durability: sync`` each mark is a synced write)."""
+    key = (config.run_dir, config.vertex)
+    if now - _MARKED.get(key, 0.0) >= 1.0:
+        _MARKED[key] = now
+        stores.control(config).mark_throttled(config.vertex, now)
 
 
 _THROTTLES: dict[tuple[str, str], Throttle] = {}
