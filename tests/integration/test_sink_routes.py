@@ -91,3 +91,57 @@ def test_a_sink_refusing_40_percent_of_writes_puts_each_message_in_primary_or_fa
     assert len(ours) + len(theirs) == N and dropped == 0
     assert theirs, "a write refused twice in a row falls back"
     assert Path(tmp_path / "sinks" / "out.sink" / "routes.pickle").exists()  # the routing, recorded
+
+
+def test_a_vertex_whose_sink_refuses_30_percent_of_writes_is_not_scaled_up_and_loses_nothing(spark, tmp_path):
+    """The issue's case: a sink failing 30 % of its writes while the pending before it grows.
+    Numaflow's rules scale it up on that pending; Tidal's hold it (rule sink-failing), and every
+    message still ends in exactly one of primary and fallback."""
+    primary = tmp_path / "primary.jsonl"
+    spec = parse_pipeline(
+        {
+            "name": "failing",
+            "limits": {"readBatchSize": 20},
+            "controller": {"intervalSeconds": 0.5},
+            "vertices": [
+                {"name": "in", "source": {"generator": {"rate": 400, "maxMessages": 4000, "msgSize": 20}}},
+                {
+                    "name": "out",
+                    "scale": {"min": 1, "max": 4, "lookbackSeconds": 5, "scaleUpCooldownSeconds": 1},
+                    "sink": {
+                        "user": {
+                            "class": "tidal.examples.sinks:FlakySink",
+                            "options": {"path": str(primary), "failure_share": 0.3},
+                        },
+                        "retryStrategy": {
+                            "backoff": {"intervalSeconds": 0.1, "steps": 2},
+                            "onFailure": "fallback",
+                        },
+                        "fallback": {"file": {"path": "fallback.jsonl"}},
+                    },
+                },
+            ],
+            "edges": [{"from": "in", "to": "out", "chain": False}],  # the sink scales on its own
+        }
+    )
+
+    def read_primary() -> list[str]:
+        if not primary.exists():
+            return []
+        return [json.loads(line)["id"] for line in primary.read_text().splitlines() if line.strip()]
+
+    replicas: list[int] = []
+
+    def everything_delivered() -> None:
+        run.check()
+        replicas.append(run.control.replicas("out"))
+        ours, theirs = read_primary(), ids_of(delivered(tmp_path / "fallback.jsonl"))
+        assert len(set(ours) | set(theirs)) >= 4000, (len(ours), len(theirs))
+
+    with PipelineRun(spec, tmp_path, spark=spark, trigger_seconds=0.25) as run:
+        eventually(everything_delivered, 400, "every message in the primary or the fallback")
+        decisions = [d for d in run.controller.events.read() if d.vertex == "out"]
+    ours, theirs = read_primary(), ids_of(delivered(tmp_path / "fallback.jsonl"))
+    assert len(ours) + len(theirs) == 4000 and not set(ours) & set(theirs)
+    assert max(replicas) == 1, [(d.rule, d.reason) for d in decisions]
+    assert any(d.rule == "sink-failing" for d in decisions), [(d.rule, d.reason) for d in decisions]
