@@ -12,6 +12,7 @@ An edge is not chained (each reason is shown by ``tidal run --dry-run`` and in t
 * fan-out (``a`` writes several edges) or fan-in (``b`` reads several): a chain is a line;
 * ``a`` is an HTTP source: its receivers, not a query, write ``b``'s buffer;
 * the edge has ``conditions`` (:mod:`tidal.spec.routing`): ``a``'s tail routes by tags;
+* the edge has ``onFull: discardLatest``: it drops what a full buffer cannot take;
 * ``a`` or ``b`` is a SQL or DataFrame step: those are queries of their own over buffered rows;
 * the edge says ``chain: false`` (Flink's ``disableChaining``): for isolation, a scale block of
   its own, or back pressure between the two steps.
@@ -116,6 +117,8 @@ def _why_not(spec: PipelineSpec, edge: EdgeSpec) -> str | None:
         return f"fan-in: {b.name} reads {len(ins)} edges ({', '.join(ins)})"
     if edge.conditions is not None:
         return "the edge has conditions: messages are routed by their tags through a buffer"
+    if edge.on_full == "discardLatest":
+        return "the edge has onFull: discardLatest: it drops at a full buffer, so it needs one"
     if a.source is not None and a.source.http is not None:
         return f"{a.name} is an HTTP source: its receivers write {b.name}'s buffer"
     for v in (a, b):

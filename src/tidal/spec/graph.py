@@ -23,7 +23,7 @@ def http_sources(spec: PipelineSpec) -> list[str]:
 
 def edges_of(spec: PipelineSpec) -> list[Edge]:
     """The spec's edges as the scaling core's :class:`~tidal.scaling.Edge` values."""
-    return [Edge(e.from_, e.to) for e in spec.edges]
+    return [Edge(e.from_, e.to, e.on_full) for e in spec.edges]
 
 
 def downstream_edges(vertex: str, edges: Iterable[Edge]) -> list[Edge]:

@@ -424,11 +424,8 @@ class _Converter:
         out: dict[str, Any] = {"from": renamed.get(str(source), source), "to": e.get("to")}
         if e.get("conditions"):
             out["conditions"] = e["conditions"]
-        if e.get("onFull") == "discardLatest":
-            self.skip(
-                f"{at}.onFull",
-                "Tidal never discards: a full buffer holds its writer back (retryUntilSuccess)",
-            )
+        if "onFull" in e:
+            out["onFull"] = e["onFull"]  # retryUntilSuccess or discardLatest, as Numaflow's
         if "parallelism" in e:
             self.skip(f"{at}.parallelism", "deprecated in Numaflow; Tidal's replicas come from scale")
         return out

@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from tidal.scaling.backpressure import OnFull
 from tidal.scaling.limits import (
     DEFAULT_MAX_LENGTH,
     DEFAULT_READ_BATCH_SIZE,
@@ -313,6 +314,9 @@ class EdgeSpec(_Model):
     chain: bool | None = None
     # Numaflow's conditional forwarding: only messages whose tags match (tidal.spec.routing).
     conditions: ForwardConditions | None = None
+    # Numaflow's: at a full buffer, hold the writer back (retryUntilSuccess) or drop the newest
+    # messages for this edge and count them (discardLatest); tidal.spark.query.writer.
+    on_full: OnFull = OnFull.RETRY_UNTIL_SUCCESS
 
 
 class BuffersSpec(_Model):

@@ -268,3 +268,9 @@ def test_numaflows_e2e_rate_limits_convert_with_the_vertex_inheriting_the_pipeli
     mono = parse_pipeline(manifest.convert(_e2e("mono-vertex-rate-limit-redis")).data)
     limit = mono.rate_limit(mono.vertices[0].name)
     assert (limit.max, limit.min, limit.store) == (100, 50, "shared")
+
+
+def test_numaflows_e2e_drop_on_full_keeps_its_edges_on_full():
+    spec = parse_pipeline(manifest.convert(_e2e("drop-on-full")).data)
+    assert [e.on_full for e in spec.edges] == ["discardLatest"]
+    assert spec.limits.buffer_max_length == 1 and spec.limits.buffer_usage_limit == 1.0

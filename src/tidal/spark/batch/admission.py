@@ -63,7 +63,8 @@ def split(first: int, last: int, replicas: int) -> list[Range]:
 
 def output_room(config: QueryConfig) -> int | None:
     """How many input messages the next micro-batch may take without overfilling an output
-    buffer (None when the vertex has no outputs): 0 once any output is over its usage limit
+    buffer (None when the vertex has no outputs, or only ``onFull: discardLatest`` ones, which
+    drop at a full buffer instead): 0 once any output is over its usage limit
     (back pressure); otherwise the least free room (``bufferMaxLength`` minus what it holds),
     divided by how much the vertex's last batches expanded (a flatmap writes more than it reads).
 
@@ -74,7 +75,9 @@ def output_room(config: QueryConfig) -> int | None:
     deadlocked this way with ``local[2]`` before admission looked at the room).
     """
     room: int | None = None
-    for name in config.outputs:
+    for name, discards in zip(config.outputs, config.discard, strict=True):
+        if discards:  # onFull: discardLatest: the writer drops what does not fit; no back pressure
+            continue
         stats = stores.buffer(config, name).stats()
         free = 0 if stats.full else stats.limits.max_length - stats.length
         room = free if room is None else min(room, free)

@@ -76,6 +76,8 @@ class QueryConfig:
         routes: tuple[tuple[str, tuple[str, ...]] | None, ...] = (),
         durability: Durability = DEFAULT,  # buffers.durability (tidal.isb.durability)
         rate_limit: RateLimitSpec | None = None,  # the head's (tidal.spec.rate_limit)
+        # Per output, whether its edge says onFull: discardLatest (drop at a full buffer).
+        discard: tuple[bool, ...] = (),
     ) -> None:
         if limits is None:
             from tidal.spec.model import Limits
@@ -90,6 +92,7 @@ class QueryConfig:
         self.routes = tuple(routes) or (None,) * len(self.outputs)
         if len(self.routes) != len(self.outputs):
             raise ValueError(f"{len(self.routes)} routes for {len(self.outputs)} outputs")
+        self.discard = tuple(discard) or (False,) * len(self.outputs)
         self.backend = backend
         self.url = url
         self.durability: Durability = durability

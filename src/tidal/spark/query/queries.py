@@ -32,6 +32,7 @@ def query_config(
         input=input_buffer(v),
         outputs=tuple(spec.outputs(tail.name)),
         routes=tuple(route(e.conditions) for e in spec.edges if e.from_ == tail.name),
+        discard=tuple(e.on_full == "discardLatest" for e in spec.edges if e.from_ == tail.name),
         limits=spec.limits,
         backend=spec.buffers.backend,
         url=url,

@@ -74,6 +74,14 @@ class Written(WriterCommitMessage):
     retried: int = 0  # message writes its routed sink repeated (tidal.spark.sinks.routes)
 
 
+def _log_drop(vertex: str, buffer: str, n: int) -> None:
+    import logging
+
+    logging.getLogger("tidal.writer").warning(
+        "%s: %d message(s) dropped: buffer %s is full (onFull: discardLatest)", vertex, n, buffer
+    )
+
+
 class VertexWriter(DataSourceStreamArrowWriter):
     """Reads each task's input range, applies the UDF (if any) and writes to the output buffers,
     the sink and the dead letter."""
@@ -175,7 +183,7 @@ class VertexWriter(DataSourceStreamArrowWriter):
                 steps[tail].dropped += unrouted
                 written -= unrouted
                 named = pc.binary_join_element_wise(prefix, ids, "")
-                self._append(key, named, payloads, step, times, masks, keys)
+                steps[tail].dropped += self._append(key, named, payloads, step, times, masks, keys)
             written += len(ids)
             if sink is not None:  # kept for the sink's one write per task
                 # A MonoVertex's sink gets its source's ids as a source vertex would pass them on.
@@ -258,38 +266,62 @@ class VertexWriter(DataSourceStreamArrowWriter):
         times: Any = None,
         masks: list[Any] | None = None,
         keys: Any = None,
-    ) -> None:
+    ) -> int:
         """A piece's output to every output buffer (fan-out) under its key, in appends of at most
         ``most`` messages (a flatmap may return many more than it read), with their source
-        ``times`` (None: now); waits while full. ``masks``: what each output takes (None: all)."""
+        ``times`` (None: now); waits while full, or drops at an ``onFull: discardLatest`` edge.
+        ``masks``: what each output takes (None: all). Returns the messages dropped."""
+        dropped = 0
         for k, name in enumerate(self.config.outputs):
             mask = masks[k] if masks is not None else None
+            discard = self.config.discard[k]
             if mask is None:
-                self._append_to(name, key, ids, payloads, most, times, keys)
+                dropped += self._append_to(name, key, ids, payloads, most, times, keys, discard)
             elif mask.true_count:
                 chosen = None if times is None else times.filter(mask)
                 chosen_keys = None if keys is None else keys.filter(mask)
-                self._append_to(name, key, ids.filter(mask), payloads.filter(mask), most, chosen, chosen_keys)
+                dropped += self._append_to(
+                    name, key, ids.filter(mask), payloads.filter(mask), most, chosen, chosen_keys, discard
+                )
+        return dropped
 
     def _append_to(
-        self, name: str, key: str, ids: Any, payloads: Any, most: int, times: Any, keys: Any = None
-    ) -> None:
+        self,
+        name: str,
+        key: str,
+        ids: Any,
+        payloads: Any,
+        most: int,
+        times: Any,
+        keys: Any = None,
+        discard: bool = False,
+    ) -> int:
         n = len(ids)
+        dropped = 0
         for j, at in enumerate(range(0, n, most)):
             part = key if n <= most else f"{key}/{j}"
             part_ids, part_payloads = ids.slice(at, most), payloads.slice(at, most)
             part_times = None if times is None else times.slice(at, most)
             part_keys = None if keys is None else keys.slice(at, most)
             out = stores.buffer(self.config, name)
+            if discard and out.stats().full:  # Numaflow's discardLatest: the newest messages go
+                dropped += len(part_ids)
+                _log_drop(self.config.tail, name, len(part_ids))
+                continue
             deadline = time.monotonic() + _FULL_WAIT_SECONDS
             while True:
                 try:
                     out.append_batch(part, part_ids, part_payloads, part_times, part_keys)
                     break
                 except errors.BufferFull:
+                    if discard:
+                        dropped += len(part_ids)
+                        _log_drop(self.config.tail, name, len(part_ids))
+                        break
                     if time.monotonic() > deadline:
                         raise
                     time.sleep(0.05)  # back pressure: wait for the reader downstream to commit
+        return dropped
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
         freeze_imports()
