@@ -20,10 +20,17 @@ def test_a_full_buffer_drops_the_newest_messages_and_counts_them(spark, tmp_path
     spec = parse_pipeline(
         {
             "name": "drop-on-full",
-            "limits": {"bufferMaxLength": ROOM, "bufferUsageLimit": 1.0, "readBatchSize": 10},
+            "limits": {"readBatchSize": 10},
             "vertices": [
                 {"name": "in", "source": {"generator": {"rate": 200, "maxMessages": SENT, "msgSize": 20}}},
-                {"name": "out", "replicas": 0, "scale": {"disabled": True}, "sink": {"blackhole": {}}},
+                {
+                    "name": "out",
+                    "replicas": 0,
+                    "scale": {"disabled": True},
+                    "sink": {"blackhole": {}},
+                    # its own buffer's limits (Numaflow's vertex limits), over the pipeline's
+                    "limits": {"bufferMaxLength": ROOM, "bufferUsageLimit": 1.0},
+                },
             ],
             "edges": [{"from": "in", "to": "out", "onFull": "discardLatest"}],
         }

@@ -77,8 +77,7 @@ class Controller:
         # Where a person's writes go (tidal.controller.replicas): applied even under --dry-run.
         self.operator = operator or actuator
         self.events = events
-        limits = spec.limits
-        self._usable = limits.usable_length
+        self._usable = {v.name: spec.limits_of(v.name).usable_length for v in spec.vertices}
         edges = graph.edges_of(spec)
         # The graph does not change while the controller runs: walk it once per vertex.
         self._downstream = {v.name: graph.downstream_edges(v.name, edges) for v in spec.vertices}
@@ -191,7 +190,7 @@ class Controller:
                 if scale.lookback_seconds != state.configured_lookback:
                     state.configured_lookback = state.lookback_seconds = scale.lookback_seconds
             self.spec = spec
-            self._usable = spec.limits.usable_length
+            self._usable = {v.name: spec.limits_of(v.name).usable_length for v in spec.vertices}
             self._stuck_after = spec.controller.stuck_after_seconds
 
     def _tick(self, now: float) -> list[Decision]:
@@ -219,7 +218,7 @@ class Controller:
             if v.started_at is None:
                 v.started_at = now
         loads = {
-            name: BufferLoad(pending, self._usable)
+            name: BufferLoad(pending, self._usable[name])
             for name, v in self._vertices.items()
             if not v.kind.reads_source and (pending := metrics[name][1]) is not None
         }
@@ -317,7 +316,7 @@ class Controller:
         loads: Mapping[str, BufferLoad],
         upstream: tuple[float, float | None] = (0.0, None),
     ) -> PolicyInput:
-        limits = self.spec.limits
+        limits = self.spec.limits_of(v.name)
         return PolicyInput(
             name=v.name,
             kind=v.kind,

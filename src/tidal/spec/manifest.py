@@ -198,18 +198,19 @@ class _Converter:
         return out
 
     def vertex_limits(self, limits: Mapping[str, Any], at: str) -> dict[str, Any]:
-        """A vertex's ``limits``: its ``rateLimit``; the rest are the pipeline's in Tidal."""
+        """A vertex's ``limits`` (``rateLimit``, ``readBatchSize``, its buffer's length and usage)."""
         out: dict[str, Any] = {}
         for key, value in limits.items():
             if key == "rateLimit":  # Numaflow's mergeLimits: what it leaves out comes from the pipeline's
-                inherited = {
-                    k: self.pipeline_rate_limit[k] for k in _INHERITED if k in self.pipeline_rate_limit
-                }
+                parent = self.pipeline_rate_limit
+                inherited = {k: parent[k] for k in _INHERITED if k in parent}
                 out[key] = self.rate_limit({**inherited, **(value or {})}, f"{at}.rateLimit")
+            elif key in ("readBatchSize", "bufferMaxLength"):
+                out[key] = value
+            elif key == "bufferUsageLimit":
+                out[key] = float(value) / 100.0  # Numaflow: a percentage; Tidal: a fraction
             else:
-                self.skip(
-                    f"{at}.{key}", "a Tidal vertex's limits are its rateLimit; the rest are spec.limits"
-                )
+                self.skip(f"{at}.{key}", _WHY.get(key, "not used by Tidal"))
         return out
 
     def rate_limit(self, limit: Mapping[str, Any], at: str) -> dict[str, Any]:

@@ -378,6 +378,12 @@ class PipelineSpec(_Model):
             return "kpa"
         return v.policy or self.policy
 
+    def limits_of(self, name: str) -> Limits:
+        """The vertex's limits: the pipeline's, with what its own ``limits`` sets over them."""
+        own = self.vertex(name).limits
+        over = own.over() if own is not None else {}
+        return self.limits.model_copy(update=over) if over else self.limits
+
     def rate_limit(self, name: str) -> RateLimitSpec | None:
         """The vertex's rate limit: its own, else the pipeline's (not for a reduce vertex or an
         HTTP source, which Numaflow does not limit either)."""

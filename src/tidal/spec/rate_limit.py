@@ -67,6 +67,16 @@ class RateLimitSpec(Model):
 
 
 class VertexLimits(Model):
-    """A vertex's own ``limits``: its ``rateLimit`` (over the pipeline's)."""
+    """A vertex's own ``limits``, each over the pipeline's (Numaflow's vertex limits):
+    ``rateLimit``, ``readBatchSize`` (what one replica reads at a time), and its input buffer's
+    ``bufferMaxLength`` and ``bufferUsageLimit`` (a buffer is its reader's, named after it)."""
 
     rate_limit: RateLimitSpec | None = None
+    read_batch_size: int | None = Field(None, ge=1)
+    buffer_max_length: int | None = Field(None, ge=1, le=2**31 - 1)
+    buffer_usage_limit: float | None = None
+
+    def over(self) -> dict[str, object]:
+        """The pipeline-limit fields this vertex sets (by their Python names)."""
+        fields = ("read_batch_size", "buffer_max_length", "buffer_usage_limit")
+        return {f: getattr(self, f) for f in fields if getattr(self, f) is not None}

@@ -34,6 +34,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from tidal import errors
+from tidal.scaling.limits import BufferLimits
 from tidal.spec import chains, manifest
 from tidal.spec.graph_checks import check_graph, condition_problems
 from tidal.spec.kpa import kpa_spec
@@ -217,6 +218,12 @@ def _check_vertices(spec: PipelineSpec) -> list[errors.SpecError]:
             numaflow_scale(v.scale, at)
         except errors.SpecError as exc:
             problems.append(exc)
+        if v.limits is not None and v.limits.over():
+            limits = spec.limits_of(v.name)
+            try:
+                BufferLimits(limits.buffer_max_length, limits.buffer_usage_limit)
+            except errors.SpecError as exc:
+                problems.append(errors.SpecError(f"{at}.{exc.path}", exc.problem, exc.fix))
         if v.udf is not None and v.udf.engine == "python":
             ref = v.udf.function
             if isinstance(ref, str):

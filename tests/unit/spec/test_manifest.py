@@ -274,3 +274,30 @@ def test_numaflows_e2e_drop_on_full_keeps_its_edges_on_full():
     spec = parse_pipeline(manifest.convert(_e2e("drop-on-full")).data)
     assert [e.on_full for e in spec.edges] == ["discardLatest"]
     assert spec.limits.buffer_max_length == 1 and spec.limits.buffer_usage_limit == 1.0
+
+
+def test_a_vertexs_own_limits_go_over_the_pipelines_and_are_checked_where_they_are():
+    data = {
+        "name": "p",
+        "limits": {"readBatchSize": 100, "bufferMaxLength": 1000},
+        "vertices": [
+            {"name": "in", "source": {"generator": {"rate": 1}}},
+            {"name": "out", "sink": {"log": {}}, "limits": {"readBatchSize": 7, "bufferUsageLimit": 0.5}},
+        ],
+        "edges": [{"from": "in", "to": "out"}],
+    }
+    spec = parse_pipeline(data)
+    mine, theirs = spec.limits_of("out"), spec.limits_of("in")
+    assert (mine.read_batch_size, mine.buffer_max_length, mine.buffer_usage_limit) == (7, 1000, 0.5)
+    assert theirs.read_batch_size == 100
+    data["vertices"][1]["limits"]["bufferUsageLimit"] = 1.5
+    with pytest.raises(errors.SpecError, match=r"vertices\[1\]\.limits\.bufferUsageLimit"):
+        parse_pipeline(data)
+
+
+def test_numaflows_vertex_limits_convert_with_the_usage_limit_as_a_fraction():
+    m = _load("1-simple-pipeline")
+    m["spec"]["vertices"][1]["limits"] = {"readBatchSize": 5, "bufferUsageLimit": 70, "readTimeout": "1s"}
+    converted = manifest.convert(m)
+    assert converted.data["vertices"][1]["limits"] == {"readBatchSize": 5, "bufferUsageLimit": 0.7}
+    assert "spec.vertices[1].limits.readTimeout" in "\n".join(converted.ignored)

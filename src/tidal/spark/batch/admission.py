@@ -94,7 +94,11 @@ def admit(config: QueryConfig, start: int, available: int) -> Admission:
     replicas = control.replicas(config.vertex, default=1)
     if replicas <= 0 or (config.source is not None and control.closing(config.vertex)):
         return Admission(start, replicas)
-    take = replicas * control.read_batch_size(config.read_batch_size)  # a live edit may change it
+    # A live edit of the pipeline's readBatchSize may change it, unless the vertex sets its own.
+    size = (
+        config.read_batch_size if config.own_batch_size else control.read_batch_size(config.read_batch_size)
+    )
+    take = replicas * size
     room = output_room(config)
     if room is not None:
         take = min(take, room)

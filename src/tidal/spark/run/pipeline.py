@@ -156,10 +156,11 @@ class PipelineRun:
         rundir.claim(self.run_dir, self.spec)  # refuses another pipeline's run directory
         self.started_at = time.time()
         self.buffers = self._open_buffers()
-        limits = self.spec.limits.buffer
         self.control = ControlStore(self.db, self.spec.buffers.durability)
-        made = [b for b in map(input_buffer, self.control_spec.vertices) if b is not None]
-        for name in made:  # a chain's followers have no buffer
+        owned = [(b, v.name) for v in self.control_spec.vertices if (b := input_buffer(v)) is not None]
+        made = [b for b, _ in owned]
+        for name, reader in owned:  # a chain's followers have no buffer; a buffer has its reader's limits
+            limits = self.spec.limits_of(reader).buffer
             self.buffers.create(name, limits).verify()  # a crash's damage refused before any read
         watch = start_buffer_watch(self.buffers, self.spec, made, FaultLog(self.run_dir / FAULTS_FILE))
         self._watches = [watch] if watch is not None else []
