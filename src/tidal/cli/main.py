@@ -28,6 +28,7 @@ BENCHMARKS = {
     "reduce": "reduce",
     "hosts": "hosts",
     "receivers": "receiver_hosts",
+    "flow-control": "flow_control",
 }
 
 

@@ -23,6 +23,13 @@ The model, per step of ``dt`` seconds (1 s by default), vertices in topological 
   cost is outside the tasks, so busy time does not see it, as on Spark.
 * A sink's output leaves the pipeline; each message's **end-to-end delay** is the end of the
   step that delivered it minus the start of the second it arrived in (so the floor is ``dt``).
+* **A refusing sink** (``VertexModel.refused``: from, to, accepted/s): in that window the system
+  behind the sink accepts at most that many messages a second, whatever the replicas send, and
+  refuses the rest, which are written again (``sink.retryStrategy``): the vertex counts the
+  retried writes (what the runtime's routed sink reports). More replicas send more writes to
+  refuse, and deliver no more. **A rate limit** (the spec's ``limits.rateLimit``) caps what the vertex
+  reads with the runtime's own throttle (:mod:`tidal.scaling.throttle`), which says when it held
+  the vertex back.
 * A new replica does work ``startup_seconds`` after it was asked for (Spark measured about 8 s
   for a cold executor); scaling down removes replicas still starting first, at once.
 * **Busy time** is processed ÷ capacity, in replica-seconds, with ±``busy_noise`` (10 %) of
@@ -43,6 +50,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from tidal.controller import ProbeSample
+from tidal.scaling.throttle import Throttle
 from tidal.spec import PipelineSpec, graph
 
 __all__ = ["DEFAULT_BATCH_SECONDS", "SimPipeline", "VertexModel", "chained", "default_models"]
@@ -61,6 +69,7 @@ class VertexModel:
     startup_seconds: float = 8.0
     busy_noise: float = 0.1  # busy time is measured within ± this fraction
     batch_seconds: float = DEFAULT_BATCH_SECONDS  # fixed cost of a micro-batch, outside the tasks
+    refused: tuple[float, float, float] | None = None  # (from s, to s, messages/s accepted then)
 
     def sustained(self, read_batch_size: int) -> float:
         """Messages/s one replica keeps up with: micro-batches of ``read_batch_size``, each
@@ -163,6 +172,9 @@ class _Vertex:
     worked_at: float | None = None  # the start of the last step in which it processed messages
     worked_with: int = 0  # the replicas that worked in that step
     changed_at: float = -math.inf  # when its replica count was last set
+    retried: float = 0.0  # writes its sink refused and wrote again
+    throttle: Throttle | None = None  # its rate limit's, if it has one
+    throttled_at: float | None = None  # when its rate limit last held it back
 
     def ready(self, now: float) -> int:
         return sum(1 for at in self.ready_at if at <= now)
@@ -210,6 +222,9 @@ class SimPipeline:
         for v in graph.topological(spec):
             replicas = (initial or {}).get(v.name, 1)
             self.vertices[v.name] = _Vertex(v.name, v.kind, models[v.name], ready_at=[0.0] * replicas)
+            limit = spec.rate_limit(v.name)
+            if limit is not None:
+                self.vertices[v.name].throttle = Throttle(limit.limit)
         for e in spec.edges:
             self.vertices[e.from_].outputs.append(e.to)
         self.sources = [v for v in self.vertices.values() if v.kind in ("source", "monovertex")]
@@ -230,6 +245,8 @@ class SimPipeline:
             replicas=len(v.ready_at),
             ready=v.seen_ready(),
             busy_seconds=v.busy,
+            sink_retried=v.retried,
+            throttled_at=v.throttled_at,
         )
 
     def set_replicas(self, vertex: str, replicas: int) -> None:
@@ -267,7 +284,16 @@ class SimPipeline:
         limit = min(can, v.inputs.length)
         for out in v.outputs:
             limit = min(limit, self.room - self.vertices[out].inputs.length)
+        if v.throttle is not None and limit > 0:
+            allowed = v.throttle.acquire(self.now, limit)
+            if allowed < limit:
+                v.throttled_at, limit = self.now, allowed
         n = max(0, limit)
+        refused = v.model.refused
+        if refused is not None and refused[0] <= self.now < refused[1] and n > refused[2] * self.dt:
+            accepted = math.floor(refused[2] * self.dt)
+            v.retried += n - accepted  # sent, refused, and sent again later
+            n = accepted
         # The remainder carries over only while the replicas are saturated: idle capacity is lost.
         v.carry = budget - n if n == can else 0.0
         if n == 0:

@@ -35,14 +35,34 @@ Deliberate choices of the models, the same for every trace:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import deque
 from collections.abc import Mapping
 
 from tidal.controller import PolicyInput, VertexPolicy
-from tidal.scaling import Decision, Rule
+from tidal.controller.policy import NumaflowPolicy
+from tidal.scaling import Decision, NumaflowScale, Rule
 
-__all__ = ["Ds2Policy", "SparkDynamicAllocationPolicy", "StaticPeakPolicy"]
+__all__ = ["Ds2Policy", "NumaflowUpstreamPolicy", "SparkDynamicAllocationPolicy", "StaticPeakPolicy"]
+
+
+class NumaflowUpstreamPolicy(NumaflowPolicy):
+    """Numaflow's rules as upstream runs them, for comparison: no hold for a failing sink, none
+    for a vertex its rate limit holds back, and the rate-limit guard at ``rateLimit.max`` (not at
+    what the ramp allows now), as in ``pkg/reconciler/vertex/scaling``."""
+
+    name = "numaflow-upstream"
+
+    def __init__(self, scale: NumaflowScale, rate_limit_max: float | None = None) -> None:
+        super().__init__(scale)
+        self.rate_limit_max = rate_limit_max
+
+    def decide(self, view: PolicyInput) -> Decision:
+        limit = self.rate_limit_max
+        return super().decide(
+            dataclasses.replace(view, sink_retried=None, throttled_at=None, rate_limit=limit)
+        )
 
 
 class StaticPeakPolicy(VertexPolicy):

@@ -64,6 +64,7 @@ class SimResult:
     conservation: dict[str, tuple[int, int, int]] = field(default_factory=dict)
     demand: dict[str, list[float]] = field(default_factory=dict)  # offered messages/s per vertex
     oracle: dict[str, list[int]] = field(default_factory=dict)
+    retried: dict[str, float] = field(default_factory=dict)  # writes a refusing sink had sent again
 
     @property
     def bottleneck(self) -> str:
@@ -211,6 +212,7 @@ def simulate(
     result.first_delivery = dict(sim.first_delivery)
     result.undelivered = [(born, int(n)) for v in sim.vertices.values() for born, n in v.inputs.cohorts]
     result.conservation = sim.conservation()
+    result.retried = {name: v.retried for name, v in sim.vertices.items()}
     result.demand = demand(spec, trace.rates)
     result.oracle = oracle(spec, models, trace.rates)
     return result
