@@ -44,4 +44,6 @@ def test_a_full_buffer_drops_the_newest_messages_and_counts_them(spark, tmp_path
         eventually(all_read_the_rest_dropped, 240, "every generated message read, none held back")
         stored = run.buffers.open("out").stats().length
         dropped = run.control.dropped("in")
+        reasons = run.control.drops("in")
     assert stored == ROOM and dropped == SENT - ROOM, (stored, dropped)
+    assert reasons == {"buffer-full": SENT - ROOM}  # and why, as Numaflow's reason="buffer-full"

@@ -145,3 +145,27 @@ def test_a_vertex_whose_sink_refuses_30_percent_of_writes_is_not_scaled_up_and_l
     assert len(ours) + len(theirs) == 4000 and not set(ours) & set(theirs)
     assert max(replicas) == 1, [(d.rule, d.reason) for d in decisions]
     assert any(d.rule == "sink-failing" for d in decisions), [(d.rule, d.reason) for d in decisions]
+
+
+def test_numaflows_e2e_retry_strategy_drops_after_its_steps_and_says_why(spark, tmp_path):
+    """Numaflow's TestExponentialBackoffRetryStrategyForPipeline on Spark: a sink that refuses
+    everything, two retries, onFailure drop — every message dropped and counted with its reason,
+    and the pipeline goes on (nothing replays for ever)."""
+    spec = _spec(
+        {
+            "pynumaflow": "tidal.examples.numaflow:failing_sink",
+            "retryStrategy": {
+                "backoff": {"intervalSeconds": 0.05, "steps": 2, "factor": 2},
+                "onFailure": "drop",
+            },
+        }
+    )
+
+    def all_dropped() -> None:
+        run.check()
+        assert run.control.drops("out") == {"sink-retries-exhausted": N}, run.control.drops("out")
+
+    with PipelineRun(spec, tmp_path, spark=spark, trigger_seconds=0.25) as run:
+        eventually(all_dropped, 300, "every message dropped after its retries")
+        head = run.plan.chain_of("out").head  # retries count for the query's head: its replicas wrote
+        assert run.control.sink_retried(head) == 2 * N  # each written three times: two retries

@@ -60,7 +60,9 @@ class MemberBatch:
     busy: float = 0.0  # seconds its own step took, summed over the tasks
     dead: int = 0
     delays: DelaySample | None = None  # the chain's sink: delivery delays
-    dropped: int = 0  # tagged DROP, or matched no output edge (tidal.spec.routing)
+    dropped: int = 0  # all of them (see ControlStore.drops for the reasons)
+    full: int = 0  # at a full onFull: discardLatest buffer
+    exhausted: int = 0  # by its routed sink, after its retries
 
 
 def _delay_text(delays: DelaySample | None) -> str | None:
@@ -130,6 +132,9 @@ class ControlStore:
                 db.execute("ALTER TABLE batches ADD COLUMN cpu REAL")
             if "retried" not in columns:  # a routed sink's retried writes (tidal.scaling.sink_health)
                 db.execute("ALTER TABLE batches ADD COLUMN retried INTEGER NOT NULL DEFAULT 0")
+            if "dropped_full" not in columns:  # the drops' reasons (ControlStore.drops)
+                db.execute("ALTER TABLE batches ADD COLUMN dropped_full INTEGER NOT NULL DEFAULT 0")
+                db.execute("ALTER TABLE batches ADD COLUMN dropped_exhausted INTEGER NOT NULL DEFAULT 0")
             db.execute(
                 "CREATE TABLE IF NOT EXISTS replica_reads (vertex TEXT NOT NULL, replica INTEGER NOT NULL, "
                 "count INTEGER NOT NULL, PRIMARY KEY (vertex, replica))"
@@ -221,6 +226,8 @@ class ControlStore:
         cpu: float | None = None,
         dropped: int = 0,
         retried: int = 0,
+        full: int = 0,
+        exhausted: int = 0,
     ) -> None:
         """A committed micro-batch; recording the same batch again (a replay) replaces it.
 
@@ -248,8 +255,8 @@ class ControlStore:
                 )
             db.execute(
                 "INSERT OR REPLACE INTO batches (vertex, batch_id, tasks, rows, at, written, busy, dead, "
-                "delays, parts, peak_rss, cpu, dropped, retried) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "delays, parts, peak_rss, cpu, dropped, retried, dropped_full, dropped_exhausted) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     vertex,
                     batch_id,
@@ -265,13 +272,16 @@ class ControlStore:
                     cpu,
                     dropped,
                     retried,
+                    full,
+                    exhausted,
                 ),
             )
             now = time.time()
             for m in members:
                 db.execute(
                     "INSERT OR REPLACE INTO batches (vertex, batch_id, tasks, rows, at, written, busy, dead, "
-                    "delays, parts, dropped) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?)",
+                    "delays, parts, dropped, dropped_full, dropped_exhausted) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?)",
                     (
                         m.vertex,
                         batch_id,
@@ -283,6 +293,8 @@ class ControlStore:
                         m.dead,
                         _delay_text(m.delays),
                         m.dropped,
+                        m.full,
+                        m.exhausted,
                     ),
                 )
 
@@ -317,6 +329,20 @@ class ControlStore:
             "SELECT coalesce(sum(dropped), 0) FROM batches WHERE vertex=?", (vertex,)
         ).fetchone()
         return int(row[0])
+
+    def drops(self, vertex: str) -> dict[str, int]:
+        """The vertex's drops by reason, as Numaflow's ``forwarder_drop_total`` labels them:
+        ``tags`` (tagged DROP, or no output edge's conditions matched), ``buffer-full`` (an
+        ``onFull: discardLatest`` edge), ``sink-retries-exhausted`` (``onFailure: drop``). Only
+        the reasons with drops."""
+        row = self._store.db.execute(
+            "SELECT coalesce(sum(dropped), 0), coalesce(sum(dropped_full), 0), "
+            "coalesce(sum(dropped_exhausted), 0) FROM batches WHERE vertex=?",
+            (vertex,),
+        ).fetchone()
+        total, full, exhausted = int(row[0]), int(row[1]), int(row[2])
+        out = {"tags": total - full - exhausted, "buffer-full": full, "sink-retries-exhausted": exhausted}
+        return {reason: n for reason, n in out.items() if n}
 
     def sink_retried(self, vertex: str) -> int:
         """Message writes its routed sink retried, over its committed batches (a chain's are its

@@ -56,7 +56,9 @@ def status_table(statuses: Iterable[Any], title: str = "", width: int | None = N
         if stuck:
             state += f" [bold red]STUCK {stuck:.0f} s[/]"
         dead, dropped = getattr(s, "dead", 0), getattr(s, "dropped", 0)
-        notes = [f"{dead:,} dead"] * bool(dead) + [f"{dropped:,} dropped"] * bool(dropped)
+        drops = getattr(s, "drops", None)
+        why = f" ({', '.join(f'{n:,} {reason}' for reason, n in drops.items())})" if drops else ""
+        notes = [f"{dead:,} dead"] * bool(dead) + [f"{dropped:,} dropped{why}"] * bool(dropped)
         watermark = getattr(s, "watermark", None)
         notes += [f"watermark {str(watermark)[11:19]}"] * bool(watermark)  # HH:MM:SS of the ISO time
         processed = f"{s.processed:,}" + (f" ({', '.join(notes)})" if notes else "")

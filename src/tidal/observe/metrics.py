@@ -56,6 +56,14 @@ class MetricsExporter:
         self.dead = Counter(
             "tidal_vertex_dead_letters", "Messages sent to the dead letter", labels, registry=self.registry
         )
+        self.drops = Counter(
+            "tidal_vertex_drops",
+            "Messages dropped, by reason: tags (tagged DROP or no edge's conditions), buffer-full "
+            "(onFull: discardLatest), sink-retries-exhausted (onFailure: drop); "
+            "Numaflow's forwarder_drop_total",
+            [*labels, "reason"],
+            registry=self.registry,
+        )
         self.dropped = Counter(
             "tidal_vertex_dropped",
             "Messages dropped: tagged DROP, or matched no output edge's conditions (Numaflow's drop)",
@@ -108,6 +116,7 @@ class MetricsExporter:
         self._processed: dict[str, float] = {}
         self._dead: dict[str, float] = {}
         self._dropped: dict[str, float] = {}
+        self._drops: dict[tuple[str, str], float] = {}
         self.server: Any = None
         self.port = 0
 
@@ -141,6 +150,11 @@ class MetricsExporter:
             if dropped > 0:
                 self.dropped.labels(*labels).inc(dropped)
                 self._dropped[s.name] = s.dropped
+            for reason, n in (getattr(s, "drops", None) or {}).items():
+                more = n - self._drops.get((s.name, reason), 0)
+                if more > 0:
+                    self.drops.labels(*labels, reason).inc(more)
+                    self._drops[s.name, reason] = n
             self.stuck.labels(*labels).set(getattr(s, "stuck_for", None) or 0.0)
             requests = getattr(s, "requests", None)
             if requests and "at" in requests:

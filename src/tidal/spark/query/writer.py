@@ -56,7 +56,9 @@ class Step:
     written: int = 0  # messages it passed on
     busy: float = 0.0  # seconds in its function
     dead: int = 0
-    dropped: int = 0  # tagged DROP, or matched no output edge's conditions
+    dropped: int = 0  # all of them: tagged DROP, no output edge's conditions, and the two below
+    full: int = 0  # at a full buffer of an onFull: discardLatest edge
+    exhausted: int = 0  # its routed sink gave up after its retries (onFailure: drop)
 
 
 @dataclass
@@ -183,7 +185,9 @@ class VertexWriter(DataSourceStreamArrowWriter):
                 steps[tail].dropped += unrouted
                 written -= unrouted
                 named = pc.binary_join_element_wise(prefix, ids, "")
-                steps[tail].dropped += self._append(key, named, payloads, step, times, masks, keys)
+                full = self._append(key, named, payloads, step, times, masks, keys)
+                steps[tail].dropped += full
+                steps[tail].full += full
             written += len(ids)
             if sink is not None:  # kept for the sink's one write per task
                 # A MonoVertex's sink gets its source's ids as a source vertex would pass them on.
@@ -201,7 +205,9 @@ class VertexWriter(DataSourceStreamArrowWriter):
             takes_times = getattr(sink, "takes_times", False)
             sink_part = sink.write(ids, payloads, times=times) if takes_times else sink.write(ids, payloads)
             sample = time_sample(times.to_numpy())
-            steps[tail].dropped += getattr(sink_part, "dropped", 0)  # a routed sink's, after its retries
+            exhausted = getattr(sink_part, "dropped", 0)  # a routed sink's, after its retries
+            steps[tail].dropped += exhausted
+            steps[tail].exhausted += exhausted
             retried = getattr(sink_part, "retried", 0)
         dead_parts: list[Any] = []
         for i, letters in enumerate(dead):
@@ -361,6 +367,8 @@ class VertexWriter(DataSourceStreamArrowWriter):
                 dead=sum(m.steps[i].dead for m in written if m.steps),
                 delays=delays if i == len(members) - 1 else None,
                 dropped=sum(m.steps[i].dropped for m in written if m.steps),
+                full=sum(m.steps[i].full for m in written if m.steps),
+                exhausted=sum(m.steps[i].exhausted for m in written if m.steps),
             )
             for i, vertex in enumerate(members)
             if i > 0
@@ -379,6 +387,8 @@ class VertexWriter(DataSourceStreamArrowWriter):
             peak_rss=max((m.peak_rss for m in written if m.peak_rss is not None), default=None),
             cpu=sum(m.cpu for m in written),
             dropped=sum(m.steps[0].dropped for m in written if m.steps),
+            full=sum(m.steps[0].full for m in written if m.steps),
+            exhausted=sum(m.steps[0].exhausted for m in written if m.steps),
             retried=sum(m.retried for m in written),
         )
 

@@ -37,6 +37,7 @@ class VertexStatus:
     reason: str
     dead: int = 0  # messages sent to the dead letter (after their retries)
     dropped: int = 0  # tagged DROP or taken by no output edge's conditions (tidal.spec.routing)
+    drops: dict[str, int] | None = None  # the dropped by reason (ControlStore.drops), when any
     stuck_for: float | None = None  # seconds with pending and no progress, past the threshold
     requests: dict[str, Any] | None = None  # an HTTP source's request path at its last report
     # A sink's delivery delay (source to sink, seconds) over the last DELAY_WINDOW seconds:
@@ -141,6 +142,7 @@ def vertex_statuses(run: _Run) -> list[VertexStatus]:
                 else run.control.processed(v.name),
                 dead=run.control.dead_letters(v.name),
                 dropped=run.control.dropped(v.name),
+                drops=run.control.drops(v.name) or None,
                 stuck_for=stuck.get(v.name),
                 rule=rule,
                 reason=reason,

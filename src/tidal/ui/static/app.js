@@ -160,7 +160,7 @@ function graphSvg(run) {
       el("svg:text", { class: `line replicas ${s.replicas === 0 ? "zero" : ""}`, x: 10, y: 38, text: `replicas ${replicas}` }),
       el("svg:text", { class: "line", x: 10, y: 55, text: `rate ${fmt(s.rate, 1)}/s · pending ${fmt(s.pending)}` }),
       el("svg:text", { class: "line", x: 10, y: 72,
-        text: s.stuck_for ? `STUCK ${fmt(s.stuck_for)} s` : `processed ${fmt(s.processed)}${s.dead ? ` · ${fmt(s.dead)} dead` : ""}${s.dropped ? ` · ${fmt(s.dropped)} dropped` : ""}${s.watermark ? ` · wm ${String(s.watermark).slice(11, 19)}` : ""}` }));
+        text: s.stuck_for ? `STUCK ${fmt(s.stuck_for)} s` : `processed ${fmt(s.processed)}${s.dead ? ` · ${fmt(s.dead)} dead` : ""}${s.dropped ? ` · ${fmt(s.dropped)} dropped${s.drops ? ` (${Object.entries(s.drops).map(([why, n]) => `${fmt(n)} ${why}`).join(", ")})` : ""}` : ""}${s.watermark ? ` · wm ${String(s.watermark).slice(11, 19)}` : ""}` }));
     svg.append(node);
   }
   return svg;
