@@ -169,3 +169,46 @@ def test_numaflows_e2e_retry_strategy_drops_after_its_steps_and_says_why(spark, 
         eventually(all_dropped, 300, "every message dropped after its retries")
         head = run.plan.chain_of("out").head  # retries count for the query's head: its replicas wrote
         assert run.control.sink_retried(head) == 2 * N  # each written three times: two retries
+
+
+def test_numaflows_map_bypass_monovertex_routes_every_message_to_one_part_once(spark, tmp_path):
+    """Numaflow's TestMapBypass on Spark (its HTTP source and redis sinks swapped for the generator
+    and files): the handler tags each message sink, fallback or onSuccess; each lands in that
+    part, once."""
+    from tidal.spec import parse_pipeline as parse
+
+    spec = parse(
+        {
+            "kind": "MonoVertex",
+            "name": "map-bypass",
+            "source": {"generator": {"rate": 300, "maxMessages": N, "msgSize": 20}},
+            "transformer": {"pynumaflow": "tidal.examples.numaflow:bypass_cat"},
+            "bypass": {
+                "sink": {"tags": {"operator": "or", "values": ["sink"]}},
+                "fallback": {"tags": {"operator": "or", "values": ["fallback"]}},
+                "onSuccess": {"tags": {"operator": "or", "values": ["onSuccess"]}},
+            },
+            "sink": {
+                "file": {"path": "sink.jsonl"},
+                "fallback": {"file": {"path": "fallback.jsonl"}},
+                "onSuccess": {"file": {"path": "success.jsonl"}},
+            },
+        }
+    )
+    parts = ("sink", "fallback", "success")
+
+    def routed() -> dict[str, list[str]]:
+        return {p: ids_of(delivered(tmp_path / f"{p}.jsonl")) for p in parts}
+
+    def all_routed() -> None:
+        run.check()
+        got = routed()
+        assert sum(len(ids) for ids in got.values()) >= N, {p: len(ids) for p, ids in got.items()}
+
+    with PipelineRun(spec, tmp_path, spark=spark, trigger_seconds=0.25) as run:
+        eventually(all_routed, 300, "every message in its part")
+    got = routed()
+    numbers = {p: {int(i.rsplit(":", 1)[1]) for i in ids} for p, ids in got.items()}
+    assert sum(len(ids) for ids in got.values()) == N == sum(len(n) for n in numbers.values())  # each once
+    for k, p in enumerate(parts):
+        assert numbers[p] and all(n % 3 == k for n in numbers[p]), p

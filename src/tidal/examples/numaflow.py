@@ -71,6 +71,18 @@ def even_odd(keys: list[str], datum: Datum) -> Messages:
     return Messages(Message(datum.value, keys=["odd"], tags=["odd-tag"]))
 
 
+def bypass_cat(keys: list[str], datum: Datum) -> Messages:
+    """For Numaflow's e2e ``map-bypass-cat`` (``TestMapBypass``): the message as it is, tagged
+    ``sink``, ``fallback`` or ``onSuccess`` by its number (the generator's, or an integer
+    payload) modulo 3, for a MonoVertex's ``bypass`` to route."""
+    parts = datum.value.split()
+    try:
+        num = int(parts[1] if len(parts) > 1 else datum.value)
+    except ValueError:
+        num = 0
+    return Messages(Message(datum.value, keys=keys, tags=[("sink", "fallback", "onSuccess")[num % 3]]))
+
+
 def flatmap(keys: list[str], datum: Datum) -> Messages:
     """``map-flatmap``: one message per comma-separated part."""
     return Messages(*(Message(part.encode()) for part in datum.value.decode().split(",")))

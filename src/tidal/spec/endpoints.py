@@ -14,6 +14,7 @@ from pydantic import Field, field_validator, model_validator
 from tidal.spec.base import Model as _Model
 from tidal.spec.http import HttpSourceSpec
 from tidal.spec.retry import OnFailure, RetryStrategySpec
+from tidal.spec.routing import ForwardConditions
 from tidal.spec.shapes import LoadShape, Shape
 
 __all__ = [
@@ -172,6 +173,15 @@ class KafkaSinkSpec(_Model):
 SINK_KINDS = ("log", "file", "blackhole", "user", "parquet", "delta", "kafka", "pynumaflow")
 
 
+class BypassSpec(_Model):
+    """A MonoVertex's ``bypass`` (Numaflow's): messages whose tags match go straight to the sink,
+    its fallback or its onSuccess sink, without being offered to the primary first."""
+
+    sink: ForwardConditions | None = None
+    fallback: ForwardConditions | None = None
+    on_success: ForwardConditions | None = None
+
+
 class SinkSpec(_Model):
     """``sink:`` (and a UDF's ``deadLetter``): exactly one of log, file, blackhole, user,
     parquet, delta, kafka, pynumaflow (a Numaflow SDK ``Sinker`` or sink function,
@@ -193,6 +203,7 @@ class SinkSpec(_Model):
     retry_strategy: RetryStrategySpec | None = None
     fallback: SinkSpec | None = None
     on_success: SinkSpec | None = None
+    bypass: BypassSpec | None = None  # a MonoVertex's (its top-level bypass:, moved here)
 
     @model_validator(mode="after")
     def _exactly_one(self) -> SinkSpec:
@@ -204,9 +215,18 @@ class SinkSpec(_Model):
         for name, other in (("fallback", self.fallback), ("onSuccess", self.on_success)):
             if other is not None and other.routed:
                 raise ValueError(
-                    f"{name}: a {name} sink cannot have its own retryStrategy, fallback or onSuccess "
+                    f"{name}: a {name} sink cannot have its own retryStrategy, fallback, onSuccess or bypass "
                     "(Numaflow's AbstractSink): remove them from it"
                 )
+        bypass = self.bypass
+        if bypass is not None and bypass.fallback is not None and self.fallback is None:
+            raise ValueError(
+                "bypass.fallback routes to a fallback sink, and none is given: add sink.fallback"
+            )
+        if bypass is not None and bypass.on_success is not None and self.on_success is None:
+            raise ValueError(
+                "bypass.onSuccess routes to an onSuccess sink, and none is given: add sink.onSuccess"
+            )
         strategy = self.retry_strategy
         if strategy is not None and strategy.on_failure == OnFailure.FALLBACK and self.fallback is None:
             raise ValueError(
@@ -218,7 +238,7 @@ class SinkSpec(_Model):
     @property
     def routed(self) -> bool:
         """Whether Numaflow's failure routing applies (a retry strategy, a fallback or onSuccess)."""
-        return self.retry_strategy is not None or self.fallback is not None or self.on_success is not None
+        return any(x is not None for x in (self.retry_strategy, self.fallback, self.on_success, self.bypass))
 
     @property
     def kind(self) -> str:

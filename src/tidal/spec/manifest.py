@@ -55,6 +55,7 @@ _IMAGES = {  # Numaflow's example images → the pynumaflow handler shipped with
     "numaflow-go/fb-sink-log": "tidal.examples.numaflow:fallback_sink",
     "numaflow-go/on-success-log": "tidal.examples.numaflow:on_success_sink",
     "numaflow-go/sink-failure": "tidal.examples.numaflow:failing_sink",
+    "numaflow-rs/map-bypass-cat": "tidal.examples.numaflow:bypass_cat",
 }
 _TAGS = {
     "tidal.examples.numaflow:even_odd": ["even-tag", "odd-tag"],
@@ -177,6 +178,8 @@ class _Converter:
         limits = self.limits(spec.get("limits") or {}, "spec.limits")
         if limits:
             out["limits"] = limits
+        if spec.get("bypass"):
+            out["bypass"] = dict(spec["bypass"])  # {sink|fallback|onSuccess: {tags: {operator, values}}}
         for key in _POD:
             if key in spec:
                 self.skip(f"spec.{key}", "Kubernetes pod settings: Spark's executors run the work here")

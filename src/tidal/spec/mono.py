@@ -40,7 +40,7 @@ MONO_KIND = "MonoVertex"
 PIPELINE_KIND = "Pipeline"
 # The keys of a MonoVertex that belong to its one vertex; the others are the pipeline's.
 _VERTEX_KEYS = ("source", "udf", "sink", "scale", "replicas", "policy", "kpa")
-_KEYS = (*_VERTEX_KEYS, "transformer", "name", "limits", "buffers", "controller", "cluster")
+_KEYS = (*_VERTEX_KEYS, "transformer", "name", "limits", "buffers", "controller", "cluster", "bypass")
 
 
 def is_mono(data: Mapping[str, Any]) -> bool:
@@ -80,6 +80,8 @@ def as_pipeline(data: Mapping[str, Any]) -> dict[str, Any]:
             raise errors.SpecError(
                 key, "is required", f"a MonoVertex reads a source and writes a sink: add {key}:"
             )
+    if "bypass" in body:  # routes to the sink's parts: held by the sink (tidal.spark.sinks.routes)
+        body["sink"] = {**(body["sink"] or {}), "bypass": body.pop("bypass")}
     vertex = {k: body.pop(k) for k in _VERTEX_KEYS if k in body}
     vertex["name"] = body.get("name")
     return {**body, "vertices": [vertex], "edges": []}

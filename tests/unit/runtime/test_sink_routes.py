@@ -236,3 +236,35 @@ def test_numaflows_e2e_retry_strategy_retries_twice_then_drops(tmp_path):
     part = sink.write(IDS, PAYLOADS)
     assert slept == [1, 2]
     assert (part.dropped, part.retried, part.primary) == (10, 20, [])
+
+
+def test_a_monovertexs_bypass_sends_tagged_messages_straight_to_each_part(tmp_path):
+    spec = SinkSpec.model_validate(
+        {
+            "file": {"path": "primary.jsonl"},
+            "fallback": {"file": {"path": "fallback.jsonl"}},
+            "onSuccess": {"file": {"path": "success.jsonl"}},
+            "bypass": {
+                "sink": {"tags": {"values": ["sink"]}},
+                "fallback": {"tags": {"values": ["fallback"]}},
+                "onSuccess": {"tags": {"values": ["onSuccess"]}},
+            },
+        }
+    )
+    sink, _ = _routed(tmp_path, spec)
+    tags = [(("sink", "fallback", "onSuccess", "other")[n % 4],) for n in range(10)]
+    sink.commit(0, [sink.write(IDS, PAYLOADS, tags=tags)])
+    got = {
+        name: [r["id"] for r in read_file_sink(tmp_path / f"{name}.jsonl")]
+        for name in ("primary", "fallback", "success")
+    }
+    assert got == {
+        "primary": ["m0", "m3", "m4", "m7", "m8"],  # tagged sink, or nothing the bypass names
+        "fallback": ["m1", "m5", "m9"],
+        "success": ["m2", "m6"],
+    }
+
+
+def test_a_bypass_to_a_part_the_sink_lacks_is_refused():
+    with pytest.raises(Exception, match=r"bypass\.fallback routes to a fallback sink, and none is given"):
+        SinkSpec.model_validate({"log": {}, "bypass": {"fallback": {"tags": {"values": ["x"]}}}})

@@ -301,3 +301,21 @@ def test_numaflows_vertex_limits_convert_with_the_usage_limit_as_a_fraction():
     converted = manifest.convert(m)
     assert converted.data["vertices"][1]["limits"] == {"readBatchSize": 5, "bufferUsageLimit": 0.7}
     assert "spec.vertices[1].limits.readTimeout" in "\n".join(converted.ignored)
+
+
+def test_numaflows_e2e_map_bypass_routes_by_tags_to_the_sinks_parts():
+    """numaproj/numaflow test/monovertex-e2e/testdata/map-bypass.yaml (its redis sinks mapped)."""
+    redis = {
+        f"{name}.{route}": "tidal.examples.numaflow:log_sink"
+        for name in ["map-bypass"]
+        for route in ("fallback", "onSuccess")
+    }
+    redis["numaio/numaflow-rs/redis-sink"] = "tidal.examples.numaflow:log_sink"
+    m = _e2e("map-bypass")
+    m["spec"]["source"] = {"generator": {"rpu": 10, "duration": "1s"}}  # for its HTTP source
+    spec = parse_pipeline(manifest.convert(m, redis).data)
+    sink = spec.vertices[0].sink
+    assert spec.vertices[0].udf.pynumaflow == "tidal.examples.numaflow:bypass_cat"
+    assert sink.bypass.fallback.tags.values == ["fallback"] and sink.bypass.on_success.tags.values == [
+        "onSuccess"
+    ]

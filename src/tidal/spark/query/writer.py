@@ -147,6 +147,7 @@ class VertexWriter(DataSourceStreamArrowWriter):
         out_ids: list[Any] = []
         out_payloads: list[Any] = []
         out_times: list[Any] = []
+        out_tags: list[tuple[str, ...]] = []  # for a sink that routes by them (a MonoVertex's bypass)
         members = self.config.members
         dead: list[list[tuple[str, bytes, str]]] = [[] for _ in members]
         transforms = self.transforms()
@@ -195,6 +196,7 @@ class VertexWriter(DataSourceStreamArrowWriter):
                 out_ids.append(pc.binary_join_element_wise(prefix, ids, "") if mono else ids)
                 out_payloads.append(payloads)
                 out_times.append(times)
+                out_tags.extend(tags if tags is not None else [()] * len(ids))
         sink_part = sample = None
         retried = 0
         if sink is not None:
@@ -203,7 +205,12 @@ class VertexWriter(DataSourceStreamArrowWriter):
             times = pa.concat_arrays(out_times) if out_times else pa.array([], pa.float64())
             # A pynumaflow sink's Datum carries each message's source time as its event time.
             takes_times = getattr(sink, "takes_times", False)
-            sink_part = sink.write(ids, payloads, times=times) if takes_times else sink.write(ids, payloads)
+            if getattr(sink, "takes_tags", False):
+                sink_part = sink.write(ids, payloads, times=times, tags=out_tags)
+            elif takes_times:
+                sink_part = sink.write(ids, payloads, times=times)
+            else:
+                sink_part = sink.write(ids, payloads)
             sample = time_sample(times.to_numpy())
             exhausted = getattr(sink_part, "dropped", 0)  # a routed sink's, after its retries
             steps[tail].dropped += exhausted

@@ -113,4 +113,5 @@ def build_sink(spec: SinkSpec, vertex: str, run_dir: str | Path, at: str, role: 
         spec.retry_strategy or RetryStrategySpec(),
         place.state_dir(),
         at,
+        bypass=spec.bypass,
     )

@@ -9,8 +9,10 @@ and the micro-batch replays. A pynumaflow sink answers per message (success, fai
 on success, :class:`Answers`); any other sink accepts a write whole or raises, which refuses
 every message of it. What a pynumaflow sink answers "fallback" goes to the fallback sink at once;
 what it answers "on success" goes to the onSuccess sink (the response's message, if it gave
-one). The fallback and onSuccess sinks retry with the same backoff and then fail the batch (a
-message is never dropped there), as Numaflow's do.
+one). A MonoVertex's ``bypass`` sends the messages whose tags match its ``fallback`` or
+``onSuccess`` conditions straight there, and its ``sink`` ones (and the rest) to the primary.
+The fallback and onSuccess sinks retry with the same backoff and then fail the batch (a message
+is never dropped there), as Numaflow's do.
 
 **Exactly once across the three.** Each sink commits in the driver, idempotently per batch id.
 A replayed batch can route differently (a primary that refused a message the first time may take
@@ -35,6 +37,7 @@ from typing import Any
 
 from tidal.errors import SinkError
 from tidal.isb.durability import replace_durably, sync_dir
+from tidal.spec.endpoints import BypassSpec
 from tidal.spec.retry import BackoffSpec, OnFailure, RetryStrategySpec, backoff_delay
 
 __all__ = ["Answers", "RoutedPart", "RoutedSink"]
@@ -104,11 +107,14 @@ class RoutedSink:
         state_dir: Path,
         at: str,
         sleep: Callable[[float], None] = time.sleep,
+        bypass: BypassSpec | None = None,
     ) -> None:
         self.primary, self.fallback, self.on_success = primary, fallback, on_success
         self.strategy = strategy
         self.record = state_dir / "routes.pickle"
         self.at = at
+        self.bypass = bypass
+        self.takes_tags = bypass is not None  # the writer hands it each message's tags
         self._sleep = sleep
         self._random = random.Random()
 
@@ -121,11 +127,15 @@ class RoutedSink:
 
     # In a task ------------------------------------------------------------------------------
 
-    def write(self, ids: Any, payloads: Any, errors: Sequence[str] = (), times: Any = None) -> RoutedPart:
+    def write(
+        self, ids: Any, payloads: Any, errors: Sequence[str] = (), times: Any = None, tags: Any = None
+    ) -> RoutedPart:
         out = RoutedPart()
         positions = list(range(len(ids)))
         fallback: list[int] = []
         on_success: list[tuple[int, bytes | None]] = []
+        if self.bypass is not None and tags is not None:
+            positions, fallback, on_success = self._bypassed(tags)
         retry, backoff = 0, self.strategy.backoff
         while positions:
             said = _answers(
@@ -176,6 +186,27 @@ class RoutedSink:
                 self.on_success, "onSuccess", _take(ids, chosen), replaced, _take(times, chosen), None
             )
         return out
+
+    def _bypassed(self, tags: Sequence[Any]) -> tuple[list[int], list[int], list[tuple[int, bytes | None]]]:
+        """Numaflow's bypass: the positions for the primary, the fallback and the onSuccess sink.
+        A message matching the sink's conditions goes to the primary; else the fallback's, else
+        the onSuccess's; a message matching none goes to the primary as usual."""
+        assert self.bypass is not None
+        primary: list[int] = []
+        fallback: list[int] = []
+        on_success: list[tuple[int, bytes | None]] = []
+        route = self.bypass
+        for i, message_tags in enumerate(tags):
+            found = tuple(message_tags or ())
+            if route.sink is not None and route.sink.tags.matches(found):
+                primary.append(i)
+            elif route.fallback is not None and route.fallback.tags.matches(found):
+                fallback.append(i)
+            elif route.on_success is not None and route.on_success.tags.matches(found):
+                on_success.append((i, None))
+            else:
+                primary.append(i)
+        return primary, fallback, on_success
 
     def _exhausted(self, positions: list[int], error: str, fallback: list[int], out: RoutedPart) -> None:
         what = self.strategy.on_failure
