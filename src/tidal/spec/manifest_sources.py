@@ -48,9 +48,10 @@ def seconds(value: object, at: str) -> float:
     return float(match.group(1)) * scale
 
 
-def _secret_env(ref: Mapping[str, Any], default: str) -> str:
-    """A Kubernetes secret reference as the name of the environment variable Tidal reads instead."""
-    return re.sub(r"[^A-Z0-9]", "_", f"{ref.get('name', default)}_{ref.get('key', default)}".upper())
+def _secret_env(ref: Mapping[str, Any], name: str, key: str | None = None) -> str:
+    """A Kubernetes secret reference as the name of the environment variable Tidal reads instead
+    (``name`` and ``key``: what a reference that leaves them out stands for)."""
+    return re.sub(r"[^A-Z0-9]", "_", f"{ref.get('name', name)}_{ref.get('key', key or name)}".upper())
 
 
 def _jetstream(conv: Converting, js: Mapping[str, Any], at: str) -> dict[str, Any]:
@@ -110,9 +111,7 @@ def convert_source(
             conv.skip(f"{at}.http.service", "no Kubernetes Service: the activator listens on 127.0.0.1")
         token = ((http.get("auth") or {}).get("token")) or None
         if token:
-            env = re.sub(
-                r"[^A-Z0-9]", "_", f"{token.get('name', 'http')}_{token.get('key', 'token')}".upper()
-            )
+            env = _secret_env(token, "http", "token")
             out["auth"] = {"token": {"env": env}}
             conv.skip(f"{at}.http.auth.token", f"a Kubernetes secret: the token is read from ${env} instead")
         return {"http": out}
