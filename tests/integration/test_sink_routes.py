@@ -212,3 +212,70 @@ def test_numaflows_map_bypass_monovertex_routes_every_message_to_one_part_once(s
     assert sum(len(ids) for ids in got.values()) == N == sum(len(n) for n in numbers.values())  # each once
     for k, p in enumerate(parts):
         assert numbers[p] and all(n % 3 == k for n in numbers[p]), p
+
+
+ROUTED = """
+name: routed
+limits: {{readBatchSize: 20}}
+vertices:
+  - name: gen
+    source: {{generator: {{rate: 300, maxMessages: {count}, msgSize: 20}}}}
+  - {{name: shape, udf: {{map: "tidal.examples.udfs:json_or_text"}}}}
+  - name: out
+    sink:
+      parquet: {{path: pq, format: json}}
+      retryStrategy: {{backoff: {{intervalSeconds: 0.01, steps: 1}}, onFailure: fallback}}
+      fallback: {{file: {{path: fallback.jsonl}}}}
+edges:
+  - {{from: gen, to: shape}}
+  - {{from: shape, to: out}}
+"""
+
+
+def test_each_message_is_in_parquet_or_its_fallback_once_through_a_driver_sigkill(tmp_path):
+    """Two exactly-once sinks behind one routing: a Parquet primary (format json) refuses every
+    write that holds a text payload, which then goes to a file fallback after its retry.
+    ``tidal run`` is SIGKILLed mid-run and run again on the same run directory: every message is
+    in exactly one of the two, once (the batch's routing is recorded before either commits)."""
+    import os
+    import signal
+    import time
+
+    from .test_cli import tidal
+    from .test_kafka import parquet_ids
+    from .waits import wait_for
+
+    count = 3000
+    spec = tmp_path / "routed.yaml"
+    spec.write_text(ROUTED.format(count=count))
+    run_dir = tmp_path / "run"
+    args = ("run", str(spec), "--run-dir", str(run_dir), "--no-metrics", "--no-live")
+
+    def both() -> tuple[list[str], list[str]]:
+        return parquet_ids(run_dir / "pq"), ids_of(delivered(run_dir / "fallback.jsonl"))
+
+    first = tidal(*args, start_new_session=True)
+    try:
+        wait_for(lambda: sum(map(len, both())) >= 1000, 180, "the first messages", first)
+    finally:
+        os.killpg(first.pid, signal.SIGKILL)  # the driver, its JVM and its Python workers
+        first.communicate(timeout=30)
+    assert sum(map(len, both())) < count, "finished before the kill; the test proves nothing"
+    second = tidal(*args, start_new_session=True)
+
+    def every_message_in_one() -> None:
+        primary, fallback = both()
+        assert len(primary) == len(set(primary)) and len(fallback) == len(set(fallback)), "doubled"
+        assert not set(primary) & set(fallback), "in both"
+        assert len(primary) + len(fallback) == count, (len(primary), len(fallback))
+
+    try:
+        eventually(every_message_in_one, 300, "every message in parquet or the fallback", proc=second, poll=2)
+        time.sleep(2)  # anything doubled would show up now
+    finally:
+        second.send_signal(signal.SIGTERM)
+        out, _ = second.communicate(timeout=120)
+    assert "resumed from its checkpoints" in out
+    every_message_in_one()
+    primary, fallback = both()
+    assert primary and fallback, (len(primary), len(fallback))  # both parts were used

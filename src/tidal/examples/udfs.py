@@ -32,6 +32,19 @@ def slow_upper(payload: bytes) -> bytes:
     return payload.upper()
 
 
+def json_or_text(payload: bytes) -> bytes:
+    """The generator's message as a JSON object (``{"n": …, "text": …}``), except every 50th,
+    left as text: a table sink with ``format: json`` refuses a write that holds one, so the
+    failure-routing examples have writes that fail and writes that do not."""
+    import json
+
+    parts = payload.split(b" ", 2)
+    number = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
+    if number % 50 == 0:
+        return payload
+    return json.dumps({"n": number, "text": payload.decode(errors="replace")}).encode()
+
+
 def fails_on_poison(payload: bytes) -> bytes:
     if b"poison" in payload:
         raise ValueError(f"cannot handle {payload[:20]!r}")
