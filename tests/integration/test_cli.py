@@ -115,6 +115,11 @@ def test_run_serves_metrics_writes_a_report_and_events_and_status_read_it(tmp_pa
         eventually(exported, 180, "the pipeline's metrics", proc=proc)
         code, text = output("status", str(run_dir))
         assert code == 0 and "running" in text and "work" in text, text
+        # A second driver on the live run's directory is refused, naming the first (#57).
+        code, text = output("run", str(spec), "--run-dir", str(run_dir), "--no-metrics", "--no-live")
+        assert code != 0 and f"another tidal run (pid {proc.pid}) is running on it" in " ".join(
+            text.split()
+        ), text
         wait_for(lambda: len(lines(run_dir / "out.jsonl")) >= 4000, 180, "every message", proc)
         proc.send_signal(signal.SIGTERM)
         out, _ = proc.communicate(timeout=120)

@@ -148,7 +148,11 @@ def run_id(run_dir: str | Path) -> str:
 
 
 def reset(run_dir: str | Path) -> None:
-    """Delete everything in ``run_dir`` (state, checkpoints, outputs written there)."""
+    """Delete everything in ``run_dir`` (state, checkpoints, outputs written there); refused while
+    a live run holds it (:mod:`tidal.spark.batch.driver_lock`)."""
+    from tidal.spark.batch.driver_lock import DriverLock
+
     run_dir = Path(run_dir)
     if run_dir.exists():
+        DriverLock(run_dir).acquire().release()  # raises, naming the live run
         shutil.rmtree(run_dir)

@@ -42,6 +42,7 @@ from tidal.scaling.latency import DelaySample
 from tidal.spark.batch import rundir
 from tidal.spark.batch.checkpoint_sync import checkpoint_of, repair_checkpoint
 from tidal.spark.batch.config import QueryConfig, input_buffer
+from tidal.spark.batch.driver_lock import DriverLock
 from tidal.spark.batch.stores import open_store
 from tidal.spark.cluster.standalone import default_master_web
 from tidal.spark.query.queries import query_config
@@ -109,6 +110,7 @@ class PipelineRun:
         self.buffers: BufferStore | None = None
         self.started_at = 0.0
         self._released = False
+        self._lock: DriverLock | None = None  # held from start to stop (one driver per run directory)
         self.allocator: Any = None  # the executor allocator, on a cluster manager
         self._refreshers: list[Any] = []  # reference tables read again on their intervals
         self._watches: list[Any] = []  # the buffer servers' watch (a replica unheard: a fault)
@@ -153,6 +155,14 @@ class PipelineRun:
         )
 
     def start(self) -> PipelineRun:
+        self._lock = DriverLock(self.run_dir).acquire()  # refuses a second driver on this directory
+        try:
+            return self._start()
+        except BaseException:
+            self._lock.release()  # a start that failed holds nothing: fix it and start again
+            raise
+
+    def _start(self) -> PipelineRun:
         rundir.claim(self.run_dir, self.spec)  # refuses another pipeline's run directory
         self.started_at = time.time()
         self.buffers = self._open_buffers()
@@ -436,6 +446,8 @@ class PipelineRun:
         if self._nats is not None:
             self._nats.stop()
             self._nats = None
+        if self._lock is not None:
+            self._lock.release()
         self._released = True
 
     def __enter__(self) -> PipelineRun:
