@@ -19,6 +19,14 @@ from tidal import errors
 __all__ = ["convert_command", "read_handlers"]
 
 
+class _Plain(yaml.SafeDumper):
+    """YAML a person keeps and edits: a value two vertices share (a tag list) is written out at
+    each place, not as an anchor (``&id001``) and its alias."""
+
+    def ignore_aliases(self, data: object) -> bool:
+        return True
+
+
 def read_handlers(path: str | Path | None) -> dict[str, str]:
     """A handlers file: YAML mapping a vertex name or an image to ``module:handler``."""
     if path is None:
@@ -51,6 +59,6 @@ def convert_command(path: str, handlers: str | None = None, console: Console | N
         return 2
     lines = [f"# Converted from {path} (Numaflow {data.get('kind')}) by tidal convert."]
     lines += [f"# Not honoured: {line}" for line in converted.ignored]
-    text = yaml.safe_dump(converted.data, sort_keys=False)
+    text = yaml.dump(converted.data, Dumper=_Plain, sort_keys=False)
     print("\n".join(lines) + "\n" + text, end="")
     return 0

@@ -25,6 +25,7 @@ named the same way as a ``udf``'s; Numaflow's example log sinks become Tidal's l
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -106,6 +107,7 @@ def convert(data: Mapping[str, Any], handlers: Mapping[str, str] | None = None) 
         raise errors.SpecError("spec", "is missing", f"a {kind} manifest has its vertices under spec")
     out = _Converter(name, dict(handlers or {}))
     result = out.mono(spec) if kind == "MonoVertex" else out.pipeline(spec)
+    out.unused_handlers()
     return Converted(result, out.ignored)
 
 
@@ -115,6 +117,8 @@ class _Converter:
         self.handlers = handlers
         self.ignored: list[str] = []
         self.pipeline_rate_limit: Mapping[str, Any] = {}  # what a vertex's rateLimit inherits
+        self.names: set[str] = set()  # every name a handlers-file key could have matched
+        self.used: set[str] = set()  # the handlers-file keys that named a handler
 
     def skip(self, path: str, why: str) -> None:
         self.ignored.append(f"{path}: {why}")
@@ -311,6 +315,19 @@ class _Converter:
                     "the accumulator window is not supported by Tidal",
                     "use a fixed, sliding or session window",
                 )
+            for kind in ("fixed", "sliding"):
+                body = window.get(kind)
+                if isinstance(body, Mapping) and "streaming" in body:
+                    if body["streaming"]:
+                        raise errors.SpecError(
+                            f"{at}.groupBy.window.{kind}.streaming",
+                            "a streaming window (a reducer that returns messages while its window is "
+                            "open, pynumaflow's ReduceStreamer) is not supported by Tidal",
+                            f"remove streaming: a {kind} window's reducer then runs once per key and "
+                            "window, when the window closes",
+                        )
+                    window = {**window, kind: {k: v for k, v in body.items() if k != "streaming"}}
+                    group = {**group, "window": window}
             if "storage" in group:
                 self.skip(
                     f"{at}.groupBy.storage", "Spark's state store, in the run's checkpoint, holds the windows"
@@ -345,18 +362,42 @@ class _Converter:
 
     def handler(self, image: str, vertex: str, annotations: Mapping[str, Any]) -> str | None:
         """The pynumaflow handler a container runs as: the vertex's annotation, the handlers file
-        (by vertex, image, or image without its registry and tag), else Numaflow's example image."""
-        # Without registry and tag: quay.io/numaio/numaflow-go/map-cat:stable → numaflow-go/map-cat
+        (by vertex, image, image without its registry and tag, or that without Numaflow's
+        ``numaio/`` organisation), else Numaflow's example image."""
+        # Without registry and tag: quay.io/numaio/numaflow-go/map-cat:stable → numaio/numaflow-go/map-cat
         bare = re.sub(r"^[^/]+\.[^/]+/", "", image.split("@", maxsplit=1)[0]).rsplit(":", 1)[0]
         short = bare.split("/", 1)[-1] if bare.startswith("numaio/") else bare
-        found = (
-            annotations.get(HANDLER_ANNOTATION)
-            or self.handlers.get(vertex)
-            or self.handlers.get(image)
-            or self.handlers.get(bare)
-            or _IMAGES.get(short)
-        )
+        keys = [vertex, image, bare, short] if image else [vertex]
+        self.names.update(k for k in keys if k)
+        if annotations.get(HANDLER_ANNOTATION):
+            return str(annotations[HANDLER_ANNOTATION])
+        for key in keys:
+            if key and key in self.handlers:
+                self.used.add(key)
+                return self.handlers[key]
+        found = _IMAGES.get(short)
         return str(found) if found else None
+
+    def unused_handlers(self) -> None:
+        """A handlers-file key that matched nothing is refused when it is close to a name that
+        would have matched (a typo, a missing organisation: the container then silently runs
+        Numaflow's example handler, or none); one close to nothing is listed as not used."""
+        for key in sorted(set(self.handlers) - self.used):
+            if key in self.names:  # the vertex's annotation came first
+                self.skip(
+                    f"handlers[{key}]", f"the vertex's {HANDLER_ANNOTATION} annotation names its handler"
+                )
+                continue
+            close = difflib.get_close_matches(key, sorted(self.names), n=1, cutoff=0.75)
+            if close and close[0] not in self.used:
+                raise errors.SpecError(
+                    f"handlers[{key}]",
+                    "matches no vertex or image of this manifest",
+                    f"did you mean {close[0]!r}? A key is a vertex name, an image, or an image "
+                    "without its registry and tag (quay.io/numaio/numaflow-go/redis-sink:stable → "
+                    "numaflow-go/redis-sink)",
+                )
+            self.skip(f"handlers[{key}]", "matches no vertex or image of this manifest")
 
     def container_handler(
         self,
@@ -373,11 +414,21 @@ class _Converter:
         image = str(container.get("image", ""))
         handler = self.handler(image, vertex, annotations)
         if not handler:
+            bare = re.sub(r"^[^/]+\.[^/]+/", "", image.split("@", maxsplit=1)[0]).rsplit(":", 1)[0]
+            near = [
+                (key, close[0])
+                for key in sorted(self.handlers)
+                for close in [difflib.get_close_matches(key, [vertex, bare], n=1, cutoff=0.75)]
+                if close
+            ]
+            fix = (
+                f"the handlers file's key {near[0][0]!r} is close: write it as {near[0][1]!r}"
+                if near
+                else f"annotate the vertex {HANDLER_ANNOTATION}: {names}, or map the image or the vertex "
+                "in a handlers file (tidal convert --handlers)"
+            )
             raise errors.SpecError(
-                f"{at}.image",
-                f"{image or 'no image'}: no Python handler for this {what}",
-                f"annotate the vertex {HANDLER_ANNOTATION}: {names}, or map the image or the vertex in a "
-                "handlers file (tidal convert --handlers)",
+                f"{at}.image", f"{image or 'no image'}: no Python handler for this {what}", fix
             )
         if image:
             self.skip(f"{at}.image", f"no containers: {image} runs as the pynumaflow {called} {handler}")
@@ -406,20 +457,26 @@ class _Converter:
             k = sink["kafka"] or {}
             self.sarama(k, f"{at}.kafka", ("config", "tls", "sasl", "setKey"), "sink.kafka.producer")
             return {"kafka": {"bootstrapServers": ",".join(k.get("brokers") or []), "topic": k.get("topic")}}
-        image = str(((sink.get("udsink") or {}).get("container") or {}).get("image", ""))
-        if re.search(r"numaflow-(rs|go|python)/sink-log(:|$)", image):
-            return {"log": {}}  # Numaflow's example log sinks: what Tidal's log sink does
         if "udsink" in sink:
             container = (sink.get("udsink") or {}).get("container") or {}
-            runs = ("sink", "sink", "module:handler (a pynumaflow Sinker or sink function)")
-            handler = self.container_handler(container, f"{at}.udsink.container", vertex, annotations, runs)
+            image = str(container.get("image", ""))
+            named = self.handler(image, vertex, annotations)
+            if named is None and re.search(r"numaflow-(rs|go|python)/sink-log(:|$)", image):
+                out: dict[str, Any] = {"log": {}}  # Numaflow's example log sinks: what Tidal's log sink does
+                self.skip(f"{at}.udsink.container.image", f"no containers: {image} runs as Tidal's log sink")
+            else:
+                runs = ("sink", "sink", "module:handler (a pynumaflow Sinker or sink function)")
+                handler = self.container_handler(
+                    container, f"{at}.udsink.container", vertex, annotations, runs
+                )
+                out = {"pynumaflow": handler}
             for key in container:
                 if key not in ("image", "imagePullPolicy"):
                     self.skip(
                         f"{at}.udsink.container.{key}",
                         _WHY.get(key, "a container setting: the handler runs in Spark"),
                     )
-            return {"pynumaflow": handler}
+            return out
         known = ", ".join(sorted(k for k in sink if k not in _ROUTING)) or "none"
         raise errors.SpecError(at, f"no sink Tidal runs (got {known})", "use log, blackhole or kafka")
 
@@ -465,6 +522,8 @@ _WHY = {
     "partitions": "a Tidal buffer is one partition; a replica reads its own range of it",
     "readTimeout": "Tidal reads on a processing-time trigger (limits.triggerSeconds)",
     "concurrency": "a replica is one Spark task, which processes its range in order",
+    "args": "container arguments: the handler is called in Spark's Python workers, with no command line",
+    "command": "a container's command: the handler is called in Spark's Python workers",
     "env": "environment variables: set them for the run (the handler reads the driver's and executors')",
     "resources": "Spark's executors size the work (cluster: executorCores, executorMemory)",
 }

@@ -47,11 +47,31 @@ class _Timed(Model):
         return seconds(value) if value is not None else value
 
 
-class FixedWindow(_Timed):
+class _Aligned(_Timed):
+    """A fixed or sliding window. Numaflow's ``streaming: true`` (a reducer that returns messages
+    while its window is open, pynumaflow's ``ReduceStreamer``) is refused by name: Spark's append
+    mode hands a window over once, when the watermark passes its end. ``streaming: false`` is
+    Numaflow's default and is accepted."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _not_streaming(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "streaming" in data:
+            if data["streaming"]:
+                raise ValueError(
+                    "streaming: true (a reducer that returns messages while its window is open, "
+                    "pynumaflow's ReduceStreamer) is not supported: remove it, and the reducer runs "
+                    "once per key and window, when the window closes"
+                )
+            data = {k: v for k, v in data.items() if k != "streaming"}
+        return data
+
+
+class FixedWindow(_Aligned):
     length: float = Field(gt=0)
 
 
-class SlidingWindow(_Timed):
+class SlidingWindow(_Aligned):
     length: float = Field(gt=0)
     slide: float = Field(gt=0)
 
