@@ -72,15 +72,27 @@ def even_odd(keys: list[str], datum: Datum) -> Messages:
 
 
 def bypass_cat(keys: list[str], datum: Datum) -> Messages:
-    """For Numaflow's e2e ``map-bypass-cat`` (``TestMapBypass``): the message as it is, tagged
-    ``sink``, ``fallback`` or ``onSuccess`` by its number (the generator's, or an integer
-    payload) modulo 3, for a MonoVertex's ``bypass`` to route."""
+    """For Numaflow's e2e ``map-bypass-cat`` (``TestMapBypass``): the message as it is, tagged as
+    numaflow-rs's example tags it, by a word in its value (``fallback``; ``onSuccess`` or, as the
+    e2e test sends it, ``on-success``; ``primary`` → ``sink``); a value with none of them, by its
+    number (the generator's, or an integer payload) modulo 3, for a MonoVertex's ``bypass`` to route."""
+    text = datum.value.decode(errors="replace")
+    worded = [tag for tag, words in _BYPASS_WORDS if any(w in text for w in words)]
+    if worded:
+        return Messages(Message(datum.value, keys=keys, tags=worded[:1]))
     parts = datum.value.split()
     try:
         num = int(parts[1] if len(parts) > 1 else datum.value)
     except ValueError:
         num = 0
     return Messages(Message(datum.value, keys=keys, tags=[("sink", "fallback", "onSuccess")[num % 3]]))
+
+
+_BYPASS_WORDS = (
+    ("fallback", ("fallback",)),
+    ("onSuccess", ("onSuccess", "on-success")),
+    ("sink", ("primary",)),
+)
 
 
 def flatmap(keys: list[str], datum: Datum) -> Messages:

@@ -59,6 +59,7 @@ from aiohttp import web
 from tidal.request import subsetting
 from tidal.request.auth import load_token, refused
 from tidal.request.breaker import Overloaded
+from tidal.request.messages import EVENT_TIME, KEYS, NUMAFLOW_ID, NUMAFLOW_PATH, wrong_vertex
 from tidal.request.receiver import PROXY_HEADER
 from tidal.request.serving import PublicListener, local_port, run, until_stopped
 from tidal.request.throttler import Throttler, policy_name
@@ -68,7 +69,7 @@ __all__ = ["CANNOT_LISTEN", "ActivatorConfig", "main"]
 
 READY_LINE = "TIDAL-ACTIVATOR"
 CANNOT_LISTEN = "TIDAL-ACTIVATOR-CANNOT-LISTEN"  # on stderr: the public address is not ours, or taken
-FORWARDED = ("Content-Type", "Idempotency-Key", "X-Message-Id")
+FORWARDED = ("Content-Type", "Idempotency-Key", "X-Message-Id", NUMAFLOW_ID, EVENT_TIME, KEYS)
 POKE_EVERY = 0.2  # seconds between pokes while requests wait at zero
 SET_ASIDE_SECONDS = 5.0  # a receiver that took no connection sits out this long
 UNSENT = (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError)  # the request never left
@@ -140,6 +141,9 @@ class _Activator:
         if denied is not None:
             self.unauthorized += 1
             return denied
+        elsewhere = wrong_vertex(request.match_info.get("vertex"), self.config.vertex)
+        if elsewhere is not None:
+            return web.json_response({"error": elsewhere}, status=404)
         try:
             body = await request.read()
         except web.HTTPRequestEntityTooLarge:
@@ -316,6 +320,7 @@ def activator_app(config: ActivatorConfig) -> tuple[web.Application, _Activator]
     activator = _Activator(config)
     app = web.Application(client_max_size=config.max_request_bytes)
     app.router.add_post("/", activator.handle)
+    app.router.add_post(NUMAFLOW_PATH, activator.handle)  # where Numaflow's clients POST
     app.router.add_put("/_tidal/receivers", activator.receivers)
     app.router.add_get("/_tidal/stats", activator.stats_handler)
 

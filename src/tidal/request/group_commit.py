@@ -46,6 +46,7 @@ class _Pending:
     ids: Sequence[str]
     future: asyncio.Future[Stored]
     loop: asyncio.AbstractEventLoop
+    event_time: float | None = None
 
 
 class GroupWriter:
@@ -60,9 +61,13 @@ class GroupWriter:
         self._thread = threading.Thread(target=self._run, name="tidal-group-commit", daemon=True)
         self._thread.start()
 
-    async def append(self, payloads: Sequence[bytes], ids: Sequence[str]) -> Stored:
+    async def append(
+        self, payloads: Sequence[bytes], ids: Sequence[str], event_time: float | None = None
+    ) -> Stored:
+        """Store one request's messages with the group; ``event_time`` (seconds) is their source
+        time, the time they are stored by default."""
         loop = asyncio.get_running_loop()
-        pending = _Pending(payloads, ids, loop.create_future(), loop)
+        pending = _Pending(payloads, ids, loop.create_future(), loop, event_time)
         with self._cond:
             if self._closed:
                 raise RuntimeError("the receiver is stopping")
@@ -121,7 +126,11 @@ class GroupWriter:
         self._check_usage()
         payloads = [p for item in group for p in item.payloads]
         ids = [i for item in group for i in item.ids]
-        results = [buffer.append(payloads, ids) for buffer in self._buffers]
+        times = None
+        if any(item.event_time is not None for item in group):
+            now = time.time()
+            times = [now if item.event_time is None else item.event_time for item in group for _ in item.ids]
+        results = [buffer.append(payloads, ids, times) for buffer in self._buffers]
         first = results[0]
         if first.duplicates == 0:
             return [Stored(len(item.ids), 0) for item in group]

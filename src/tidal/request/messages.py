@@ -9,6 +9,14 @@ Accepted bodies (the ``Content-Type`` decides):
 
 Each message's payload is its JSON text, compact (``{"a":1}``), UTF-8.
 
+Under ``bodies: raw`` (Numaflow's HTTP source, which ``tidal convert`` sets) the body, whatever
+its ``Content-Type``, is **one** message, its bytes as they came.
+
+Numaflow's headers work under both: ``x-numaflow-id`` is ``X-Message-Id``;
+``x-numaflow-event-time`` (milliseconds since the epoch) is the messages' event time (their
+source time: what a reduce windows them by), now by default. ``x-numaflow-keys`` is refused with a
+400: Tidal's receivers do not carry keys yet, and dropping them would change a keyed reduce.
+
 Ids make retries safe. With ``Idempotency-Key: K`` the messages are ``K/0``, ``K/1``, …; the
 buffer stores each id once within its de-duplication window, so a retry of the same request
 (same key, same body) appends nothing new and is answered with the same ids. ``X-Message-Id``
@@ -28,8 +36,15 @@ from dataclasses import dataclass
 
 from tidal.errors import BadRequest
 
-__all__ = ["JSON_LINES", "BadRequest", "Parsed", "parse"]
+__all__ = [
+    "EVENT_TIME", "JSON_LINES", "KEYS", "NUMAFLOW_ID", "NUMAFLOW_PATH", "BadRequest", "Parsed", "parse",
+    "wrong_vertex",
+]  # fmt: skip
 
+NUMAFLOW_PATH = "/vertices/{vertex}"  # where Numaflow's clients POST; "/" is Tidal's
+NUMAFLOW_ID = "x-numaflow-id"  # Numaflow's HTTP source: the message's id, for de-duplication
+EVENT_TIME = "x-numaflow-event-time"
+KEYS = "x-numaflow-keys"
 JSON_LINES = ("application/x-ndjson", "application/jsonl", "application/json-lines")
 MAX_KEY_LENGTH = 200
 _KEY = re.compile(r"^[\x21-\x7e]+$")  # visible ASCII, no spaces
@@ -39,6 +54,7 @@ _KEY = re.compile(r"^[\x21-\x7e]+$")  # visible ASCII, no spaces
 class Parsed:
     payloads: list[bytes]
     ids: list[str]
+    event_time: float | None = None  # x-numaflow-event-time, in seconds; None: when it is stored
 
 
 def _compact(value: object) -> bytes:
@@ -71,7 +87,7 @@ def _values(content_type: str, body: bytes) -> list[object]:
 
 
 def _key(headers: Mapping[str, str], name: str) -> str | None:
-    value = headers.get(name)
+    value = headers.get(name.lower())
     if value is None:
         return None
     if not value or len(value) > MAX_KEY_LENGTH or not _KEY.match(value):
@@ -79,13 +95,37 @@ def _key(headers: Mapping[str, str], name: str) -> str | None:
     return value
 
 
-def parse(content_type: str, body: bytes, headers: Mapping[str, str]) -> Parsed:
-    """The request's messages and their ids, or :class:`BadRequest`."""
-    values = _values(content_type, body)
+def _event_time(headers: Mapping[str, str]) -> float | None:
+    value = headers.get(EVENT_TIME)
+    if value is None:
+        return None
+    if not value.strip().isdigit():
+        raise BadRequest(400, f"{EVENT_TIME} must be milliseconds since 1970-01-01 UTC (e.g. 1663006726000)")
+    return int(value) / 1000.0
+
+
+def parse(content_type: str, body: bytes, headers: Mapping[str, str], raw: bool = False) -> Parsed:
+    """The request's messages and their ids, or :class:`BadRequest`; ``raw``: the body is one
+    message, as it came (``source.http.bodies: raw``)."""
+    headers = {k.lower(): v for k, v in headers.items()}  # HTTP's names are case-insensitive
+    if headers.get(KEYS) is not None:
+        raise BadRequest(
+            400, f"{KEYS} is not supported: Tidal's HTTP source does not carry keys yet; send the key in "
+            "the payload and set it in a map (Message(value, keys=[...]))",
+        )  # fmt: skip
+    event_time = _event_time(headers)
+    if raw and not body:
+        raise BadRequest(400, "the request holds no message (an empty body)")
+    values: list[object] = [body] if raw else _values(content_type, body)
     if not values:
         raise BadRequest(400, "the request holds no message (an empty array or no lines)")
     key = _key(headers, "Idempotency-Key")
     message_id = _key(headers, "X-Message-Id")
+    numaflow_id = _key(headers, NUMAFLOW_ID)
+    if numaflow_id is not None:
+        if message_id is not None and message_id != numaflow_id:
+            raise BadRequest(400, f"send X-Message-Id or {NUMAFLOW_ID}, not both")
+        message_id = numaflow_id
     if message_id is not None:
         if key is not None:
             raise BadRequest(400, "send Idempotency-Key or X-Message-Id, not both")
@@ -94,6 +134,20 @@ def parse(content_type: str, body: bytes, headers: Mapping[str, str]) -> Parsed:
                 400, f"X-Message-Id names one message, and the body holds {len(values)}: "
                 "use Idempotency-Key for a batch",
             )  # fmt: skip
-        return Parsed([_compact(values[0])], [message_id])
+        return Parsed([_payload(values[0])], [message_id], event_time)
     prefix = key if key is not None else uuid.uuid4().hex
-    return Parsed([_compact(v) for v in values], [f"{prefix}/{i}" for i in range(len(values))])
+    return Parsed([_payload(v) for v in values], [f"{prefix}/{i}" for i in range(len(values))], event_time)
+
+
+def _payload(value: object) -> bytes:
+    return value if isinstance(value, bytes) else _compact(value)
+
+
+def wrong_vertex(named: str | None, vertex: str) -> str | None:
+    """Why a POST to ``/vertices/<named>`` does not reach the source ``vertex`` (None: it does).
+    An HTTP MonoVertex ``N``'s receivers are the vertex ``N-http``: both names are its."""
+    from tidal.spec.mono import HTTP_SUFFIX
+
+    if named is None or named in (vertex, vertex.removesuffix(HTTP_SUFFIX)):
+        return None
+    return f"this is the HTTP source of vertex {vertex!r}, not {named!r}: POST to / or /vertices/{vertex}"

@@ -44,7 +44,7 @@ from tidal.isb.open import open_store
 from tidal.request.auth import load_token, refused
 from tidal.request.breaker import Breaker, Overloaded
 from tidal.request.group_commit import Backpressure, GroupWriter
-from tidal.request.messages import BadRequest, parse
+from tidal.request.messages import NUMAFLOW_PATH, BadRequest, parse, wrong_vertex
 from tidal.request.serving import PublicListener, local_port, run, until_stopped
 from tidal.scaling.request_stats import RequestStat, RequestStats
 
@@ -66,6 +66,7 @@ class ReceiverConfig:
     container_concurrency: int = 0
     max_request_bytes: int = 1 << 20
     timeout_seconds: float = 300.0  # a request's deadline (Knative's revision timeoutSeconds)
+    raw: bool = False  # source.http.bodies: raw, Numaflow's: the body is one message, as it came
     port: int = 0
     host: str = "127.0.0.1"  # the address of its own port (the activator forwards there)
     public_host: str = "127.0.0.1"
@@ -168,6 +169,9 @@ class _Receiver:
             self.inside -= 1
 
     async def _messages(self, request: web.Request) -> web.Response:
+        elsewhere = wrong_vertex(request.match_info.get("vertex"), self.config.vertex)
+        if elsewhere is not None:
+            return _json(404, {"error": elsewhere})
         if request.content_length is not None and request.content_length > self.config.max_request_bytes:
             return self._too_large(request.content_length)
         try:
@@ -175,11 +179,11 @@ class _Receiver:
         except web.HTTPRequestEntityTooLarge:
             return self._too_large(None)
         try:
-            parsed = parse(request.headers.get("Content-Type", ""), body, request.headers)
+            parsed = parse(request.headers.get("Content-Type", ""), body, request.headers, self.config.raw)
         except BadRequest as bad:
             return _json(bad.status, {"error": bad.problem})
         try:
-            stored = await self.writer.append(parsed.payloads, parsed.ids)
+            stored = await self.writer.append(parsed.payloads, parsed.ids, parsed.event_time)
         except Backpressure as full:
             return _json(429, {"error": str(full)}, {"Retry-After": "1"})
         except errors.BufferFull as full:
@@ -223,6 +227,7 @@ def receiver_app(config: ReceiverConfig) -> tuple[web.Application, _Receiver]:
     receiver = _Receiver(config)
     app = web.Application(client_max_size=config.max_request_bytes)
     app.router.add_post("/", receiver.handle)
+    app.router.add_post(NUMAFLOW_PATH, receiver.handle)  # where Numaflow's clients POST
     app.router.add_get("/_tidal/ready", receiver.ready)
     app.router.add_get("/_tidal/stats", receiver.stats_handler)
     app.router.add_put("/_tidal/serve", receiver.serve)

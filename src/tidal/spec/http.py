@@ -61,7 +61,9 @@ class HttpSourceSpec(Model):
     beside the driver; ``agentToken`` (a :class:`TokenSpec`), the token the agents were started
     with (``tidal agent --token-file``). ``auth``: a bearer token every request must carry
     (:class:`HttpAuthSpec`); a source on a host other than loopback needs one, or ``auth: none``
-    said on purpose."""
+    said on purpose. ``bodies``: ``json`` (Tidal's: a JSON value, an array as a batch, or JSON
+    lines; 415 for another type) or ``raw`` (Numaflow's: the body, whatever its type, is one
+    message, its bytes as they came)."""
 
     host: str = "127.0.0.1"
     port: int = Field(0, ge=0, le=65_535)
@@ -71,6 +73,9 @@ class HttpSourceSpec(Model):
     max_request_bytes: int = Field(1 << 20, ge=1024, le=1 << 30)
     timeout_seconds: float = Field(300.0, gt=0, le=3600)
     activators: int = Field(1, ge=1, le=20)
+    # json: Tidal's (a JSON value, an array as a batch, JSON lines); raw: Numaflow's (the body, any
+    # Content-Type, is one message as it came); tidal convert sets raw.
+    bodies: Literal["json", "raw"] = "json"
     receiver_hosts: list[str] = Field(default_factory=list)
     agent_token: TokenSpec | None = None
     # None: no token (loopback only); ``none``: no token, said on purpose (any host).

@@ -106,7 +106,11 @@ def convert_source(
         return {"generator": {"rate": rpu / duration, "msgSize": int(g.get("msgSize", 8))}}
     if "http" in source:
         http = source["http"] or {}
-        out: dict[str, Any] = {}
+        # Numaflow's HTTP source takes the body, whatever its type, as one message, and its
+        # clients POST to /vertices/<name> with x-numaflow-id / x-numaflow-event-time: all served.
+        out: dict[str, Any] = {"bodies": "raw"}
+        if "ports" in http:
+            conv.skip(f"{at}.http.ports", "plain HTTP on source.http.port (a free one by default); no TLS")
         if "service" in http:
             conv.skip(f"{at}.http.service", "no Kubernetes Service: the activator listens on 127.0.0.1")
         token = ((http.get("auth") or {}).get("token")) or None

@@ -18,9 +18,16 @@ runtime runs that vertex's query the way it runs every vertex's (read a range of
 the function, write the sink, commit). Errors name the keys as written here (``transformer.map``,
 not ``vertices[0].udf.map``).
 
-What a MonoVertex cannot have, and why (each refused with the reason):
+How it differs:
 
-* an HTTP source: its receivers append into the vertex's input buffer, and a MonoVertex has none;
+* an HTTP source runs with one buffer: a request cannot wait for a micro-batch, so its receivers
+  (``N-http``) run beside Spark and append to a buffer that the MonoVertex's function and sink
+  read (``N``, and ``N-sink`` chained into it when there is a transformer). Numaflow runs the HTTP
+  server inside each MonoVertex pod; Tidal's receivers scale by the KPA on their requests
+  (``kpa:``), and ``N`` by the MonoVertex's ``scale`` on that buffer's backlog.
+
+What it cannot have, and why (each refused with the reason):
+
 * a SQL or DataFrame transformer: those steps are queries of their own over buffered rows;
 * ``deadLetter`` on the transformer works as in a pipeline.
 """
@@ -28,6 +35,7 @@ What a MonoVertex cannot have, and why (each refused with the reason):
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -40,6 +48,9 @@ MONO_KIND = "MonoVertex"
 PIPELINE_KIND = "Pipeline"
 # The keys of a MonoVertex that belong to its one vertex; the others are the pipeline's.
 _VERTEX_KEYS = ("source", "udf", "sink", "scale", "replicas", "policy", "kpa")
+_VERTEX_PATH = re.compile(r"vertices\[[^\]]*\]")
+HTTP_SUFFIX = "-http"  # an HTTP MonoVertex's receivers
+SINK_SUFFIX = "-sink"  # its sink, when a transformer comes before it
 _KEYS = (*_VERTEX_KEYS, "transformer", "name", "limits", "buffers", "controller", "cluster", "bypass")
 
 
@@ -84,17 +95,41 @@ def as_pipeline(data: Mapping[str, Any]) -> dict[str, Any]:
         body["sink"] = {**(body["sink"] or {}), "bypass": body.pop("bypass")}
     vertex = {k: body.pop(k) for k in _VERTEX_KEYS if k in body}
     vertex["name"] = body.get("name")
+    if "http" in (vertex.get("source") or {}):
+        return {**body, **_served(vertex)}
     return {**body, "vertices": [vertex], "edges": []}
+
+
+def _served(vertex: dict[str, Any]) -> dict[str, Any]:
+    """An HTTP MonoVertex ``N`` as the pipeline that runs it: its receivers (``N-http``, scaled by
+    the KPA with the MonoVertex's ``kpa``) append to one buffer, which ``N`` reads: the transformer
+    chained into the sink (``N`` → ``N-sink``, one query, so a ``bypass`` sees the transformer's
+    tags), or the sink alone. A request cannot wait for a micro-batch, so the receivers run beside
+    Spark and need that buffer; ``N`` keeps the MonoVertex's ``scale``, ``replicas`` and ``policy``
+    and scales on the buffer's backlog."""
+    name = str(vertex["name"])
+    receivers: dict[str, Any] = {"name": f"{name}{HTTP_SUFFIX}", "source": vertex.pop("source")}
+    if "kpa" in vertex:
+        receivers["kpa"] = vertex.pop("kpa")
+    sink = {"name": f"{name}{SINK_SUFFIX}" if "udf" in vertex else name, "sink": vertex.pop("sink")}
+    edges: list[dict[str, Any]] = [{"from": receivers["name"], "to": name}]
+    if "udf" not in vertex:
+        return {"vertices": [receivers, {**vertex, **sink}], "edges": edges}
+    edges.append({"from": name, "to": sink["name"], "chain": True})
+    return {"vertices": [receivers, vertex, sink], "edges": edges}
 
 
 def mono_path(path: str, udf_key: str = "transformer") -> str:
     """A pipeline error's path as the MonoVertex's keys name it (``udf_key``: the key the
-    function was written under, ``transformer`` or ``udf``)."""
-    if path.startswith("vertices[0].udf"):
-        return udf_key + path[len("vertices[0].udf") :]
-    if path.startswith("vertices[0]."):
-        return path[len("vertices[0].") :]
-    return "" if path == "vertices[0]" else path
+    function was written under, ``transformer`` or ``udf``). An HTTP MonoVertex runs as up to
+    three vertices (:func:`_served`); each holds keys of the one the user wrote."""
+    match = _VERTEX_PATH.match(path)
+    if match is None:
+        return path
+    rest = path[match.end() :]
+    if rest.startswith(".udf"):
+        return udf_key + rest[len(".udf") :]
+    return rest[1:] if rest.startswith(".") else rest
 
 
 def mono_error(error: errors.SpecError, data: Mapping[str, Any]) -> errors.SpecError:
@@ -111,9 +146,10 @@ def check_mono(v: VertexSpec, at: str) -> list[errors.SpecError]:
         problems.append(
             errors.SpecError(
                 f"{at}.source.http",
-                "an HTTP source cannot be part of a MonoVertex: its receivers append into a buffer, and "
-                "a MonoVertex has none",
-                "use kind: Pipeline with the HTTP source as its first vertex",
+                "an HTTP source and a sink in one vertex: the receivers append into a buffer, and a "
+                "vertex that reads a source has none",
+                "write it as kind: MonoVertex (Tidal puts the buffer after the receivers), or as a "
+                "Pipeline with the HTTP source as its first vertex",
             )
         )
     if v.udf is not None and v.udf.engine != "python":

@@ -50,3 +50,36 @@ def test_every_message_survives_as_json(values):
     parsed = parse("application/json", json.dumps(values).encode(), {"Idempotency-Key": "k"})
     assert [json.loads(p) for p in parsed.payloads] == values
     assert len(set(parsed.ids)) == len(values)
+
+
+@pytest.mark.parametrize("content_type", ["", "text/plain", "application/json", "application/octet-stream"])
+def test_under_raw_bodies_any_body_is_one_message_as_it_came(content_type):
+    """Numaflow's HTTP source: ``curl -d "hello world"`` is one message, whatever its type."""
+    body = b"[1, 2] hello \xff"
+    parsed = parse(content_type, body, {"x-numaflow-id": "n-1"}, raw=True)
+    assert parsed.payloads == [body] and parsed.ids == ["n-1"] and parsed.event_time is None
+    with pytest.raises(BadRequest, match="empty body"):
+        parse(content_type, b"", {}, raw=True)
+
+
+def test_numaflows_headers_name_the_message_and_its_event_time_case_insensitively():
+    parsed = parse("application/json", b"7", {"X-Numaflow-Id": "a", "X-NUMAFLOW-EVENT-TIME": "1663006726000"})
+    assert parsed.ids == ["a"] and parsed.event_time == 1663006726.0
+    assert parse("application/json", b"7", {"x-numaflow-id": "a", "X-Message-Id": "a"}).ids == ["a"]
+    for headers, words in [
+        ({"x-numaflow-event-time": "yesterday"}, "milliseconds since 1970"),
+        ({"x-numaflow-keys": "k1,k2"}, "does not carry keys"),
+        ({"x-numaflow-id": "a", "X-Message-Id": "b"}, "not both"),
+        ({"x-numaflow-id": "has space"}, "visible ASCII"),
+    ]:
+        with pytest.raises(BadRequest, match=words) as err:
+            parse("application/json", b"7", headers, raw=True)
+        assert err.value.status == 400
+
+
+def test_a_post_to_another_vertexs_path_is_refused_naming_the_right_one():
+    from tidal.request.messages import wrong_vertex
+
+    assert wrong_vertex(None, "in") is None and wrong_vertex("in", "in") is None
+    assert wrong_vertex("orders", "orders-http") is None  # an HTTP MonoVertex's receivers
+    assert "POST to / or /vertices/in" in (wrong_vertex("out", "in") or "")

@@ -72,6 +72,7 @@ def start_request_path(
         container_concurrency=http.container_concurrency,
         max_request_bytes=http.max_request_bytes,
         timeout_seconds=http.timeout_seconds,
+        raw=http.bodies == "raw",
         token_file=token_file,
         token_env=token_env,
     )
