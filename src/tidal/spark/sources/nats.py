@@ -20,7 +20,8 @@ buffer. Core NATS keeps nothing and redelivers nothing, so:
 - **Pending** is what the client holds: Numaflow reports "not available" for NATS (the server
   keeps no backlog to ask about); the held messages are the one backlog there is, and they grow
   when the replicas fall behind, so the controller scales on them.
-- A message's **source time** is when the client received it (NATS messages carry none).
+- A message's **source time** is when a read took it from the client (NATS messages carry none;
+  Numaflow stamps the time it reads them too).
 
 What Tidal does not do that Numaflow's does: TLS (``tls:``) and NKey authentication (refused by
 the spec); ``user``/``password`` or ``token`` (``${NAME}`` from the environment) do work.
@@ -130,7 +131,7 @@ class NatsSource:
 
     def read(self, n: int) -> list[tuple[str, bytes, float]]:
         """Up to ``n`` of the messages held: those held now, or the first to come within
-        ``readTimeoutSeconds``; ``(prefix-counter, payload, received time)`` each."""
+        ``readTimeoutSeconds``; ``(prefix-counter, payload, time read)`` each."""
         self._subscribe()
         wait = float(self.settings.get("read_timeout_seconds") or 0.2)
         return list(self._run(self._take(n, wait), TIMEOUT + wait))
