@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
+from tidal import errors
 from tidal.spec.base import Model as _Model
 from tidal.spec.http import HttpSourceSpec
 from tidal.spec.retry import OnFailure, RetryStrategySpec
@@ -25,6 +26,7 @@ __all__ = [
     "JetStreamSourceSpec",
     "KafkaSinkSpec",
     "KafkaSourceSpec",
+    "NatsSourceSpec",
     "SinkSpec",
     "SourceSpec",
     "TableSinkSpec",
@@ -105,9 +107,46 @@ class JetStreamSourceSpec(_Model):
     fetch_timeout_seconds: float = Field(0.2, gt=0, le=60)  # how long a read waits for a first message
 
 
-SOURCE_KINDS = ("generator", "user", "kafka", "http", "pynumaflow", "jetstream")
+class NatsSourceSpec(_Model):
+    """``source.nats`` — a core NATS subject, queue-subscribed (Numaflow's ``nats`` source,
+    :mod:`tidal.spark.sources.nats`): staged, at most once into the pipeline (core NATS keeps
+    nothing, so there is nothing to acknowledge or redeliver).
+
+    ``queue`` is the queue group: every run (and Numaflow pod) subscribed with the same group
+    shares the subject, each message going to one of them. ``user``/``password`` or ``token``
+    authenticate; ``${NAME}`` values come from the environment. ``tls`` and ``nkey`` are named
+    only to be refused with the reason (Numaflow's manifest has them; Tidal's client does not).
+    """
+
+    url: str = Field(min_length=1)  # nats://host:4222, several separated by commas
+    subject: str = Field(pattern=r"^[^\s]{1,255}$")  # wildcards (*, >) allowed, as in a subscription
+    queue: str = Field(pattern=r"^[^.*>\s]{1,255}$")
+    user: str | None = None
+    password: str | None = None
+    token: str | None = None
+    read_timeout_seconds: float = Field(0.2, gt=0, le=60)  # how long a read waits for a first message
+    tls: dict[str, Any] | None = None
+    nkey: Any = None
+
+    @model_validator(mode="after")
+    def _refused(self) -> NatsSourceSpec:
+        # Raised as a SpecError naming the leaf, so the value (an NKey seed is a secret) is not shown.
+        if self.tls is not None:
+            raise errors.SpecError(
+                "tls",
+                "TLS to the NATS server is not supported by Tidal's NATS source",
+                "remove tls and reach the server without it, or read it through a pynumaflow Sourcer",
+            )
+        if self.nkey is not None:
+            raise errors.SpecError(
+                "nkey", "NKey authentication is not supported by Tidal", "use token, or user and password"
+            )
+        return self
+
+
+SOURCE_KINDS = ("generator", "user", "kafka", "http", "pynumaflow", "jetstream", "nats")
 # Read on the driver into a staging buffer, acknowledged upstream once stored there.
-STAGED_SOURCES = frozenset({"user", "pynumaflow", "jetstream"})
+STAGED_SOURCES = frozenset({"user", "pynumaflow", "jetstream", "nats"})
 
 
 class SourceSpec(_Model):
@@ -121,6 +160,7 @@ class SourceSpec(_Model):
     # A Numaflow SDK Sourcer (module:Class), read through the staging buffer as a user source is.
     pynumaflow: str | type | None = None
     jetstream: JetStreamSourceSpec | None = None
+    nats: NatsSourceSpec | None = None
 
     @model_validator(mode="after")
     def _exactly_one(self) -> SourceSpec:

@@ -6,7 +6,7 @@ it). What carries over:
 
 - vertices, edges with their ``conditions``, ``scale`` (the same names), the pipeline's
   ``limits`` (``bufferUsageLimit`` is a percentage in Numaflow, a fraction in Tidal);
-- sources (:mod:`tidal.spec.manifest_sources`): ``generator``, ``http``, ``kafka``, ``jetstream``,
+- sources (:mod:`tidal.spec.manifest_sources`): ``generator``, ``http``, ``kafka``, ``jetstream``, ``nats``,
   ``udsource``, and a source's ``transformer`` (a vertex of its own after the source, which Tidal
   chains into the source's query);
 - a ``udf`` or ``transformer`` container: the pynumaflow handler that does what its image does

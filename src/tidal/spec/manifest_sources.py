@@ -5,6 +5,7 @@
 - ``kafka``: ``brokers``, ``topic``, ``consumerGroup`` (Sarama's settings are not librdkafka's);
 - ``jetstream``: ``url``, ``stream``, ``consumer``, ``deliver_policy``, ``filter_subjects``; its
   ``auth`` secrets become ``${NAME}`` environment variables, its ``tls`` is not supported;
+- ``nats``: ``url``, ``subject``, ``queue``, with ``auth`` and ``tls`` as ``jetstream``'s;
 - ``udsource``: the container's pynumaflow ``Sourcer`` (named as a ``udf``'s handler is).
 """
 
@@ -64,7 +65,20 @@ def _jetstream(conv: Converting, js: Mapping[str, Any], at: str) -> dict[str, An
     subjects = js.get("filter_subjects") or js.get("filterSubjects")
     if subjects:
         out["filterSubjects"] = list(subjects)
-    auth = js.get("auth") or {}
+    return _nats_auth(conv, js, at, out, "JetStream")
+
+
+def _nats(conv: Converting, nats: Mapping[str, Any], at: str) -> dict[str, Any]:
+    out = {key: nats.get(key) for key in ("url", "subject", "queue")}
+    return _nats_auth(conv, nats, at, out, "NATS")
+
+
+def _nats_auth(
+    conv: Converting, src: Mapping[str, Any], at: str, out: dict[str, Any], kind: str
+) -> dict[str, Any]:
+    """``out`` with ``src``'s ``auth`` secrets as ``${NAME}`` environment variables; ``auth.nkey``
+    and ``tls`` refused (the JetStream and NATS sources share Numaflow's ``NatsAuth`` and ``TLS``)."""
+    auth = src.get("auth") or {}
     basic = auth.get("basic") or {}
     refs = (("user", basic.get("user")), ("password", basic.get("password")), ("token", auth.get("token")))
     for key, ref in refs:
@@ -78,10 +92,10 @@ def _jetstream(conv: Converting, js: Mapping[str, Any], at: str) -> dict[str, An
             "NKey authentication is not supported by Tidal",
             "use a token or user and password",
         )
-    if js.get("tls"):
+    if src.get("tls"):
         raise errors.SpecError(
             f"{at}.tls",
-            "TLS to the NATS server is not supported by Tidal's JetStream source",
+            f"TLS to the NATS server is not supported by Tidal's {kind} source",
             "reach the server without TLS, or read it through a pynumaflow Sourcer",
         )
     return out
@@ -136,7 +150,9 @@ def convert_source(
         return {"pynumaflow": conv.container_handler(container, where, vertex, annotations, runs)}
     if "jetstream" in source:
         return {"jetstream": _jetstream(conv, source["jetstream"] or {}, f"{at}.jetstream")}
+    if "nats" in source:
+        return {"nats": _nats(conv, source["nats"] or {}, f"{at}.nats")}
     known = ", ".join(sorted(source)) or "none"
     raise errors.SpecError(
-        at, f"no source Tidal runs (got {known})", "use generator, http, kafka, jetstream or udsource"
+        at, f"no source Tidal runs (got {known})", "use generator, http, kafka, jetstream, nats or udsource"
     )

@@ -319,3 +319,49 @@ def test_numaflows_e2e_map_bypass_routes_by_tags_to_the_sinks_parts():
     assert sink.bypass.fallback.tags.values == ["fallback"] and sink.bypass.on_success.tags.values == [
         "onSuccess"
     ]
+
+
+def test_numaflows_e2e_nats_source_converts_with_its_token_from_the_environment():
+    """numaproj/numaflow test/builtin-source-e2e/testdata/nats-source-pipeline.yaml (its redis sink
+    mapped): the queue group carries over, the token secret becomes an environment variable."""
+    converted = manifest.convert(_e2e("nats-source-pipeline"), {"out": "tidal.examples.numaflow:log_sink"})
+    spec = parse_pipeline(converted.data)
+    source = spec.vertex("in").source
+    assert source.kind == "nats" and source.staged
+    nats = source.nats
+    assert (nats.url, nats.subject, nats.queue) == ("nats", "test-subject", "my-queue")
+    assert nats.token == "${NATS_SOURCE_FAKE_TOKEN_FAKE_TOKEN}" and nats.user is None
+    assert spec.vertex("in").scale.min == 2
+    assert any("source.nats.auth" in line and "NATS_SOURCE_FAKE_TOKEN" in line for line in converted.ignored)
+
+
+@pytest.mark.parametrize(
+    ("extra", "path"),
+    [
+        (
+            {"tls": {"insecureSkipVerify": True}},
+            r"source\.nats\.tls: TLS .* not supported by Tidal's NATS source",
+        ),
+        (
+            {"auth": {"nkey": {"name": "s", "key": "seed"}}},
+            r"source\.nats\.auth\.nkey: NKey .* not supported",
+        ),
+    ],
+)
+def test_a_nats_sources_tls_and_nkey_are_refused_naming_the_field(extra, path):
+    m = _e2e("nats-source-pipeline")
+    m["spec"]["vertices"][0]["source"]["nats"].update(extra)
+    with pytest.raises(errors.SpecError, match=path):
+        manifest.convert(m, {"out": "tidal.examples.numaflow:log_sink"})
+
+
+def test_a_nats_sources_basic_auth_becomes_user_and_password_from_the_environment():
+    m = _e2e("nats-source-pipeline")
+    basic = {"user": {"name": "nats-creds", "key": "user"}, "password": {"name": "nats-creds", "key": "pass"}}
+    m["spec"]["vertices"][0]["source"]["nats"]["auth"] = {"basic": basic}
+    nats = (
+        parse_pipeline(manifest.convert(m, {"out": "tidal.examples.numaflow:log_sink"}).data)
+        .vertex("in")
+        .source.nats
+    )
+    assert (nats.user, nats.password, nats.token) == ("${NATS_CREDS_USER}", "${NATS_CREDS_PASS}", None)

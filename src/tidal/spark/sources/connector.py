@@ -77,6 +77,7 @@ SOURCES: dict[str, str] = {  # spec kind → the module whose CONNECTOR implemen
     "kafka": f"{_HERE}.kafka",
     "http": f"{_HERE}.http",
     "jetstream": f"{_HERE}.jetstream",
+    "nats": f"{_HERE}.nats",
 }
 
 
