@@ -1,20 +1,22 @@
-"""Numaflow's ``filter`` builtin: a boolean expression over ``payload``, in its expression language.
+"""Numaflow's expression language (``expr`` and sprig): what its builtins' expressions say.
 
-Numaflow (before 1.6 removed its builtin UDFs) evaluated ``kwargs.expression`` with ``expr`` and
-sprig, ``payload`` being the message as a string (``pkg/shared/expr/eval_bool.go``); a message is
-kept when the expression is true, and dropped when it is false **or fails** (a payload that is
-not JSON, a missing field: Numaflow logs the error and drops the message). Tidal implements the
-part of that language its docs and examples use, by translating it to a restricted Python
-expression and walking the tree itself (no ``eval``):
+Numaflow (before 1.6 removed its builtins) evaluated a builtin's expressions with ``expr`` and
+sprig, ``payload`` being the message as a string (``pkg/shared/expr/eval_bool.go``,
+``eval_string.go``). ``filter`` keeps a message when its expression is true and drops it when it
+is false **or fails** (a payload that is not JSON, a missing field: Numaflow logs the error and
+drops the message); ``eventTimeExtractor`` reads its expression's value as Go's ``%v`` of it
+(:meth:`FilterExpression.text`, ``EvalStr``). Tidal implements the part of that language
+Numaflow's docs and examples use, by translating it to a restricted Python expression and
+walking the tree itself (no ``eval``):
 
-- ``payload``; ``json(x)`` (an object whose fields are read as ``json(payload).id`` or
-  ``["id"]``, lists as ``[1]``), ``int(x)``, ``string(x)``, ``float(x)``, ``len(x)``;
+- ``payload``; ``json(x)`` or ``object(x)`` (an object whose fields are read as
+  ``json(payload).id`` or ``["id"]``, lists as ``[1]``), ``int(x)``, ``string(x)``,
+  ``float(x)``, ``len(x)`` (:mod:`tidal.spec.expression_functions`);
 - literals: numbers, ``'single'`` or ``"double"`` quoted strings, ``true``, ``false``, ``nil``;
 - ``==``, ``!=``, ``<``, ``<=``, ``>``, ``>=``, ``in``, ``not in``; ``&&``/``and``,
   ``||``/``or``, ``!``/``not``; ``+``, ``-``, ``*``, ``/``, ``%``;
-- sprig: ``contains(sub, s)``, ``hasPrefix(p, s)``, ``hasSuffix(p, s)``, ``b64dec``,
-  ``b64enc``, ``trim``, ``upper``, ``lower``, ``replace(old, new, s)``, ``trimPrefix``,
-  ``trimSuffix``, ``repeat(n, s)``, ``regexMatch(re, s)``, as ``sprig.<name>(...)``.
+- sprig's functions as ``sprig.<name>(...)``: the ones in
+  :data:`tidal.spec.expression_functions.SPRIG`.
 
 An expression that uses anything else is refused when the spec is read, naming the field. Pure.
 """
@@ -22,72 +24,17 @@ An expression that uses anything else is refused when the spec is read, naming t
 from __future__ import annotations
 
 import ast
-import base64
-import json
 import operator
 import re
 from collections.abc import Callable
 from typing import Any
 
-from pydantic import Field, model_validator
+from tidal.spec.expression_functions import FUNCTIONS as _FUNCTIONS
+from tidal.spec.expression_functions import SPRIG as _SPRIG
+from tidal.spec.expression_functions import go_format, to_string
 
-from tidal.spec.base import Model
+__all__ = ["FilterExpression", "cat", "compile_filter"]
 
-__all__ = ["BuiltinSpec", "FilterExpression", "cat", "compile_filter"]
-
-_SPRIG: dict[str, Callable[..., Any]] = {
-    "contains": lambda sub, s: _string(sub) in _string(s),
-    "hasPrefix": lambda p, s: _string(s).startswith(_string(p)),
-    "hasSuffix": lambda p, s: _string(s).endswith(_string(p)),
-    "b64dec": lambda s: base64.b64decode(_string(s)).decode(),
-    "b64enc": lambda s: base64.b64encode(_string(s).encode()).decode(),
-    "trim": lambda s: _string(s).strip(),
-    "upper": lambda s: _string(s).upper(),
-    "lower": lambda s: _string(s).lower(),
-    "replace": lambda old, new, s: _string(s).replace(_string(old), _string(new)),
-    "trimPrefix": lambda p, s: _string(s).removeprefix(_string(p)),
-    "trimSuffix": lambda p, s: _string(s).removesuffix(_string(p)),
-    "repeat": lambda n, s: _string(s) * int(n),
-    "regexMatch": lambda pattern, s: re.search(_string(pattern), _string(s)) is not None,
-}
-
-
-def _string(v: Any) -> str:
-    if v is None:
-        return ""
-    if isinstance(v, bytes):
-        return v.decode()
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    return v if isinstance(v, str) else json.dumps(v) if isinstance(v, dict | list) else str(v)
-
-
-def _int(v: Any) -> int:
-    if isinstance(v, bool):
-        raise TypeError("cannot convert a bool to int")
-    if isinstance(v, float):
-        return int(v)
-    if isinstance(v, int):
-        return v
-    return int(_string(v))  # "1" yes, "" or "1.5" no: as Numaflow's strconv.Atoi
-
-
-def _json(v: Any) -> Any:
-    if v is None:
-        return None
-    value = json.loads(_string(v))
-    if not isinstance(value, dict):
-        raise TypeError(f"json() of {v!r} is not an object")
-    return value
-
-
-_FUNCTIONS: dict[str, Callable[..., Any]] = {
-    "json": _json,
-    "int": _int,
-    "string": _string,
-    "float": lambda v: float(_string(v)) if not isinstance(v, int | float) else float(v),
-    "len": lambda v: len(v) if not isinstance(v, str | bytes) else len(_string(v)),
-}
 _NAMES = {"true": True, "false": False, "nil": None}
 _COMPARE: dict[type, Callable[[Any, Any], bool]] = {
     ast.Eq: operator.eq,
@@ -140,6 +87,11 @@ class FilterExpression:
     def evaluate(self, payload: bytes) -> Any:
         """The expression's value (raising where it fails): for tests and the docs."""
         return _eval(self._tree, payload)
+
+    def text(self, payload: bytes) -> str:
+        """The value as Numaflow's ``EvalStr`` gives it (Go's ``%v``; raising where it fails):
+        what ``eventTimeExtractor`` parses as a time."""
+        return go_format(_eval(self._tree, payload))
 
 
 def compile_filter(expression: str) -> FilterExpression:
@@ -197,7 +149,7 @@ def _eval(node: ast.AST, payload: bytes) -> Any:
     if isinstance(node, ast.Constant):
         return node.value
     if isinstance(node, ast.Name):
-        return _string(payload) if node.id == "payload" else _NAMES[node.id]
+        return to_string(payload) if node.id == "payload" else _NAMES[node.id]
     if isinstance(node, ast.BoolOp):
         if isinstance(node.op, ast.And):
             return all(_eval(v, payload) is True for v in node.values)
@@ -236,27 +188,3 @@ def _eval(node: ast.AST, payload: bytes) -> Any:
 def cat(payload: bytes) -> bytes:
     """Numaflow's ``cat`` builtin: the message as it came."""
     return payload
-
-
-class BuiltinSpec(Model):
-    """``udf.builtin``: Numaflow's builtin UDFs, ``cat`` and ``filter`` (``kwargs.expression``)."""
-
-    name: str = Field(pattern="^(cat|filter)$")
-    kwargs: dict[str, str] = Field(default_factory=dict)
-    args: list[str] = Field(default_factory=list)
-
-    @model_validator(mode="after")
-    def _expression(self) -> BuiltinSpec:
-        if self.name == "filter":
-            if "expression" not in self.kwargs:
-                raise ValueError(
-                    'the filter builtin needs kwargs.expression, e.g. "int(json(payload).id) < 100"'
-                )
-            try:
-                compile_filter(self.kwargs["expression"])
-            except ValueError as exc:
-                raise ValueError(f"kwargs.expression: {exc}") from None
-        return self
-
-    def function(self) -> Callable[[bytes], Any]:
-        return compile_filter(self.kwargs["expression"]) if self.name == "filter" else cat

@@ -18,7 +18,9 @@ it). What carries over:
 What Tidal cannot honour and what it changes is listed in :attr:`Converted.ignored`, one line per
 field with the reason (``tidal run`` logs them as one warning). What would change the results
 silently is refused instead, naming the field and the fix: an accumulator window, side inputs,
-a container without a handler, a builtin other than ``cat`` and ``filter``. A ``udsource`` or ``udsink``
+a container without a handler, a builtin Numaflow does not have there (a UDF's are ``cat`` and
+``filter``, a source transformer's ``filter``, ``eventTimeExtractor`` and
+``timeExtractionFilter``: :mod:`tidal.spec.builtins`). A ``udsource`` or ``udsink``
 container runs as a pynumaflow ``Sourcer`` or sink handler (``source``/``sink: {pynumaflow: …}``)
 named the same way as a ``udf``'s; Numaflow's example log sinks become Tidal's log sink.
 """
@@ -32,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tidal import errors
+from tidal.spec.manifest_builtins import convert_builtin
 from tidal.spec.manifest_sources import convert_source, seconds
 
 __all__ = ["API_GROUP", "HANDLER_ANNOTATION", "Converted", "convert", "is_manifest"]
@@ -173,7 +176,9 @@ class _Converter:
                 "keep one, or write the two as a Pipeline (source → transformer → udf → sink)",
             )
         if transformer is not None:
-            out["transformer"] = self.udf(transformer, "spec.source.transformer", self.name, {})
+            out["transformer"] = self.udf(
+                transformer, "spec.source.transformer", self.name, {}, transformer=True
+            )
         elif spec.get("udf"):
             out["transformer"] = self.udf(spec["udf"], "spec.udf", self.name, {})
         out["sink"] = self.sink(spec.get("sink") or {}, "spec.sink", self.name, {})
@@ -269,7 +274,7 @@ class _Converter:
             body = source.pop("transformer", None)
             out["source"] = self.source(source, f"{at}.source", str(name), annotations)
             if body is not None:
-                udf = self.udf(body, f"{at}.source.transformer", f"{name}-transformer", {})
+                udf = self.udf(body, f"{at}.source.transformer", f"{name}-transformer", {}, transformer=True)
                 transformer = {"name": f"{name}-transformer", "udf": udf}
         elif "udf" in v:
             out["udf"] = self.udf(v["udf"], f"{at}.udf", str(name), annotations)
@@ -304,7 +309,12 @@ class _Converter:
         return convert_source(self, source, at, vertex, annotations or {})
 
     def udf(
-        self, udf: Mapping[str, Any], at: str, vertex: str, annotations: Mapping[str, Any]
+        self,
+        udf: Mapping[str, Any],
+        at: str,
+        vertex: str,
+        annotations: Mapping[str, Any],
+        transformer: bool = False,
     ) -> dict[str, Any]:
         group = udf.get("groupBy")
         if group is not None:
@@ -336,14 +346,7 @@ class _Converter:
             if key in udf:
                 self.skip(f"{at}.{key}", "Tidal retries a failing call udf.retries times (default 2)")
         if "builtin" in udf:
-            builtin = dict(udf["builtin"] or {})
-            if builtin.get("name") not in ("cat", "filter"):
-                raise errors.SpecError(
-                    f"{at}.builtin.name",
-                    f"builtin {builtin.get('name')!r} is not one of Numaflow's (cat, filter)",
-                    "use cat or filter, or write the function in Python (udf.map: module:function)",
-                )
-            return {"builtin": builtin}  # the expression is checked with the spec (tidal.spec.expression)
+            return {"builtin": convert_builtin(self, udf["builtin"] or {}, f"{at}.builtin", transformer)}
         container = udf.get("container") or {}
         runs = ("container", "handler", "module:handler (a pynumaflow handler)")
         handler = self.container_handler(container, f"{at}.container", vertex, annotations, runs)

@@ -28,6 +28,7 @@ from tidal.scaling.limits import (
     BufferLimits,
 )
 from tidal.spec.base import Model as _Model
+from tidal.spec.builtins import BuiltinSpec
 from tidal.spec.cluster import ClusterSpec
 from tidal.spec.endpoints import (
     GeneratorSpec,
@@ -38,7 +39,6 @@ from tidal.spec.endpoints import (
     TableSinkSpec,
     UserClassSpec,
 )
-from tidal.spec.expression import BuiltinSpec
 from tidal.spec.rate_limit import RateLimitSpec, VertexLimits
 from tidal.spec.records import IDENTIFIER, RecordsSpec, ReferenceSpec
 from tidal.spec.reduce import GroupBySpec
@@ -165,7 +165,7 @@ class UdfSpec(_Model):
     flatmap: str | Callable[..., Any] | None = None
     filter: str | Callable[..., Any] | None = None
     pynumaflow: str | Callable[..., Any] | None = None
-    builtin: BuiltinSpec | None = None  # Numaflow's builtin cat and filter (tidal.spec.expression)
+    builtin: BuiltinSpec | None = None  # Numaflow's builtins: cat, filter, event times (tidal.spec.builtins)
     batch: str = Field("row", pattern="^(row|arrow)$")
     retries: int = Field(2, ge=0, le=100)
     timeout_seconds: float | None = Field(None, gt=0, le=86_400)  # per call; None = no limit
@@ -229,7 +229,7 @@ class UdfSpec(_Model):
     def kind(self) -> UdfKind:
         """The Python function's kind (a SQL or DataFrame step has none)."""
         if self.builtin is not None:
-            return UdfKind.FILTER if self.builtin.name == "filter" else UdfKind.MAP
+            return UdfKind.FILTER if self.builtin.kind == "filter" else UdfKind.MAP
         return next(k for k in UdfKind if getattr(self, k.value) is not None)
 
     @property

@@ -365,3 +365,59 @@ def test_a_nats_sources_basic_auth_becomes_user_and_password_from_the_environmen
         .source.nats
     )
     assert (nats.user, nats.password, nats.token) == ("${NATS_CREDS_USER}", "${NATS_CREDS_PASS}", None)
+
+
+@pytest.mark.parametrize(
+    ("name", "builtin"),
+    [
+        ("transformer-extract-event-time-from-payload",
+         {"name": "eventTimeExtractor", "kwargs": {"expression": "json(payload).item[1].time"}}),
+        ("transformer-time-extraction-filter",
+         {"name": "timeExtractionFilter",
+          "kwargs": {"filterExpr": "int(json(payload).id) < 100", "eventTimeExpr": "json(payload).time"}}),
+    ],
+)  # fmt: skip
+def test_numaflows_builtin_transformers_become_the_transformer_vertexs_builtin(name, builtin):
+    """numaproj/numaflow test/transformer-e2e/testdata (before 1.6 removed the builtins)."""
+    spec = parse_pipeline(manifest.convert(_e2e(name)).data)
+    assert [v.name for v in spec.vertices] == ["in", "in-transformer", "out"]
+    assert spec.vertex("in-transformer").udf.builtin.model_dump() == {**builtin, "args": []}
+    assert [(e.from_, e.to) for e in spec.edges] == [("in", "in-transformer"), ("in-transformer", "out")]
+
+
+def test_numaflows_source_filtering_transformer_converts_with_its_redis_sink_named():
+    redis = {"quay.io/numaio/numaflow-go/redis-sink:stable": "tidal.examples.numaflow:on_success_sink"}
+    spec = parse_pipeline(manifest.convert(_e2e("transformer-source-filtering"), redis).data)
+    fn = spec.vertex("in-transformer").udf.function
+    assert callable(fn)
+    good = b'{"id": 80, "msg": "hello", "expect3": "succeed", "desc": "A good example"}'
+    bad = b'{"id": 80, "msg": "hello", "expect2": "fail", "desc": "A bad example"}'
+    assert (fn(good), fn(bad)) == (True, False)
+
+
+def test_a_builtin_transformer_is_refused_where_numaflow_refuses_it_and_its_kwargs_carry_as_text():
+    m = _load("1-simple-pipeline")
+    source = m["spec"]["vertices"][0]["source"]
+    source["transformer"] = {"builtin": {"name": "cat"}}  # a UDF's builtin, not a transformer's
+    with pytest.raises(errors.SpecError, match="builtin source transformers") as err:
+        manifest.convert(m)
+    assert err.value.path == "spec.vertices[0].source.transformer.builtin.name"
+    kwargs = yaml.safe_load("{expression: json(payload).d, format: 2006-01-02, color: red}")
+    source["transformer"] = {"builtin": {"name": "eventTimeExtractor", "kwargs": kwargs}}
+    converted = manifest.convert(m)
+    udf = parse_pipeline(converted.data).vertex("in-transformer").udf
+    assert udf.builtin.kwargs == {
+        "expression": "json(payload).d",
+        "format": "2006-01-02",
+    }  # YAML's date as text
+    assert any("kwargs.color" in line for line in converted.ignored)
+    mono = {
+        "apiVersion": "numaflow.numaproj.io/v1alpha1",
+        "kind": "MonoVertex",
+        "metadata": {"name": "m"},
+        "spec": {
+            "source": {"http": {}, "transformer": {"builtin": source["transformer"]["builtin"]}},
+            "sink": {"log": {}},
+        },
+    }
+    assert manifest.convert(mono).data["transformer"]["builtin"]["name"] == "eventTimeExtractor"
