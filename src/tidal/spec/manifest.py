@@ -27,7 +27,6 @@ named the same way as a ``udf``'s; Numaflow's example log sinks become Tidal's l
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -35,32 +34,12 @@ from typing import Any
 
 from tidal import errors
 from tidal.spec.manifest_builtins import convert_builtin
+from tidal.spec.manifest_handlers import HANDLER_ANNOTATION, HandlerFinder
 from tidal.spec.manifest_sources import convert_source, seconds
 
 __all__ = ["API_GROUP", "HANDLER_ANNOTATION", "Converted", "convert", "is_manifest"]
 
 API_GROUP = "numaflow.numaproj.io/"
-HANDLER_ANNOTATION = "tidal.dev/handler"
-_IMAGES = {  # Numaflow's example images → the pynumaflow handler shipped with Tidal
-    "numaflow-go/map-cat": "tidal.examples.numaflow:cat",
-    "numaflow-go/map-even-odd": "tidal.examples.numaflow:even_odd",
-    "numaflow-go/map-flatmap": "tidal.examples.numaflow:flatmap",
-    "numaflow-go/map-filter-id": "tidal.examples.numaflow:filter_id",
-    "numaflow-go/map-retry": "tidal.examples.numaflow:retry",
-    "numaflow-python/map-even-odd": "tidal.examples.numaflow:even_odd",
-    "numaflow-python/map-flatmap": "tidal.examples.numaflow:flatmap",
-    "numaflow-python/map-forward-message": "tidal.examples.numaflow:cat",
-    "numaflow-rs/simple-source": "tidal.examples.numaflow:SimpleSource",
-    "numaflow-go/source-simple-source": "tidal.examples.numaflow:SimpleSource",
-    "numaflow-python/simple-source": "tidal.examples.numaflow:SimpleSource",
-    "numaflow-go/reduce-sum": "tidal.examples.numaflow:reduce_sum",
-    "numaflow-go/reduce-counter": "tidal.examples.numaflow:reduce_counter",
-    "numaflow-python/reduce-counter": "tidal.examples.numaflow:reduce_counter",
-    "numaflow-go/fb-sink-log": "tidal.examples.numaflow:fallback_sink",
-    "numaflow-go/on-success-log": "tidal.examples.numaflow:on_success_sink",
-    "numaflow-go/sink-failure": "tidal.examples.numaflow:failing_sink",
-    "numaflow-rs/map-bypass-cat": "tidal.examples.numaflow:bypass_cat",
-}
 _TAGS = {
     "tidal.examples.numaflow:even_odd": ["even-tag", "odd-tag"],
     "tidal.examples.numaflow:retry": ["retry"],
@@ -110,18 +89,16 @@ def convert(data: Mapping[str, Any], handlers: Mapping[str, str] | None = None) 
         raise errors.SpecError("spec", "is missing", f"a {kind} manifest has its vertices under spec")
     out = _Converter(name, dict(handlers or {}))
     result = out.mono(spec) if kind == "MonoVertex" else out.pipeline(spec)
-    out.unused_handlers()
+    out.found.unused()
     return Converted(result, out.ignored)
 
 
 class _Converter:
     def __init__(self, name: str, handlers: dict[str, str]) -> None:
         self.name = name
-        self.handlers = handlers
+        self.found = HandlerFinder(handlers, self.skip)
         self.ignored: list[str] = []
         self.pipeline_rate_limit: Mapping[str, Any] = {}  # what a vertex's rateLimit inherits
-        self.names: set[str] = set()  # every name a handlers-file key could have matched
-        self.used: set[str] = set()  # the handlers-file keys that named a handler
 
     def skip(self, path: str, why: str) -> None:
         self.ignored.append(f"{path}: {why}")
@@ -363,45 +340,6 @@ class _Converter:
             out["tags"] = _TAGS[handler]
         return out
 
-    def handler(self, image: str, vertex: str, annotations: Mapping[str, Any]) -> str | None:
-        """The pynumaflow handler a container runs as: the vertex's annotation, the handlers file
-        (by vertex, image, image without its registry and tag, or that without Numaflow's
-        ``numaio/`` organisation), else Numaflow's example image."""
-        # Without registry and tag: quay.io/numaio/numaflow-go/map-cat:stable → numaio/numaflow-go/map-cat
-        bare = re.sub(r"^[^/]+\.[^/]+/", "", image.split("@", maxsplit=1)[0]).rsplit(":", 1)[0]
-        short = bare.split("/", 1)[-1] if bare.startswith("numaio/") else bare
-        keys = [vertex, image, bare, short] if image else [vertex]
-        self.names.update(k for k in keys if k)
-        if annotations.get(HANDLER_ANNOTATION):
-            return str(annotations[HANDLER_ANNOTATION])
-        for key in keys:
-            if key and key in self.handlers:
-                self.used.add(key)
-                return self.handlers[key]
-        found = _IMAGES.get(short)
-        return str(found) if found else None
-
-    def unused_handlers(self) -> None:
-        """A handlers-file key that matched nothing is refused when it is close to a name that
-        would have matched (a typo, a missing organisation: the container then silently runs
-        Numaflow's example handler, or none); one close to nothing is listed as not used."""
-        for key in sorted(set(self.handlers) - self.used):
-            if key in self.names:  # the vertex's annotation came first
-                self.skip(
-                    f"handlers[{key}]", f"the vertex's {HANDLER_ANNOTATION} annotation names its handler"
-                )
-                continue
-            close = difflib.get_close_matches(key, sorted(self.names), n=1, cutoff=0.75)
-            if close and close[0] not in self.used:
-                raise errors.SpecError(
-                    f"handlers[{key}]",
-                    "matches no vertex or image of this manifest",
-                    f"did you mean {close[0]!r}? A key is a vertex name, an image, or an image "
-                    "without its registry and tag (quay.io/numaio/numaflow-go/redis-sink:stable → "
-                    "numaflow-go/redis-sink)",
-                )
-            self.skip(f"handlers[{key}]", "matches no vertex or image of this manifest")
-
     def container_handler(
         self,
         container: Mapping[str, Any],
@@ -410,32 +348,9 @@ class _Converter:
         annotations: Mapping[str, Any],
         runs: tuple[str, str, str],
     ) -> str:
-        """The handler a ``udf``, ``udsource`` or ``udsink`` container runs as, listed as not
-        honoured (no containers); refused when none is named. ``runs``: what the container is, what
-        its handler is called, and what the annotation must name."""
-        what, called, names = runs
-        image = str(container.get("image", ""))
-        handler = self.handler(image, vertex, annotations)
-        if not handler:
-            bare = re.sub(r"^[^/]+\.[^/]+/", "", image.split("@", maxsplit=1)[0]).rsplit(":", 1)[0]
-            near = [
-                (key, close[0])
-                for key in sorted(self.handlers)
-                for close in [difflib.get_close_matches(key, [vertex, bare], n=1, cutoff=0.75)]
-                if close
-            ]
-            fix = (
-                f"the handlers file's key {near[0][0]!r} is close: write it as {near[0][1]!r}"
-                if near
-                else f"annotate the vertex {HANDLER_ANNOTATION}: {names}, or map the image or the vertex "
-                "in a handlers file (tidal convert --handlers)"
-            )
-            raise errors.SpecError(
-                f"{at}.image", f"{image or 'no image'}: no Python handler for this {what}", fix
-            )
-        if image:
-            self.skip(f"{at}.image", f"no containers: {image} runs as the pynumaflow {called} {handler}")
-        return handler
+        """The handler a ``udf``, ``udsource`` or ``udsink`` container runs as
+        (:meth:`HandlerFinder.container`)."""
+        return self.found.container(container, at, vertex, annotations, runs)
 
     def sink(
         self, sink: Mapping[str, Any], at: str, vertex: str, annotations: Mapping[str, Any]
@@ -463,7 +378,7 @@ class _Converter:
         if "udsink" in sink:
             container = (sink.get("udsink") or {}).get("container") or {}
             image = str(container.get("image", ""))
-            named = self.handler(image, vertex, annotations)
+            named = self.found.find(image, vertex, annotations)
             if named is None and re.search(r"numaflow-(rs|go|python)/sink-log(:|$)", image):
                 out: dict[str, Any] = {"log": {}}  # Numaflow's example log sinks: what Tidal's log sink does
                 self.skip(f"{at}.udsink.container.image", f"no containers: {image} runs as Tidal's log sink")
