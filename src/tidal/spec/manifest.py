@@ -326,12 +326,8 @@ class _Converter:
             return {"builtin": convert_builtin(self, udf["builtin"] or {}, f"{at}.builtin", transformer)}
         container = udf.get("container") or {}
         runs = ("container", "handler", "module:handler (a pynumaflow handler)")
-        handler = self.container_handler(container, f"{at}.container", vertex, annotations, runs)
-        for key in container:
-            if key not in ("image", "imagePullPolicy"):  # a pull policy means nothing without an image
-                self.skip(
-                    f"{at}.container.{key}", _WHY.get(key, "a container setting: the handler runs in Spark")
-                )
+        handler = self.found.container(container, f"{at}.container", vertex, annotations, runs)
+        self.container_settings(container, f"{at}.container")
         if group is not None:
             reduce = {k: v for k, v in group.items() if k != "storage"}
             return {"reduce": handler, "groupBy": reduce}
@@ -340,17 +336,12 @@ class _Converter:
             out["tags"] = _TAGS[handler]
         return out
 
-    def container_handler(
-        self,
-        container: Mapping[str, Any],
-        at: str,
-        vertex: str,
-        annotations: Mapping[str, Any],
-        runs: tuple[str, str, str],
-    ) -> str:
-        """The handler a ``udf``, ``udsource`` or ``udsink`` container runs as
-        (:meth:`HandlerFinder.container`)."""
-        return self.found.container(container, at, vertex, annotations, runs)
+    def container_settings(self, container: Mapping[str, Any], at: str) -> None:
+        """A container's settings but its image (``env``, ``args``, …), listed as not honoured:
+        the handler runs in Spark's Python workers. A pull policy means nothing without an image."""
+        for key in container:
+            if key not in ("image", "imagePullPolicy"):
+                self.skip(f"{at}.{key}", _WHY.get(key, "a container setting: the handler runs in Spark"))
 
     def sink(
         self, sink: Mapping[str, Any], at: str, vertex: str, annotations: Mapping[str, Any]
@@ -384,16 +375,9 @@ class _Converter:
                 self.skip(f"{at}.udsink.container.image", f"no containers: {image} runs as Tidal's log sink")
             else:
                 runs = ("sink", "sink", "module:handler (a pynumaflow Sinker or sink function)")
-                handler = self.container_handler(
-                    container, f"{at}.udsink.container", vertex, annotations, runs
-                )
+                handler = self.found.container(container, f"{at}.udsink.container", vertex, annotations, runs)
                 out = {"pynumaflow": handler}
-            for key in container:
-                if key not in ("image", "imagePullPolicy"):
-                    self.skip(
-                        f"{at}.udsink.container.{key}",
-                        _WHY.get(key, "a container setting: the handler runs in Spark"),
-                    )
+            self.container_settings(container, f"{at}.udsink.container")
             return out
         known = ", ".join(sorted(k for k in sink if k not in _ROUTING)) or "none"
         raise errors.SpecError(at, f"no sink Tidal runs (got {known})", "use log, blackhole or kafka")

@@ -57,8 +57,7 @@ class HandlerFinder:
         """The pynumaflow handler a container runs as: the vertex's annotation, the handlers file
         (by vertex, image, image without its registry and tag, or that without Numaflow's
         ``numaio/`` organisation), else Numaflow's example image."""
-        # Without registry and tag: quay.io/numaio/numaflow-go/map-cat:stable → numaio/numaflow-go/map-cat
-        bare = re.sub(r"^[^/]+\.[^/]+/", "", image.split("@", maxsplit=1)[0]).rsplit(":", 1)[0]
+        bare = without_registry(image)
         short = bare.split("/", 1)[-1] if bare.startswith("numaio/") else bare
         keys = [vertex, image, bare, short] if image else [vertex]
         self.names.update(k for k in keys if k)
@@ -107,7 +106,7 @@ class HandlerFinder:
         image = str(container.get("image", ""))
         handler = self.find(image, vertex, annotations)
         if not handler:
-            bare = re.sub(r"^[^/]+\.[^/]+/", "", image.split("@", maxsplit=1)[0]).rsplit(":", 1)[0]
+            bare = without_registry(image)
             near = [
                 (key, close[0])
                 for key in sorted(self.handlers)
@@ -126,3 +125,9 @@ class HandlerFinder:
         if image:
             self.skip(f"{at}.image", f"no containers: {image} runs as the pynumaflow {called} {handler}")
         return handler
+
+
+def without_registry(image: str) -> str:
+    """An image without its registry, tag and digest: ``quay.io/numaio/numaflow-go/map-cat:stable``
+    → ``numaio/numaflow-go/map-cat``."""
+    return re.sub(r"^[^/]+\.[^/]+/", "", image.split("@", maxsplit=1)[0]).rsplit(":", 1)[0]

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from tidal import errors
+from tidal.spec.manifest_handlers import HandlerFinder
 
 __all__ = ["Converting", "convert_source", "seconds"]
 
@@ -24,19 +25,11 @@ class Converting(Protocol):
     """What the source conversion needs of the manifest's converter."""
 
     name: str
+    found: HandlerFinder  # which handler a container runs as (tidal.spec.manifest_handlers)
 
     def skip(self, path: str, why: str) -> None: ...
 
     def sarama(self, kafka: Mapping[str, Any], at: str, keys: tuple[str, ...], instead: str) -> None: ...
-
-    def container_handler(
-        self,
-        container: Mapping[str, Any],
-        at: str,
-        vertex: str,
-        annotations: Mapping[str, Any],
-        runs: tuple[str, str, str],
-    ) -> str: ...
 
 
 def seconds(value: object, at: str) -> float:
@@ -147,7 +140,7 @@ def convert_source(
         container = (source.get("udsource") or {}).get("container") or {}
         where = f"{at}.udsource.container"
         runs = ("source", "Sourcer", "module:Class (a pynumaflow Sourcer)")
-        return {"pynumaflow": conv.container_handler(container, where, vertex, annotations, runs)}
+        return {"pynumaflow": conv.found.container(container, where, vertex, annotations, runs)}
     if "jetstream" in source:
         return {"jetstream": _jetstream(conv, source["jetstream"] or {}, f"{at}.jetstream")}
     if "nats" in source:
