@@ -37,6 +37,18 @@ def expand_env(value: Any, where: str) -> Any:
     return _ENV.sub(lookup, value)
 
 
+def nats_servers(settings: dict[str, Any], where: str) -> dict[str, Any]:
+    """``nats.connect``'s servers and credentials from a NATS or JetStream source's settings:
+    ``url`` (several, comma-separated) and ``user``/``password``/``token`` with ``${NAME}``
+    expanded from the environment (``where``: the spec's path, named when one is not set)."""
+    auth = {
+        key: expand_env(settings[key], f"{where}.{key}")
+        for key in ("user", "password", "token")
+        if settings.get(key) is not None
+    }
+    return {"servers": [u.strip() for u in settings["url"].split(",")], **auth}
+
+
 def run_async(coro: Any) -> Any:
     """Run ``coro`` to its end on the worker's one loop."""
     global _loop  # noqa: PLW0603 - the worker's one loop, made on first use

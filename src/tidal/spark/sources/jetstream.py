@@ -37,7 +37,7 @@ from typing import Any
 from tidal import contracts
 from tidal.errors import SourceError
 from tidal.isb.background_loop import BackgroundLoop
-from tidal.spark.batch.clients import expand_env
+from tidal.spark.batch.clients import nats_servers
 from tidal.spark.batch.config import QueryConfig
 from tidal.spark.sources.connector import SourceConnector
 from tidal.spark.sources.staged import StagedSourceReader
@@ -87,14 +87,7 @@ class JetStreamSource:
         from nats.js.errors import NotFoundError
 
         s = self.settings
-        auth = {
-            key: expand_env(s[key], f"{self.where}.{key}")
-            for key in ("user", "password", "token")
-            if s.get(key) is not None
-        }
-        self._nc = await nats.connect(
-            servers=[u.strip() for u in s["url"].split(",")], connect_timeout=TIMEOUT, **auth
-        )
+        self._nc = await nats.connect(connect_timeout=TIMEOUT, **nats_servers(s, self.where))
         self._js = self._nc.jetstream(timeout=TIMEOUT)
         try:
             info = await self._js.consumer_info(s["stream"], self.consumer)

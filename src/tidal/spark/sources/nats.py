@@ -39,7 +39,7 @@ from typing import Any
 from tidal import contracts
 from tidal.isb.background_loop import BackgroundLoop
 from tidal.log import Repeated
-from tidal.spark.batch.clients import expand_env
+from tidal.spark.batch.clients import nats_servers
 from tidal.spark.batch.config import QueryConfig
 from tidal.spark.sources.connector import SourceConnector
 from tidal.spark.sources.staged import StagedSourceReader
@@ -90,17 +90,11 @@ class NatsSource:
         import nats
 
         s = self.settings
-        auth = {
-            key: expand_env(s[key], f"{self.where}.{key}")
-            for key in ("user", "password", "token")
-            if s.get(key) is not None
-        }
         self._nc = await nats.connect(
-            servers=[u.strip() for u in s["url"].split(",")],
             connect_timeout=TIMEOUT,
             max_reconnect_attempts=-1,  # as Numaflow's: a subscriber that gives up receives nothing
             error_cb=self._error,
-            **auth,
+            **nats_servers(s, self.where),
         )
         self._sub = await self._nc.subscribe(
             s["subject"],
