@@ -82,6 +82,7 @@ class _Unsent(Exception):
 @dataclass(frozen=True, slots=True)
 class ActivatorConfig:
     vertex: str
+    alias: str = ""  # the other name a POST to /vertices/<name> may give (an HTTP MonoVertex's)
     name: str = "activator-00"  # its place among the source's sorted activator names is its index
     host: str = "127.0.0.1"
     port: int = 0
@@ -141,7 +142,7 @@ class _Activator:
         if denied is not None:
             self.unauthorized += 1
             return denied
-        elsewhere = wrong_vertex(request.match_info.get("vertex"), self.config.vertex)
+        elsewhere = wrong_vertex(request.match_info.get("vertex"), self.config.vertex, self.config.alias)
         if elsewhere is not None:
             return web.json_response({"error": elsewhere}, status=404)
         try:

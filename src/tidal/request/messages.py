@@ -143,11 +143,10 @@ def _payload(value: object) -> bytes:
     return value if isinstance(value, bytes) else _compact(value)
 
 
-def wrong_vertex(named: str | None, vertex: str) -> str | None:
+def wrong_vertex(named: str | None, vertex: str, alias: str = "") -> str | None:
     """Why a POST to ``/vertices/<named>`` does not reach the source ``vertex`` (None: it does).
-    An HTTP MonoVertex ``N``'s receivers are the vertex ``N-http``: both names are its."""
-    from tidal.spec.mono import HTTP_SUFFIX
-
-    if named is None or named in (vertex, vertex.removesuffix(HTTP_SUFFIX)):
+    ``alias``: the other name it answers to (an HTTP MonoVertex ``N``'s receivers are the vertex
+    ``N-http``, and its clients POST to ``N``)."""
+    if named is None or named == vertex or (alias and named == alias):
         return None
     return f"this is the HTTP source of vertex {vertex!r}, not {named!r}: POST to / or /vertices/{vertex}"

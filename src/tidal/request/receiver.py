@@ -66,6 +66,7 @@ class ReceiverConfig:
     container_concurrency: int = 0
     max_request_bytes: int = 1 << 20
     timeout_seconds: float = 300.0  # a request's deadline (Knative's revision timeoutSeconds)
+    alias: str = ""  # the other name a POST to /vertices/<name> may give (an HTTP MonoVertex's)
     raw: bool = False  # source.http.bodies: raw, Numaflow's: the body is one message, as it came
     port: int = 0
     host: str = "127.0.0.1"  # the address of its own port (the activator forwards there)
@@ -169,7 +170,7 @@ class _Receiver:
             self.inside -= 1
 
     async def _messages(self, request: web.Request) -> web.Response:
-        elsewhere = wrong_vertex(request.match_info.get("vertex"), self.config.vertex)
+        elsewhere = wrong_vertex(request.match_info.get("vertex"), self.config.vertex, self.config.alias)
         if elsewhere is not None:
             return _json(404, {"error": elsewhere})
         if request.content_length is not None and request.content_length > self.config.max_request_bytes:

@@ -48,8 +48,8 @@ MONO_KIND = "MonoVertex"
 PIPELINE_KIND = "Pipeline"
 # The keys of a MonoVertex that belong to its one vertex; the others are the pipeline's.
 _VERTEX_KEYS = ("source", "udf", "sink", "scale", "replicas", "policy", "kpa")
-_VERTEX_PATH = re.compile(r"vertices\[[^\]]*\]")
 HTTP_SUFFIX = "-http"  # an HTTP MonoVertex's receivers
+_VERTEX_PATH = re.compile(r"vertices\[[^\]]*\]")
 SINK_SUFFIX = "-sink"  # its sink, when a transformer comes before it
 _KEYS = (*_VERTEX_KEYS, "transformer", "name", "limits", "buffers", "controller", "cluster", "bypass")
 

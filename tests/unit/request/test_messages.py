@@ -81,5 +81,6 @@ def test_a_post_to_another_vertexs_path_is_refused_naming_the_right_one():
     from tidal.request.messages import wrong_vertex
 
     assert wrong_vertex(None, "in") is None and wrong_vertex("in", "in") is None
-    assert wrong_vertex("orders", "orders-http") is None  # an HTTP MonoVertex's receivers
+    assert wrong_vertex("orders", "orders-http", "orders") is None  # an HTTP MonoVertex's receivers
     assert "POST to / or /vertices/in" in (wrong_vertex("out", "in") or "")
+    assert wrong_vertex("orders", "orders-http") is not None  # no alias: only the vertex's own name

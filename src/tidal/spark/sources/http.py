@@ -25,6 +25,7 @@ from tidal.spark.batch.config import QueryConfig
 from tidal.spark.sources.connector import SourceConnector
 from tidal.spec import PipelineSpec
 from tidal.spec.kpa import kpa_spec
+from tidal.spec.mono import HTTP_SUFFIX
 
 __all__ = ["CONNECTOR", "probe_sample", "start_request_path"]
 
@@ -50,8 +51,11 @@ def start_request_path(
         except ValueError as exc:
             problem = str(exc).split(": ", 1)[-1]
             raise errors.SpecError(f"vertices[{v.name}].source.http.auth.token", problem) from None
+    # An HTTP MonoVertex N's receivers are the vertex N-http; Numaflow's clients POST to N.
+    alias = v.name.removesuffix(HTTP_SUFFIX) if v.name.endswith(HTTP_SUFFIX) else ""
     activator = ActivatorConfig(
         vertex=v.name,
+        alias=alias,
         host=http.host,
         port=http.port,
         container_concurrency=http.container_concurrency,
@@ -63,6 +67,7 @@ def start_request_path(
     )
     receiver = ReceiverConfig(
         vertex=v.name,
+        alias=alias,
         pipeline=config.pipeline,
         outputs=config.outputs,
         backend=config.backend,
