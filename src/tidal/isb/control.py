@@ -11,12 +11,9 @@ Python objects (``shared/design.md``). What goes through it:
   counts its messages as processed (a filter writes fewer rows than it read, so the output
   cannot tell). A replay of the same range reuses the split, so its tasks write the same
   de-duplication keys as before.
-- ``batches``: one row per committed micro-batch: its tasks (the replicas that really ran),
-  messages in and out, the seconds its tasks spent working (``busy``) and, for a sink, the
-  delivery delays of its messages (``delays``: a :class:`~tidal.scaling.latency.DelaySample`).
-- ``replica_reads``: messages each replica (read partition ``i`` of a batch) has read so far, kept
-  in the same transaction as the batch (a replay replaces its own counts): Numaflow's per-pod read
-  counts (``getPodReadCounts``), which its rater reads per pod for a MonoVertex.
+- ``batches`` and ``replica_reads``: what each committed micro-batch did, in the batch ledger
+  (:mod:`tidal.isb.batch_ledger`, this class's base): tasks, messages in and out, busy seconds,
+  delivery delays, drops, the replicas' read counts.
 - ``reports``: what a source's reader saw of its source (its ``pending()``, or why it is not
   available), for the controller in the driver process.
 - ``meta``: small facts of the run that must survive a restart (the generator's start time, a
@@ -31,44 +28,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from tidal.isb.batch_ledger import BatchLedger
 from tidal.isb.durability import DEFAULT, Durability
 from tidal.isb.sqlite import SqliteStore
-from tidal.scaling.latency import DelaySample
 
-__all__ = ["BatchRange", "BatchRecord", "ControlStore", "MemberBatch", "SourceReport"]
-
-
-@dataclass(frozen=True, slots=True)
-class BatchRecord:
-    vertex: str
-    batch_id: int
-    tasks: int
-    rows: int  # messages read from the input
-    at: float
-    written: int = 0  # messages written to the outputs (a filter writes fewer, a flatmap more)
-    busy: float = 0.0  # seconds its tasks spent working (reading, the UDF, writing), summed
-
-
-@dataclass(frozen=True, slots=True)
-class MemberBatch:
-    """What a chained vertex (past its chain's head) did in the head's micro-batch
-    (:mod:`tidal.spec.chains`): recorded under its own name, so status shows every vertex."""
-
-    vertex: str
-    rows: int  # messages its function got
-    written: int  # messages it passed on (or delivered, for the chain's sink)
-    busy: float = 0.0  # seconds its own step took, summed over the tasks
-    dead: int = 0
-    delays: DelaySample | None = None  # the chain's sink: delivery delays
-    dropped: int = 0  # all of them (see ControlStore.drops for the reasons)
-    full: int = 0  # at a full onFull: discardLatest buffer
-    exhausted: int = 0  # by its routed sink, after its retries
-
-
-def _delay_text(delays: DelaySample | None) -> str | None:
-    if delays is None or not delays.count:
-        return None
-    return json.dumps({"n": delays.count, "p": [round(p, 4) for p in delays.points]})
+__all__ = ["BatchRange", "ControlStore", "SourceReport"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +58,9 @@ class SourceReport:
     at: float
 
 
-class ControlStore:
+class ControlStore(BatchLedger):
+    """The control record of a run (this module's docstring), with its batch ledger."""
+
     def __init__(self, path: str | Path, durability: Durability = DEFAULT) -> None:
         # The plans must outlive a power cut as the buffers do (a replay reuses its split, and
         # so its de-duplication keys): one file, one WAL, one setting.
@@ -104,41 +70,13 @@ class ControlStore:
                 "CREATE TABLE IF NOT EXISTS control (vertex TEXT PRIMARY KEY, replicas INTEGER NOT NULL, "
                 "updated REAL NOT NULL)"
             )
-            db.execute(
-                "CREATE TABLE IF NOT EXISTS batches (vertex TEXT NOT NULL, batch_id INTEGER NOT NULL, "
-                "tasks INTEGER NOT NULL, rows INTEGER NOT NULL, at REAL NOT NULL, "
-                "written INTEGER NOT NULL DEFAULT 0, busy REAL NOT NULL DEFAULT 0, "
-                "dead INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (vertex, batch_id))"
-            )
+            self._create_ledger(db)
             db.execute(
                 "CREATE TABLE IF NOT EXISTS plans (vertex TEXT PRIMARY KEY, first INTEGER NOT NULL, "
                 "last INTEGER NOT NULL, parts TEXT NOT NULL DEFAULT '[]')"
             )
             if "parts" not in {row[1] for row in db.execute("PRAGMA table_info(plans)")}:
                 db.execute("ALTER TABLE plans ADD COLUMN parts TEXT NOT NULL DEFAULT '[]'")  # an older run
-            columns = {row[1] for row in db.execute("PRAGMA table_info(batches)")}
-            if "busy" not in columns:
-                db.execute("ALTER TABLE batches ADD COLUMN busy REAL NOT NULL DEFAULT 0")  # an older run
-            if "dead" not in columns:
-                db.execute("ALTER TABLE batches ADD COLUMN dead INTEGER NOT NULL DEFAULT 0")
-            if "delays" not in columns:
-                db.execute("ALTER TABLE batches ADD COLUMN delays TEXT")
-            if "parts" not in columns:
-                db.execute("ALTER TABLE batches ADD COLUMN parts TEXT")
-            if "dropped" not in columns:  # conditional forwarding's drops
-                db.execute("ALTER TABLE batches ADD COLUMN dropped INTEGER NOT NULL DEFAULT 0")
-            if "peak_rss" not in columns:  # what the tasks used: the vertical recommendations' input
-                db.execute("ALTER TABLE batches ADD COLUMN peak_rss REAL")
-                db.execute("ALTER TABLE batches ADD COLUMN cpu REAL")
-            if "retried" not in columns:  # a routed sink's retried writes (tidal.scaling.sink_health)
-                db.execute("ALTER TABLE batches ADD COLUMN retried INTEGER NOT NULL DEFAULT 0")
-            if "dropped_full" not in columns:  # the drops' reasons (ControlStore.drops)
-                db.execute("ALTER TABLE batches ADD COLUMN dropped_full INTEGER NOT NULL DEFAULT 0")
-                db.execute("ALTER TABLE batches ADD COLUMN dropped_exhausted INTEGER NOT NULL DEFAULT 0")
-            db.execute(
-                "CREATE TABLE IF NOT EXISTS replica_reads (vertex TEXT NOT NULL, replica INTEGER NOT NULL, "
-                "count INTEGER NOT NULL, PRIMARY KEY (vertex, replica))"
-            )
             db.execute(
                 "CREATE TABLE IF NOT EXISTS reports (vertex TEXT PRIMARY KEY, pending REAL, "
                 "error TEXT NOT NULL, at REAL NOT NULL)"
@@ -179,18 +117,6 @@ class ControlStore:
         value = self.meta("limits:readBatchSize")
         return int(value) if value else default
 
-    def usage(
-        self, vertex: str, after: int = -1
-    ) -> list[tuple[int, float, float | None, float | None, float, int]]:
-        """The committed batches of ``vertex`` past batch ``after`` that measured what their tasks
-        used: ``(batch_id, at, peak_rss bytes, cpu seconds, busy seconds, tasks)``, in order."""
-        rows = self._store.db.execute(
-            "SELECT batch_id, at, peak_rss, cpu, busy, tasks FROM batches WHERE vertex=? AND batch_id>? "
-            "AND rows > 0 AND (peak_rss IS NOT NULL OR cpu IS NOT NULL) ORDER BY batch_id",
-            (vertex, after),
-        ).fetchall()
-        return [(int(r[0]), float(r[1]), r[2], r[3], float(r[4]), int(r[5])) for r in rows]
-
     def replicas_version(self, vertex: str) -> int:
         """The version of the vertex's replicas (0: never set)."""
         row = self._store.db.execute("SELECT version FROM control WHERE vertex=?", (vertex,)).fetchone()
@@ -208,149 +134,6 @@ class ControlStore:
 
     def closing(self, vertex: str) -> bool:
         return bool(self.meta(f"closing:{vertex}"))
-
-    def record_batch(
-        self,
-        vertex: str,
-        batch_id: int,
-        tasks: int,
-        rows: int,
-        written: int = 0,
-        *,
-        busy: float = 0.0,
-        dead: int = 0,
-        delays: DelaySample | None = None,
-        parts: Sequence[int] = (),
-        members: Sequence[MemberBatch] = (),
-        peak_rss: float | None = None,
-        cpu: float | None = None,
-        dropped: int = 0,
-        retried: int = 0,
-        full: int = 0,
-        exhausted: int = 0,
-    ) -> None:
-        """A committed micro-batch; recording the same batch again (a replay) replaces it.
-
-        ``parts``: the messages each replica read (partition ``i`` of the batch); what they do
-        not account for of ``rows`` is counted for replica 0. ``members``: a chain's other
-        vertices, recorded in the same transaction with the same tasks and batch id."""
-        delay_text = _delay_text(delays)
-        reads = [max(0, int(n)) for n in parts] or [0]
-        reads[0] += max(0, rows - sum(reads))
-        with self._store.transaction() as db:
-            old = db.execute(
-                "SELECT parts FROM batches WHERE vertex=? AND batch_id=?", (vertex, batch_id)
-            ).fetchone()
-            if old is not None and old[0]:  # a replay: take its first recording back
-                for replica, count in enumerate(json.loads(old[0])):
-                    db.execute(
-                        "UPDATE replica_reads SET count = count - ? WHERE vertex=? AND replica=?",
-                        (count, vertex, replica),
-                    )
-            for replica, count in enumerate(reads):
-                db.execute(
-                    "INSERT INTO replica_reads (vertex, replica, count) VALUES (?, ?, ?) "
-                    "ON CONFLICT(vertex, replica) DO UPDATE SET count = count + excluded.count",
-                    (vertex, replica, count),
-                )
-            db.execute(
-                "INSERT OR REPLACE INTO batches (vertex, batch_id, tasks, rows, at, written, busy, dead, "
-                "delays, parts, peak_rss, cpu, dropped, retried, dropped_full, dropped_exhausted) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    vertex,
-                    batch_id,
-                    tasks,
-                    rows,
-                    time.time(),
-                    written,
-                    busy,
-                    dead,
-                    delay_text,
-                    json.dumps(reads),
-                    peak_rss,
-                    cpu,
-                    dropped,
-                    retried,
-                    full,
-                    exhausted,
-                ),
-            )
-            now = time.time()
-            for m in members:
-                db.execute(
-                    "INSERT OR REPLACE INTO batches (vertex, batch_id, tasks, rows, at, written, busy, dead, "
-                    "delays, parts, dropped, dropped_full, dropped_exhausted) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?)",
-                    (
-                        m.vertex,
-                        batch_id,
-                        tasks,
-                        m.rows,
-                        now,
-                        m.written,
-                        m.busy,
-                        m.dead,
-                        _delay_text(m.delays),
-                        m.dropped,
-                        m.full,
-                        m.exhausted,
-                    ),
-                )
-
-    def delivering(self) -> list[str]:
-        """The vertices that recorded delivery delays (the sinks that delivered something)."""
-        rows = self._store.db.execute("SELECT DISTINCT vertex FROM batches WHERE delays IS NOT NULL")
-        return sorted(row[0] for row in rows)
-
-    def delays(self, vertex: str, since: float = 0.0) -> list[DelaySample]:
-        """The delivery delays of the sink ``vertex``'s batches committed at or after ``since``."""
-        rows = self._store.db.execute(
-            "SELECT at, delays FROM batches WHERE vertex=? AND at >= ? AND delays IS NOT NULL ORDER BY at",
-            (vertex, since),
-        ).fetchall()
-        out = []
-        for at, text in rows:
-            data = json.loads(text)
-            out.append(DelaySample(float(at), int(data["n"]), tuple(float(p) for p in data["p"])))
-        return out
-
-    def dead_letters(self, vertex: str) -> int:
-        """Messages the vertex sent to its dead letter, over its committed batches."""
-        row = self._store.db.execute(
-            "SELECT coalesce(sum(dead), 0) FROM batches WHERE vertex=?", (vertex,)
-        ).fetchone()
-        return int(row[0])
-
-    def dropped(self, vertex: str) -> int:
-        """Messages the vertex dropped (tagged DROP, or taken by no output edge), over its
-        committed batches."""
-        row = self._store.db.execute(
-            "SELECT coalesce(sum(dropped), 0) FROM batches WHERE vertex=?", (vertex,)
-        ).fetchone()
-        return int(row[0])
-
-    def drops(self, vertex: str) -> dict[str, int]:
-        """The vertex's drops by reason, as Numaflow's ``forwarder_drop_total`` labels them:
-        ``tags`` (tagged DROP, or no output edge's conditions matched), ``buffer-full`` (an
-        ``onFull: discardLatest`` edge), ``sink-retries-exhausted`` (``onFailure: drop``). Only
-        the reasons with drops."""
-        row = self._store.db.execute(
-            "SELECT coalesce(sum(dropped), 0), coalesce(sum(dropped_full), 0), "
-            "coalesce(sum(dropped_exhausted), 0) FROM batches WHERE vertex=?",
-            (vertex,),
-        ).fetchone()
-        total, full, exhausted = int(row[0]), int(row[1]), int(row[2])
-        out = {"tags": total - full - exhausted, "buffer-full": full, "sink-retries-exhausted": exhausted}
-        return {reason: n for reason, n in out.items() if n}
-
-    def sink_retried(self, vertex: str) -> int:
-        """Message writes its routed sink retried, over its committed batches (a chain's are its
-        head's: the replicas that wrote them)."""
-        row = self._store.db.execute(
-            "SELECT coalesce(sum(retried), 0) FROM batches WHERE vertex=?", (vertex,)
-        ).fetchone()
-        return int(row[0])
 
     def set_batch_range(
         self, vertex: str, first: int, last: int, parts: Sequence[tuple[int, int]] = ()
@@ -410,27 +193,6 @@ class ControlStore:
         row = self._store.db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
         return None if row is None else str(row[0])
 
-    def processed(self, vertex: str) -> int:
-        """Messages the vertex has processed so far (the sum over its committed batches)."""
-        return self.progress(vertex)[0]
-
-    def read_counts(self, vertex: str, replicas: int) -> dict[str, float]:
-        """``getPodReadCounts``: messages read so far by each of the vertex's ``replicas`` running
-        replicas, by name (``vertex-0``, ``vertex-1``, …); a replica that read nothing yet is
-        absent, and one past ``replicas`` is gone (its count stays for when it comes back)."""
-        rows = self._store.db.execute(
-            "SELECT replica, count FROM replica_reads WHERE vertex=? AND replica < ? ORDER BY replica",
-            (vertex, replicas),
-        )
-        return {f"{vertex}-{int(replica)}": float(count) for replica, count in rows}
-
-    def progress(self, vertex: str) -> tuple[int, float]:
-        """Messages processed and busy seconds so far, summed over the committed batches."""
-        row = self._store.db.execute(
-            "SELECT coalesce(sum(rows), 0), coalesce(sum(busy), 0) FROM batches WHERE vertex=?", (vertex,)
-        ).fetchone()
-        return int(row[0]), float(row[1])
-
     def ready_replicas(self, vertex: str, replicas: int) -> int:
         """The replicas Spark really ran, as far as the committed batches show: ``replicas`` once
         a batch admitted after the count was last set ran that many tasks (or had fewer messages
@@ -450,32 +212,11 @@ class ControlStore:
             return replicas
         return min(replicas, tasks)
 
-    def expansion(self, vertex: str, last: int = 5) -> float:
-        """Messages written per message read over the vertex's ``last`` committed batches that
-        read any, at least 1 (a filter's room is not stretched): how far an output may grow
-        per input message admitted."""
-        row = self._store.db.execute(
-            "SELECT max(CAST(written AS REAL) / rows) FROM (SELECT rows, written FROM batches "
-            "WHERE vertex=? AND rows > 0 ORDER BY batch_id DESC LIMIT ?)",
-            (vertex, last),
-        ).fetchone()
-        return max(1.0, float(row[0])) if row and row[0] is not None else 1.0
-
     def known(self, vertex: str) -> bool:
         """Has a replica count ever been set for ``vertex``?"""
         return (
             self._store.db.execute("SELECT 1 FROM control WHERE vertex=?", (vertex,)).fetchone() is not None
         )
-
-    def batches(self, vertex: str) -> list[BatchRecord]:
-        rows = self._store.db.execute(
-            "SELECT vertex, batch_id, tasks, rows, at, written, busy FROM batches WHERE vertex=? "
-            "ORDER BY batch_id",
-            (vertex,),
-        )
-        return [
-            BatchRecord(v, int(b), int(t), int(r), float(a), int(w), float(u)) for v, b, t, r, a, w, u in rows
-        ]
 
     def close(self) -> None:
         self._store.close()

@@ -362,7 +362,7 @@ class VertexWriter(DataSourceStreamArrowWriter):
 
             # The batch is stored downstream: a source that acknowledges upstream does it now.
             source_connector(self.config.source).stored(self.config)
-        from tidal.isb.control import MemberBatch  # in the driver only: the tasks need not import it
+        from tidal.isb.batch_ledger import MemberBatch  # in the driver only: the tasks need not import it
 
         chained = len(members) > 1
         follow = [
