@@ -95,6 +95,9 @@ class BatchLedger:
         if "dropped_full" not in columns:  # the drops' reasons (drops)
             db.execute("ALTER TABLE batches ADD COLUMN dropped_full INTEGER NOT NULL DEFAULT 0")
             db.execute("ALTER TABLE batches ADD COLUMN dropped_exhausted INTEGER NOT NULL DEFAULT 0")
+        db.execute(  # what a source's client dropped before Tidal read it (record_source_drops)
+            "CREATE TABLE IF NOT EXISTS source_drops (vertex TEXT PRIMARY KEY, count INTEGER NOT NULL)"
+        )
         db.execute(
             "CREATE TABLE IF NOT EXISTS replica_reads (vertex TEXT NOT NULL, replica INTEGER NOT NULL, "
             "count INTEGER NOT NULL, PRIMARY KEY (vertex, replica))"
@@ -226,25 +229,42 @@ class BatchLedger:
         return int(row[0])
 
     def dropped(self, vertex: str) -> int:
-        """Messages the vertex dropped (tagged DROP, or taken by no output edge), over its
-        committed batches."""
-        row = self._store.db.execute(
-            "SELECT coalesce(sum(dropped), 0) FROM batches WHERE vertex=?", (vertex,)
-        ).fetchone()
-        return int(row[0])
+        """Messages the vertex dropped (tagged DROP, taken by no output edge, at a full buffer,
+        after its sink's retries, or by its source's client), over the run."""
+        return sum(self.drops(vertex).values())
+
+    def record_source_drops(self, vertex: str, count: int) -> None:
+        """``count`` more messages the source ``vertex``'s client dropped before Tidal read them
+        (a core NATS subscription past its limit: Numaflow's "slow consumer")."""
+        if count <= 0:
+            return
+        with self._store.transaction() as db:
+            db.execute(
+                "INSERT INTO source_drops (vertex, count) VALUES (?, ?) "
+                "ON CONFLICT(vertex) DO UPDATE SET count = count + excluded.count",
+                (vertex, count),
+            )
 
     def drops(self, vertex: str) -> dict[str, int]:
         """The vertex's drops by reason, as Numaflow's ``forwarder_drop_total`` labels them:
         ``tags`` (tagged DROP, or no output edge's conditions matched), ``buffer-full`` (an
-        ``onFull: discardLatest`` edge), ``sink-retries-exhausted`` (``onFailure: drop``). Only
-        the reasons with drops."""
-        row = self._store.db.execute(
+        ``onFull: discardLatest`` edge), ``sink-retries-exhausted`` (``onFailure: drop``), and
+        ``source-overflow`` (the source's client held its limit already). Only the reasons with
+        drops."""
+        db = self._store.db
+        row = db.execute(
             "SELECT coalesce(sum(dropped), 0), coalesce(sum(dropped_full), 0), "
             "coalesce(sum(dropped_exhausted), 0) FROM batches WHERE vertex=?",
             (vertex,),
         ).fetchone()
         total, full, exhausted = int(row[0]), int(row[1]), int(row[2])
-        out = {"tags": total - full - exhausted, "buffer-full": full, "sink-retries-exhausted": exhausted}
+        source = db.execute("SELECT count FROM source_drops WHERE vertex=?", (vertex,)).fetchone()
+        out = {
+            "tags": total - full - exhausted,
+            "buffer-full": full,
+            "sink-retries-exhausted": exhausted,
+            "source-overflow": int(source[0]) if source else 0,
+        }
         return {reason: n for reason, n in out.items() if n}
 
     def sink_retried(self, vertex: str) -> int:

@@ -36,7 +36,7 @@ class VertexStatus:
     rule: str
     reason: str
     dead: int = 0  # messages sent to the dead letter (after their retries)
-    dropped: int = 0  # tagged DROP or taken by no output edge's conditions (tidal.spec.routing)
+    dropped: int = 0  # all its drops (tags, a full buffer, sink retries, its source client): drops
     drops: dict[str, int] | None = None  # the dropped by reason (ControlStore.drops), when any
     stuck_for: float | None = None  # seconds with pending and no progress, past the threshold
     requests: dict[str, Any] | None = None  # an HTTP source's request path at its last report

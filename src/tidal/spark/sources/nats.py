@@ -16,7 +16,8 @@ buffer. Core NATS keeps nothing and redelivers nothing, so:
   unique across restarts, since the staging buffer stores each id once and would drop a repeat.
 - **The memory is bounded**: the subscription holds at most :data:`MAX_HELD` messages or
   :data:`MAX_HELD_BYTES`; the server's messages past that are dropped by the client (a "slow
-  consumer"), counted in :attr:`NatsSource.dropped` and logged.
+  consumer"), counted in :attr:`NatsSource.dropped` and logged; the staged reader adds them to
+  the vertex's drops (``source-overflow``, :meth:`tidal.isb.batch_ledger.BatchLedger.drops`).
 - **Pending** is what the client holds: Numaflow reports "not available" for NATS (the server
   keeps no backlog to ask about); the held messages are the one backlog there is, and they grow
   when the replicas fall behind, so the controller scales on them.

@@ -42,6 +42,7 @@ class StagedSourceReader(BufferReader):
         super().__init__(config)
         assert config.source is not None and config.source.staged
         self.source = source
+        self._drops_recorded = 0  # of the source's own `dropped` count (a NATS client's)
 
     def pending(self) -> tuple[float | None, str]:
         value, why = contracts.ask_pending(self.source.pending)
@@ -66,12 +67,24 @@ class StagedSourceReader(BufferReader):
         # What the source still holds plus what is staged and not yet processed.
         total = None if pending is None else pending + (last - n)
         control.report_source(vertex, total, error or why)
+        self._record_drops(control)
         final = min(end, last)
         if final != end:  # fewer staged than admitted: the batch is the staged part
             replicas = self._admitted.pop((n, end), None)
             if replicas is not None and final > n:
                 self._admitted = {(n, final): replicas}
         return {self.KEY: final}
+
+    def _record_drops(self, control: Any) -> None:
+        """A source that drops messages before Tidal reads them (``dropped``: a core NATS
+        client past its limit) has them counted in the run's drops, as ``source-overflow``; a
+        new source object (a restart) counts from 0 again, and what it adds is added."""
+        dropped = int(getattr(self.source, "dropped", 0) or 0)
+        if dropped < self._drops_recorded:
+            self._drops_recorded = 0
+        if dropped > self._drops_recorded:
+            control.record_source_drops(self.config.vertex, dropped - self._drops_recorded)
+            self._drops_recorded = dropped
 
     def _pull(self, staged: Buffer, n: int) -> str:
         try:
