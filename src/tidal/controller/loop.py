@@ -36,7 +36,8 @@ from collections.abc import Callable, Collection, Mapping
 
 from tidal.controller.policy import NumaflowPolicy, PolicyInput, VertexPolicy
 from tidal.controller.ports import Actuator, DecisionRecorder, Probe, ProbeSample
-from tidal.controller.state import VertexState, adapt_lookback, watch_progress
+from tidal.controller.restart import Restored, StateFile, restore, restore_notes, snapshot
+from tidal.controller.state import VertexState, adapt_lookback, outage_note, watch_progress
 from tidal.scaling import (
     BufferLoad,
     Decision,
@@ -113,6 +114,9 @@ class Controller:
         self._lock = threading.RLock()
         self.paused = False  # no decisions while a pipeline is paused
         self._last_tick: float | None = None
+        # Where the runtime keeps the controller's state after each tick (None: nowhere, as in
+        # the simulator): a restarted driver resumes from it (tidal.controller.restart).
+        self.state_file: StateFile | None = None
 
     def decisions(self) -> Mapping[str, Decision | None]:
         """The latest decision per vertex (``None`` before the first tick)."""
@@ -204,6 +208,8 @@ class Controller:
                 )
                 sample = None
                 v.active_at = now  # not known: counted as working
+                v.last = outage_note(v, now, exc)  # the live view and the event log say so
+                self.events.record(v.last)
             samples[name] = sample
             if sample is not None:
                 v.rater.record(now, self._counters(v, sample), sample.pending)
@@ -381,6 +387,27 @@ class Controller:
                 arrived += s.processed + s.pending
         return pending, arrived
 
+    # -- across a driver restart (tidal.controller.restart) -------------------------------------
+
+    def _fingerprints(self) -> dict[str, str]:
+        """What each vertex's policy learnt under: its kind, policy and ``scale:`` block."""
+        return {v.name: repr((v.kind, self.spec.policy_of(v.name), v.scale)) for v in self.spec.vertices}
+
+    def snapshot(self) -> bytes:
+        """The controller's state now, for :meth:`restore` in the next driver."""
+        with self._lock:
+            return snapshot(self._vertices, self._fingerprints(), self._last_tick or 0.0)
+
+    def restore(self, data: bytes, now: float) -> Restored:
+        """Resume from a :meth:`snapshot` (before the first tick): windows, cooldowns, lookbacks
+        and learnt policies come back; each vertex's event says what did and what did not."""
+        with self._lock:
+            done = restore(data, self._vertices, self._fingerprints())
+            for note in restore_notes(done, self._vertices, now):
+                log.info("%s", note.explain())
+                self.events.record(note)
+            return done
+
     # -- the loop ------------------------------------------------------------------------------
 
     def run(self, clock: Callable[[], float] = time.time, ready: Callable[[], bool] | None = None) -> None:
@@ -393,6 +420,8 @@ class Controller:
                 if (ready is None or ready()) and not self.paused:
                     ready = None
                     self.tick(clock())
+                    if self.state_file is not None:
+                        self.state_file.save(self.snapshot())
             except Exception:  # keep autoscaling alive; the traceback goes to the log
                 log.exception("controller tick failed")
             next_at += self.spec.controller.interval_seconds  # read each time: a live edit may change it

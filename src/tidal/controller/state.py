@@ -12,7 +12,7 @@ from tidal.controller.policy import VertexPolicy
 from tidal.controller.ports import ProbeSample
 from tidal.scaling import Decision, Rater, Rule, VertexKind, adaptive_lookback
 
-__all__ = ["ADAPT_LOOKBACK_EVERY", "VertexState", "adapt_lookback", "watch_progress"]
+__all__ = ["ADAPT_LOOKBACK_EVERY", "VertexState", "adapt_lookback", "outage_note", "watch_progress"]
 
 log = logging.getLogger("tidal.controller")
 
@@ -91,3 +91,21 @@ def adapt_lookback(v: VertexState, now: float) -> None:
     if adapted != v.lookback_seconds:
         log.info("vertex %s: lookback %g s → %g s (longest quiet spell)", v.name, v.lookback_seconds, adapted)
         v.lookback_seconds = adapted
+
+
+def outage_note(v: VertexState, now: float, exc: Exception) -> Decision:
+    """The hold of a vertex whose numbers could not be read this tick (its buffer or its
+    receivers unreachable: a metric outage). No decision is made on missing data, so nothing
+    scales down or to zero for it; the hold is the vertex's last decision (the live view shows
+    it) and an event (written once while the outage lasts)."""
+    replicas = v.last.desired if v.last is not None else 0
+    return Decision(
+        v.name,
+        now,
+        replicas,
+        replicas,
+        Rule.METRICS_UNAVAILABLE,
+        f"its numbers could not be read ({type(exc).__name__}: {exc}); holding at {replicas} "
+        "until they come back",
+        {"error": f"{type(exc).__name__}: {exc}"},
+    )

@@ -62,6 +62,8 @@ class Rule(StrEnum):
     KPA_ACTIVATING = "kpa-activating"
     STUCK = "stuck"
     UNSTUCK = "unstuck"
+    STATE_RESTORED = "state-restored"  # a restarted driver's controller resumed from its saved state
+    STATE_IGNORED = "state-ignored"  # ... or could not (damaged, or the vertex's settings changed)
     RETUNED = "retuned"  # a live edit (tidal apply) changed its scale block, policy or bounds
     RESTARTED = "restarted"  # its query failed for a transient reason and resumed from its checkpoint
     KPA_ACTIVATION_TIMEOUT = "kpa-activation-timeout"

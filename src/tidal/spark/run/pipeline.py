@@ -34,6 +34,7 @@ from tidal.controller import Controller, EventLog, StoreProbe
 from tidal.controller.choose import spec_policies
 from tidal.controller.faults import FAULTS_FILE, FaultLog
 from tidal.controller.replicas import DryRunActuator, seed_replicas
+from tidal.controller.restart import StateFile
 from tidal.isb.base import BufferStore
 from tidal.isb.control import ControlStore
 from tidal.isb.durability import start_warnings
@@ -236,6 +237,10 @@ class PipelineRun:
             ),
         )
         self.controller.paused = self.control.phase() != "Running"  # paused: no decisions until resumed
+        # A restart resumes the killed driver's windows, cooldowns and learning (events say what).
+        self.controller.state_file = StateFile(self.run_dir / "controller.state")
+        if (saved := self.controller.state_file.load()) is not None:
+            self.controller.restore(saved, time.time())
         if self.allocator is not None:  # an idle vertex's replicas hold no executor
             self.allocator.idle_for = self.controller.idle_for
             self.allocator.progress = self.controller.progress  # does one more executor pay?

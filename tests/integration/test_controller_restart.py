@@ -1,0 +1,213 @@
+"""A restarted driver's controller resumes from what the killed one saved (tidal.controller.restart):
+its decisions from the first tick are the ones the uninterrupted controller makes, a damaged
+snapshot restarts it with defaults and says so, and a metric outage holds every vertex.
+
+Real SQLite buffers and control store, simulated seconds (the rig of ``test_controller``). The
+"uninterrupted" controller keeps ticking on the same store; the "restarted" one is built afresh
+on the same store, restored from the snapshot the first took, and ticks beside it with a dry-run
+actuator: where both decide, they must decide the same.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tidal.controller import Controller, EventLog, StoreProbe
+from tidal.controller.replicas import DryRunActuator
+from tidal.controller.restart import FORMAT, StateFile
+from tidal.scaling import Rule
+from tidal.spec import parse_pipeline
+
+from .test_controller import FAST, Rig, work_pipeline
+
+
+def _twin(rig: Rig, tmp_path, name: str, probe=None) -> tuple[Controller, EventLog]:
+    """A new controller on the rig's store, as a restarted driver builds one."""
+    events = EventLog(tmp_path / f"{name}.jsonl")
+    probe = probe or StoreProbe(rig.spec, rig.store, rig.control)
+    return Controller(rig.spec, probe, DryRunActuator(), events), events
+
+
+def _drive(rig: Rig, t: float, ticks: int, work: int = 300) -> float:
+    for _ in range(ticks):
+        t += 1
+        rig.process("work", per_replica=work)
+        rig.controller.tick(t)
+    return t
+
+
+def test_a_restored_controller_decides_as_the_uninterrupted_one_from_its_first_tick(tmp_path):
+    rig = Rig(tmp_path, work_pipeline())
+    rig.append("work", 40_000)
+    t = _drive(rig, 1000.0, 12)  # scaled up at least once, and within a cooldown of it
+    assert rig.replicas("work") > 1
+    saved = StateFile(tmp_path / "controller.state")
+    saved.save(rig.controller.snapshot())
+
+    restored, events = _twin(rig, tmp_path, "restored")
+    done = restored.restore(saved.load() or b"", t)
+    assert not done.ignored and set(done.restored) == {"in", "work", "out"}
+    cold, _ = _twin(rig, tmp_path, "cold")  # the same restart without the snapshot
+    same = differ = 0
+    for _ in range(40):
+        t += 1
+        rig.process("work", per_replica=300)
+        # The dry-run twins first: they see the sample the uninterrupted controller sees.
+        got = {d.vertex: d for d in restored.tick(t)}
+        blind = {d.vertex: d for d in cold.tick(t)}
+        expected = {d.vertex: d for d in rig.controller.tick(t)}
+        for vertex, d in expected.items():
+            assert (got[vertex].rule, got[vertex].desired) == (d.rule, d.desired), (
+                f"t={t}: {got[vertex].explain()} != {d.explain()}"
+            )
+            same += 1
+            differ += (blind[vertex].rule, blind[vertex].desired) != (d.rule, d.desired)
+    assert same == 120
+    assert differ > 0  # without the snapshot the decisions are not the same: the test can tell
+    notes = [d for d in events.read() if d.rule == Rule.STATE_RESTORED]
+    assert {d.vertex for d in notes} == {"in", "work", "out"}
+    assert "resumed from the state saved at" in notes[0].reason
+
+
+def test_a_restart_keeps_the_cooldown_and_never_takes_a_backlogged_vertex_to_zero(tmp_path):
+    rig = Rig(tmp_path, work_pipeline(min=0))
+    rig.append("work", 40_000)
+    t = _drive(rig, 1000.0, 12)
+    before = rig.replicas("work")
+    restored, _ = _twin(rig, tmp_path, "restored")
+    restored.restore(rig.controller.snapshot(), t)
+    first = {d.vertex: d for d in restored.tick(t + 1)}["work"]
+    assert first.rule != Rule.SCALE_TO_ZERO and first.desired >= 1
+    assert first.current == before  # no cold start to min: the count the run had
+    if first.rule in (Rule.SCALE_UP_COOLDOWN, Rule.COOLDOWN, Rule.SCALE_DOWN_COOLDOWN):
+        assert first.desired == before  # the killed driver's last scaling still holds the count
+
+
+@pytest.mark.parametrize(
+    ("damage", "why"),
+    [
+        (lambda b: b[: len(b) // 2], "truncated"),
+        (lambda b: b"tidal-controller-state 0\n" + b[len(FORMAT) :], "another version"),
+        (lambda b: b"", "empty"),
+        (lambda b: FORMAT + b"\x80\x05not a pickle", "a half-written record"),
+    ],
+)
+def test_a_damaged_snapshot_restarts_with_defaults_and_an_event_saying_why(tmp_path, damage, why):
+    rig = Rig(tmp_path, work_pipeline())
+    rig.append("work", 10_000)
+    t = _drive(rig, 1000.0, 8)
+    restored, events = _twin(rig, tmp_path, "restored")
+    done = restored.restore(damage(rig.controller.snapshot()), t)
+    assert done.ignored and not done.restored, why
+    notes = [d for d in events.read() if d.rule == Rule.STATE_IGNORED]
+    assert {d.vertex for d in notes} == {"in", "work", "out"}
+    assert "saved state was ignored" in notes[0].reason
+    decisions = restored.tick(t + 1)  # and it decides as a new controller does
+    assert {d.vertex for d in decisions} == {"in", "work", "out"}
+    assert rig.store.open("work").pending() > 0  # no message depends on the snapshot
+
+
+def test_a_changed_scale_block_keeps_the_windows_and_starts_the_policy_fresh(tmp_path):
+    rig = Rig(tmp_path, work_pipeline())
+    rig.append("work", 10_000)
+    t = _drive(rig, 1000.0, 8)
+    data = rig.controller.snapshot()
+    spec = work_pipeline(max=3)
+    probe = StoreProbe(spec, rig.store, rig.control)
+    events = EventLog(tmp_path / "changed.jsonl")
+    changed = Controller(spec, probe, DryRunActuator(), events)
+    done = changed.restore(data, t)
+    assert "policy starts fresh" in done.fresh["work"] and "work" in done.restored
+    assert "in" in done.restored and "in" not in done.fresh
+
+
+class _Outage(StoreProbe):
+    """The store's probe, whose reads of one vertex fail while ``down`` (its buffer unreachable)."""
+
+    def __init__(self, *args, vertex: str, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.vertex, self.down = vertex, False
+
+    def sample(self, vertex):
+        if self.down and vertex == self.vertex:
+            raise ConnectionError("buffer unreachable")
+        return super().sample(vertex)
+
+
+def test_a_metric_outage_holds_the_vertex_says_so_and_resumes_when_the_numbers_come_back(tmp_path):
+    spec = work_pipeline(min=0)
+    rig = Rig(tmp_path, spec)
+    probe = _Outage(spec, rig.store, rig.control, vertex="work")
+    rig.controller = Controller(spec, probe, rig.control, rig.events)
+    rig.append("work", 30_000)
+    t = _drive(rig, 1000.0, 15)
+    held = rig.replicas("work")
+    assert held > 1
+    probe.down = True
+    for _ in range(30):  # 30 s without numbers: the backlog drains, nothing scales on the silence
+        t += 1
+        rig.process("work", per_replica=2000)
+        rig.controller.tick(t)
+        last = rig.controller.decisions()["work"]
+        assert last is not None and last.rule == Rule.METRICS_UNAVAILABLE
+        assert rig.replicas("work") == held
+    assert rig.store.open("work").pending() == 0  # idle now: only missing data kept it up
+    outage = [d for d in rig.events.read() if d.vertex == "work" and "buffer unreachable" in d.reason]
+    assert len(outage) == 1 and outage[0].rule == Rule.METRICS_UNAVAILABLE  # once, not every tick
+    probe.down = False
+    for _ in range(60):
+        t += 1
+        rig.controller.tick(t)
+    assert rig.replicas("work") < held  # back to deciding on numbers: it scales the idle vertex down
+
+
+def test_the_state_file_is_replaced_whole(tmp_path):
+    state = StateFile(tmp_path / "controller.state")
+    assert state.load() is None
+    state.save(b"one")
+    (tmp_path / "controller.state.part").write_bytes(b"half of a write the crash cut")
+    assert state.load() == b"one"  # a crash mid-write leaves the previous snapshot
+    state.save(b"two")
+    assert state.load() == b"two" and not (tmp_path / "controller.state.part").exists()
+
+
+def test_policy_tidal_resumes_with_what_it_learnt(tmp_path):
+    spec = parse_pipeline(
+        {
+            "name": "t",
+            "policy": "tidal",
+            "limits": {"bufferMaxLength": 100_000},
+            "vertices": [
+                {"name": "in", "source": {"generator": {"rate": 0}}},
+                {"name": "work", "udf": {"map": "tidal.examples.udfs:upper"}, "scale": FAST},
+                {"name": "out", "sink": {"blackhole": {}}},
+            ],
+            "edges": [{"from": "in", "to": "work"}, {"from": "work", "to": "out"}],
+        }
+    )
+    from tidal.controller.choose import spec_policies
+
+    rig = Rig(tmp_path, spec)
+    rig.controller = Controller(
+        spec,
+        StoreProbe(spec, rig.store, rig.control),
+        rig.control,
+        rig.events,
+        policies=spec_policies(spec, 1000.0, rig.replicas),
+    )
+    rig.append("work", 40_000)
+    t = _drive(rig, 1000.0, 20)
+    restored = Controller(
+        spec,
+        StoreProbe(spec, rig.store, rig.control),
+        DryRunActuator(),
+        EventLog(tmp_path / "r.jsonl"),
+        policies=spec_policies(spec, t, rig.replicas),
+    )
+    done = restored.restore(rig.controller.snapshot(), t)
+    assert "AdaptivePolicy's learnt state" in done.restored["work"]
+    for _ in range(20):
+        t += 1
+        rig.process("work", per_replica=300)
+        got = {d.vertex: (d.rule, d.desired) for d in restored.tick(t)}
+        assert got == {d.vertex: (d.rule, d.desired) for d in rig.controller.tick(t)}
