@@ -32,7 +32,12 @@ vertices:
     scale: {min: 3, max: 3}
   - name: work
     udf: {map: "tidal.examples.udfs:slow_upper"}
-    scale: {lookbackSeconds: 120, targetProcessingSeconds: 1, scaleUpCooldownSeconds: 3, scaleDownCooldownSeconds: 5, max: 4}
+    scale:
+      lookbackSeconds: 120
+      targetProcessingSeconds: 1
+      scaleUpCooldownSeconds: 3
+      scaleDownCooldownSeconds: 5
+      max: 4
   - name: out
     sink: {file: {path: out.jsonl}}
 edges:
