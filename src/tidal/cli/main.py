@@ -29,6 +29,8 @@ BENCHMARKS = {
     "hosts": "hosts",
     "receivers": "receiver_hosts",
     "flow-control": "flow_control",
+    "chaos": "chaos",
+    "chaos-rounds": "chaos:main_three_rounds",
 }
 
 
