@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import io
 import logging
+import math
 import os
 import pickle
 from collections.abc import Mapping
@@ -132,7 +133,8 @@ def restore(data: bytes, vertices: Mapping[str, VertexState], fingerprints: Mapp
             setattr(v, key, value)
         v.last = Decision.from_dict(old["last"]) if old["last"] is not None else None
         v.rater = old["rater"]
-        kept = f"its rate window, last scaled at {v.last_scaled_at:.3f}"
+        scaled = f"last scaled at {v.last_scaled_at:.3f}" if v.last_scaled_at > -math.inf else "never scaled"
+        kept = f"its rate window, {scaled}"
         policy_type, attributes = old["policy"]
         if policy_type != type(v.policy).__qualname__ or old["fingerprint"] != fingerprints.get(name, ""):
             out.fresh[name] = "its policy or scale block changed: the policy starts fresh"
