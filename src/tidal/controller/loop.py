@@ -34,6 +34,7 @@ import threading
 import time
 from collections.abc import Callable, Collection, Mapping
 
+from tidal.controller.neighbours import heading_to, shared_rate_limit, upstream_limit
 from tidal.controller.policy import NumaflowPolicy, PolicyInput, VertexPolicy
 from tidal.controller.ports import Actuator, DecisionRecorder, Probe, ProbeSample
 from tidal.controller.restart import Restored, StateFile, restore, restore_notes, snapshot
@@ -46,7 +47,6 @@ from tidal.scaling import (
     VertexKind,
     check_back_pressure,
 )
-from tidal.scaling.throttle import ceiling
 from tidal.spec import PipelineSpec, graph, numaflow_scale
 
 __all__ = ["Actuator", "Controller", "DecisionRecorder", "Probe", "ProbeSample"]
@@ -229,7 +229,14 @@ class Controller:
             if not v.kind.reads_source and (pending := metrics[name][1]) is not None
         }
         views = {
-            name: self._view(v, sample, metrics[name], now, loads, self._upstream_of(name, samples))
+            name: self._view(
+                v,
+                sample,
+                metrics[name],
+                now,
+                loads,
+                heading_to(self._upstream[name], self._vertices, samples),
+            )
             for name, v in self._vertices.items()
             if (sample := samples[name]) is not None
         }
@@ -342,50 +349,11 @@ class Controller:
             read_batch_size=limits.read_batch_size,
             upstream_pending=upstream[0],
             upstream_arrived=upstream[1],
-            upstream_limit=self._upstream_limit(v.name),
+            upstream_limit=upstream_limit(self._feeders[v.name], self._vertices),
             sink_retried=sample.sink_retried,
-            rate_limit=self._rate_limit(v, now),
+            rate_limit=shared_rate_limit(self.spec, v, now),
             throttled_at=sample.throttled_at,
         )
-
-    def _rate_limit(self, v: VertexState, now: float) -> float | None:
-        """What the vertex's shared rate limit lets through a second now, on its ramp from when
-        the controller first saw the vertex (None: none, or one per replica)."""
-        spec = self.spec.rate_limit(v.name)
-        if spec is None or spec.store != "shared":
-            return None
-        started = v.started_at if v.started_at is not None else now
-        return ceiling(spec.limit, now - started)
-
-    def _upstream_limit(self, name: str) -> float | None:
-        """What the vertices feeding ``name`` deliver at most a second, where their policies
-        know it (:meth:`VertexPolicy.most_delivered`); ``None`` if one does not."""
-        total = 0.0
-        for feeder in self._feeders[name]:
-            most = self._vertices[feeder].policy.most_delivered()
-            if most is None:
-                return None
-            total += most
-        return total if self._feeders[name] else None
-
-    def _upstream_of(
-        self, name: str, samples: Mapping[str, ProbeSample | None]
-    ) -> tuple[float, float | None]:
-        """What is heading to ``name``: the pending of every vertex upstream of it, and the
-        messages that arrived at the sources upstream so far (``None`` for a source, or when a
-        source upstream cannot say)."""
-        ups = self._upstream[name]
-        if not ups:
-            return 0.0, None
-        pending = sum(s.pending or 0.0 for u in ups if (s := samples.get(u)) is not None)
-        arrived = 0.0
-        for u in ups:
-            s = samples.get(u)
-            if self._vertices[u].kind.reads_source:
-                if s is None or s.pending is None:
-                    return pending, None
-                arrived += s.processed + s.pending
-        return pending, arrived
 
     # -- across a driver restart (tidal.controller.restart) -------------------------------------
 

@@ -1,0 +1,61 @@
+"""What a vertex's decision needs from around it: what is heading to it from upstream, what its
+feeders can deliver at most, and what its shared rate limit lets through now.
+
+Pure functions of the controller's per-vertex state and the tick's samples (the controller's
+loop gathers, these compute), so the loop stays one pass and each rule has one home.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+
+from tidal.controller.ports import ProbeSample
+from tidal.controller.state import VertexState
+from tidal.scaling.throttle import ceiling
+from tidal.spec import PipelineSpec
+
+__all__ = ["heading_to", "shared_rate_limit", "upstream_limit"]
+
+
+def shared_rate_limit(spec: PipelineSpec, v: VertexState, now: float) -> float | None:
+    """What the vertex's shared rate limit lets through a second now, on its ramp from when
+    the controller first saw the vertex (None: none, or one per replica)."""
+    limit = spec.rate_limit(v.name)
+    if limit is None or limit.store != "shared":
+        return None
+    started = v.started_at if v.started_at is not None else now
+    return ceiling(limit.limit, now - started)
+
+
+def upstream_limit(feeders: Collection[str], vertices: Mapping[str, VertexState]) -> float | None:
+    """What the ``feeders`` of a vertex deliver at most a second, where their policies know it
+    (:meth:`~tidal.controller.policy.VertexPolicy.most_delivered`); ``None`` if one does not,
+    or there are none."""
+    total = 0.0
+    for feeder in feeders:
+        most = vertices[feeder].policy.most_delivered()
+        if most is None:
+            return None
+        total += most
+    return total if feeders else None
+
+
+def heading_to(
+    upstream: Collection[str],
+    vertices: Mapping[str, VertexState],
+    samples: Mapping[str, ProbeSample | None],
+) -> tuple[float, float | None]:
+    """What is heading to a vertex whose ``upstream`` vertices are these: their pending, and the
+    messages that arrived at the sources among them so far (``None`` for a source, or when a
+    source upstream cannot say)."""
+    if not upstream:
+        return 0.0, None
+    pending = sum(s.pending or 0.0 for u in upstream if (s := samples.get(u)) is not None)
+    arrived = 0.0
+    for u in upstream:
+        s = samples.get(u)
+        if vertices[u].kind.reads_source:
+            if s is None or s.pending is None:
+                return pending, None
+            arrived += s.processed + s.pending
+    return pending, arrived
