@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import NoReturn
 
 from tidal.controller.policy import PolicyInput, VertexPolicy
-from tidal.scaling import Decision, Rule
+from tidal.scaling import Decision, Pressure, Rule
 from tidal.scaling.flink import (
     DelayedScaleDown,
     FlinkOptions,
@@ -39,6 +39,8 @@ from tidal.scaling.flink import (
     ScalingSummary,
     VertexMetrics,
     compute_scale_target,
+    observed_average,
+    select_true_processing_rate,
 )
 
 __all__ = ["FlinkJob", "FlinkPolicy"]
@@ -71,6 +73,12 @@ class FlinkJob:
     prior: float | None = None  # the one before it
     evaluated: dict[str, _Evaluated] = field(default_factory=dict)
     restarts: deque[float] = field(default_factory=lambda: deque(maxlen=10))
+    full: dict[str, bool] = field(default_factory=dict)  # input buffer ≥ 90 % of usable, last tick
+
+    def held_back(self, vertex: str) -> bool:
+        """Is a vertex that reads from ``vertex`` full (so ``vertex``'s writes wait)? Flink's back
+        pressure time; Tidal's averaged back-pressure check lags a buffer that is filling."""
+        return any(self.full.get(v, False) for v, ups in self.inputs.items() if vertex in ups)
 
     def restart_time(self) -> float:
         """Flink's ``getMaxRestartTimeOrDefault``: the longest tracked restart, within the limit."""
@@ -125,12 +133,14 @@ class FlinkPolicy(VertexPolicy):
         self.partitions = partitions  # a source's partitions where known (0: unknown)
         self.keyed = keyed
         self.samples: deque[tuple[float, float, float, float]] = deque()  # now, processed, busy, arrived
+        self.observed: deque[tuple[float, float]] = deque()  # a source's (now, rate while catching up)
         self.collecting_since: float | None = None
         self.reset_at: float | None = None  # the job rescale the samples were reset for
         self.delayed = DelayedScaleDown()
         self.last: ScalingSummary | None = None
         self.carried: tuple[float, int, str] | None = None  # an in-bound change awaiting a rescale
         self.restarting_since: float | None = None
+        self.tpr_from = ""  # "busy time" or "observed": which true processing rate was used
 
     def decide(self, view: PolicyInput) -> Decision:
         job, o, now = self.job, self.options, view.now
@@ -139,6 +149,8 @@ class FlinkPolicy(VertexPolicy):
         if self.restarting_since is not None and view.ready >= view.replicas:
             job.restarts.append(now - self.restarting_since)
             self.restarting_since = None
+        usable = view.buffer_max_length * view.buffer_usage_limit
+        job.full[self.vertex] = not view.kind.reads_source and (view.pending_now or 0.0) >= 0.9 * usable
         carried, self.carried = self.carried, None
         if carried is not None and carried[0] == job.rescaled_at != now and carried[1] != view.replicas:
             return self._move(
@@ -149,6 +161,7 @@ class FlinkPolicy(VertexPolicy):
         since = job.since(now)
         if self.reset_at != since:  # the job restarted: collect afresh
             self.samples.clear()
+            self.observed.clear()
             self.collecting_since = None
             self.delayed.clear()
             self.reset_at = since
@@ -164,9 +177,12 @@ class FlinkPolicy(VertexPolicy):
             )
         if self.collecting_since is None:
             self.collecting_since = now
+        self._observe(view)
         self.samples.append((now, view.processed, view.busy_seconds, view.arrived))
         while self.samples and self.samples[0][0] < now - o.metrics_window:
             self.samples.popleft()
+        while self.observed and self.observed[0][0] < now - o.metrics_window:
+            self.observed.popleft()
         collected = now - self.collecting_since
         t0, p0, b0, a0 = self.samples[0]
         if collected < o.metrics_window or now <= t0:
@@ -186,7 +202,7 @@ class FlinkPolicy(VertexPolicy):
             last=self.last,
             backlog=job.backlog() or backlog,
         )
-        inputs = self._inputs(metrics, change, restart)
+        inputs = {**self._inputs(metrics, change, restart), "trueProcessingRateFrom": self.tpr_from}
         if change.no_change:
             return self._hold(view, _held(change, metrics), inputs)
         reason = _rescaled(change, metrics, o)
@@ -202,15 +218,39 @@ class FlinkPolicy(VertexPolicy):
         )
         return self._move(view, change.new, reason, inputs)
 
+    def _observe(self, view: PolicyInput) -> None:
+        """A source's *observed* true processing rate (Flink's ``OBSERVED_TPR``): what it read
+        since the last sample while its lag was at least ``observed-true-processing-rate.
+        lag-threshold`` seconds of that rate (``inf`` when nothing came in). Not while back
+        pressure held it back: Flink divides by the time not back-pressured, which Tidal does
+        not measure, so such a sample is left out (a buffer it writes to was 90 % full)."""
+        if not view.kind.reads_source or not self.samples:
+            return
+        if view.pressure.level != Pressure.NONE or self.job.held_back(self.vertex):
+            return
+        t0, p0 = self.samples[-1][0], self.samples[-1][1]
+        if view.now <= t0:
+            return
+        rate = (view.processed - p0) / (view.now - t0)
+        lag = view.pending_now or 0.0
+        if rate == 0:
+            self.observed.append((view.now, math.inf))
+        elif lag >= self.options.observed_true_processing_rate_lag_threshold * rate:
+            self.observed.append((view.now, rate))
+
     def _evaluate(
         self, view: PolicyInput, span: float, processed: float, busy: float, arrived: float
     ) -> tuple[VertexMetrics, bool]:
         """Flink's evaluated metrics for this vertex over the window, published for downstream."""
-        o, job = self.job.options, self.job
+        o, job = self.options, self.job
         rate, arrival = processed / span, arrived / span
         parallelism = max(1, view.replicas)
         # nothing came in: Flink assumes infinite capacity until data flows
-        tpr = math.inf if rate == 0 else (math.inf if busy <= 0 else rate / (busy / span / parallelism))
+        busy_tpr = math.inf if rate == 0 else (math.inf if busy <= 0 else rate / (busy / span / parallelism))
+        observed = observed_average(
+            [x for _, x in self.observed], o.observed_true_processing_rate_min_observations
+        )
+        tpr, self.tpr_from = select_true_processing_rate(busy_tpr, observed, o)
         lag = max(0.0, view.pending_now or 0.0)
         own_catch_up = 0.0 if o.catch_up_duration == 0 else lag / o.catch_up_duration
         ups = [job.evaluated.get(u) for u in job.inputs.get(self.vertex, ())]

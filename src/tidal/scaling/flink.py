@@ -42,8 +42,10 @@ __all__ = [
     "VertexMetrics",
     "compute_scale_target",
     "java_round",
+    "observed_average",
     "rate_thresholds",
     "scale",
+    "select_true_processing_rate",
     "target_capacity",
 ]
 
@@ -78,6 +80,9 @@ class FlinkOptions:
     scaling_effectiveness_detection_enabled: bool = False
     scaling_effectiveness_threshold: float = 0.1
     scaling_parallelism_alignment_mode: AlignmentMode = AlignmentMode.BALANCED
+    observed_true_processing_rate_lag_threshold: float = 30.0
+    observed_true_processing_rate_switch_threshold: float = 0.15
+    observed_true_processing_rate_min_observations: int = 2
 
     def __post_init__(self) -> None:
         if not 0 <= self.utilization_target <= 1:
@@ -152,6 +157,30 @@ class ParallelismChange:
 def java_round(x: float) -> float:
     """``Math.round`` (half up), which Flink applies to capacities; Python rounds half to even."""
     return x if math.isinf(x) or math.isnan(x) else float(math.floor(x + 0.5))
+
+
+def observed_average(observed: list[float], min_observations: int) -> float:
+    """Flink's ``getAverage(OBSERVED_TPR, …, min-observations)``: the mean of the finite values,
+    ``inf`` if all are infinite (nothing came in), ``nan`` if fewer than ``min_observations``."""
+    finite = [x for x in observed if math.isfinite(x)]
+    if not finite:
+        return math.inf if any(math.isinf(x) for x in observed) else math.nan
+    return math.nan if len(finite) < min_observations else sum(finite) / len(finite)
+
+
+def select_true_processing_rate(
+    busy_time_tpr: float, observed_tpr: float, o: FlinkOptions
+) -> tuple[float, str]:
+    """Flink's ``selectTprMetric``: the busy-time rate, unless it is unknown or more than
+    ``observed-true-processing-rate.switch-threshold`` above what a source was seen to read while
+    catching up (busy time misses work done outside the measured tasks)."""
+    if math.isnan(observed_tpr):
+        return busy_time_tpr, "busy time"
+    if math.isinf(busy_time_tpr) or math.isnan(busy_time_tpr):
+        return observed_tpr, "observed"
+    if busy_time_tpr > observed_tpr * (1 + o.observed_true_processing_rate_switch_threshold):
+        return observed_tpr, "observed"
+    return busy_time_tpr, "busy time"
 
 
 def target_capacity(

@@ -6,6 +6,7 @@ unbounded scale-up factor and a zero catch-up duration; so does :func:`opts`."""
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import pytest
 from hypothesis import given
@@ -20,6 +21,8 @@ from tidal.scaling.flink import (
     VertexMetrics,
     compute_scale_target,
     java_round,
+    observed_average,
+    select_true_processing_rate,
 )
 from tidal.scaling.flink_align import AlignmentMode, align
 
@@ -293,3 +296,13 @@ def test_the_decision_follows_the_scale_factor(
     if c.scale_factor <= 1:
         assert c.new <= current
     assert 1 <= c.new <= max(current, 200)
+
+
+def test_observed_rate_replaces_busy_time_only_when_well_below_it() -> None:
+    o = FlinkOptions()
+    assert select_true_processing_rate(1000, math.nan, o) == (1000, "busy time")
+    assert select_true_processing_rate(math.inf, 80, o) == (80, "observed")
+    assert select_true_processing_rate(114, 100, o) == (114, "busy time")  # within the 15 %
+    assert select_true_processing_rate(116, 100, o) == (100, "observed")
+    assert math.isnan(observed_average([100.0], 2)) and observed_average([100.0, 200.0], 2) == 150
+    assert observed_average([math.inf], 2) == math.inf and observed_average([math.inf, 10, 20], 2) == 15

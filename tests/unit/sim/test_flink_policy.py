@@ -10,7 +10,7 @@ import pytest
 from tidal.controller import PolicyInput
 from tidal.controller.choose import flink_policies, spec_policies
 from tidal.controller.flink import FlinkJob, FlinkPolicy
-from tidal.scaling import PressureCheck, Rule, VertexKind
+from tidal.scaling import Decision, PressureCheck, Rule, VertexKind
 from tidal.scaling.flink import FlinkOptions
 from tidal.sim import reference_pipeline, simulate
 from tidal.sim.traces import Trace
@@ -195,3 +195,30 @@ def test_policy_flink_in_the_spec_per_vertex_or_pipeline() -> None:
     jobs = {id(p.job) for p in policies.values() if isinstance(p, FlinkPolicy)}
     assert len(jobs) == 1  # one job: rates flow down and rescales are job-wide
     assert flink_policies(whole)["work"].job.inputs["work"] == ("in",)
+
+
+def source_reading_a_third(job: FlinkJob) -> Decision:
+    """300/s arrive at a source that reads 100/s busy a tenth of the time: its busy time says
+    1000/s, what it reads while catching up says 100/s (work outside its measured tasks)."""
+    p = FlinkPolicy("in", job, max_replicas=50)
+    d = None
+    for t in range(0, 31, 5):
+        d = p.decide(view("in", t, 1, 100 * t, 200 * t, 0.1 * t, kind=VertexKind.SOURCE))
+    assert d is not None
+    return d
+
+
+def test_a_source_catching_up_is_sized_on_its_observed_rate() -> None:
+    d = source_reading_a_third(FlinkJob(OPTIONS))
+    assert d.inputs["trueProcessingRateFrom"] == "observed" and d.inputs["trueProcessingRate"] == 100
+    # 300/0.7 + 6000/100 s = 489/s at 100/s → 5
+    assert d.changed and d.desired == 5
+
+
+def test_no_observed_rate_while_a_buffer_it_writes_to_is_full() -> None:
+    """Held back by a full buffer, what a source reads is not what it can do (Flink's observed
+    rate divides by the time not back-pressured): busy time decides."""
+    job = FlinkJob(OPTIONS, {"in": (), "work": ("in",)})
+    job.full["work"] = True
+    d = source_reading_a_third(job)
+    assert d.inputs["trueProcessingRateFrom"] == "busy time" and not d.changed
