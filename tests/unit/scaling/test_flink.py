@@ -306,3 +306,12 @@ def test_observed_rate_replaces_busy_time_only_when_well_below_it() -> None:
     assert select_true_processing_rate(116, 100, o) == (100, "observed")
     assert math.isnan(observed_average([100.0], 2)) and observed_average([100.0, 200.0], 2) == 150
     assert observed_average([math.inf], 2) == math.inf and observed_average([math.inf, 10, 20], 2) == 15
+
+
+def test_flink_39299_a_scale_down_is_not_aligned_up_past_the_current() -> None:
+    """Before FLINK-39299 a scale-down 7 → 5 over 16 key groups searched upward to the divisor 8,
+    a scale-up. Now the search stops at the current parallelism."""
+    factor = 5 / 7
+    assert scale(7, 16, factor, keyed=True) == 4  # legacy: relaxed downward to a divisor
+    assert scale(7, 16, factor, keyed=True, mode=AlignmentMode.BALANCED) == 6  # 16 // 6 < 16 // 5
+    assert scale(7, 16, factor, keyed=True, mode=AlignmentMode.EVENLY_SPREAD) == 5  # nothing: kept
