@@ -211,3 +211,47 @@ def test_policy_tidal_resumes_with_what_it_learnt(tmp_path):
         rig.process("work", per_replica=300)
         got = {d.vertex: (d.rule, d.desired) for d in restored.tick(t)}
         assert got == {d.vertex: (d.rule, d.desired) for d in rig.controller.tick(t)}
+
+
+def test_policy_flink_resumes_in_a_new_job_of_its_own(tmp_path):
+    """A Flink vertex's samples pickle, its job (the links to the other vertices' policies) does
+    not: the restored vertices share the new controller's job and collect afresh, as Flink's
+    operator does when it loses its stored metrics."""
+    spec = parse_pipeline(
+        {
+            "name": "t",
+            "policy": "flink",
+            "vertices": [
+                {"name": "in", "source": {"generator": {"rate": 0}}},
+                {"name": "work", "udf": {"map": "tidal.examples.udfs:upper"}, "scale": FAST},
+                {"name": "out", "sink": {"blackhole": {}}},
+            ],
+            "edges": [{"from": "in", "to": "work"}, {"from": "work", "to": "out"}],
+        }
+    )
+    from tidal.controller.choose import spec_policies
+    from tidal.controller.flink import FlinkPolicy
+
+    rig = Rig(tmp_path, spec)
+    rig.controller = Controller(
+        spec,
+        StoreProbe(spec, rig.store, rig.control),
+        rig.control,
+        rig.events,
+        policies=spec_policies(spec, 1000.0, rig.replicas),
+    )
+    rig.append("work", 4_000)
+    t = _drive(rig, 1000.0, 20)
+    policies = spec_policies(spec, t, rig.replicas)
+    restored = Controller(
+        spec,
+        StoreProbe(spec, rig.store, rig.control),
+        DryRunActuator(),
+        EventLog(tmp_path / "r.jsonl"),
+        policies=policies,
+    )
+    restored.restore(rig.controller.snapshot(), t)
+    jobs = {id(p.job) for p in policies.values() if isinstance(p, FlinkPolicy)}
+    assert len(jobs) == 1
+    got = {d.vertex: d.rule for d in restored.tick(t + 1)}
+    assert got["work"] == Rule.FLINK_HOLD

@@ -50,6 +50,7 @@ TOLD = {
     "kpa": "what a replica sustains, as its target (a user must know it)",
     "static-peak": "the trace's peak, in advance",
     "ds2": "noisy busy time, and the true start-up as its restart time",
+    "flink": "nothing: noisy busy time; its restart time tracked from readiness (60 s until one is)",
     "spark-da": "what a replica sustains (to turn backlog into tasks)",
 }
 # issue #18: time behind, p99 delay (s), cost × oracle, actions (None: no more than KPA's)

@@ -4,15 +4,17 @@ default, :class:`~tidal.controller.policy.NumaflowPolicy` with their ``scale:`` 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from tidal.controller.adaptive import AdaptivePolicy
+from tidal.controller.flink import FlinkJob, FlinkPolicy
 from tidal.controller.policy import KpaPolicy, VertexPolicy
 from tidal.controller.request_policy import RequestKpaPolicy, RequestLoad
+from tidal.scaling.flink import FlinkOptions
 from tidal.spec import PipelineSpec, VertexSpec, numaflow_scale
 from tidal.spec.kpa import kpa_spec
 
-__all__ = ["adaptive_policy", "spec_policies"]
+__all__ = ["adaptive_policy", "flink_policies", "spec_policies"]
 
 
 def spec_policies(
@@ -25,8 +27,10 @@ def spec_policies(
 ) -> dict[str, VertexPolicy]:
     """The vertices whose policy is not Numaflow's: the KPA on their arrival rate (starting from
     the ``replicas`` each has now) or, for an HTTP source, on the load its request path measures
-    (``requests``); or Tidal's adaptive policy (pacing its starts at ``starts_per_tick``)."""
+    (``requests``); Tidal's adaptive policy (pacing its starts at ``starts_per_tick``); or Flink's
+    autoscaler (:func:`flink_policies`, one job for all the vertices that name it)."""
     policies: dict[str, VertexPolicy] = {}
+    flink = flink_policies(spec, [v.name for v in spec.vertices if spec.policy_of(v.name) == "flink"])
     for v in spec.vertices:
         chosen = spec.policy_of(v.name)
         load = (requests or {}).get(v.name)
@@ -36,6 +40,8 @@ def spec_policies(
             policies[v.name] = KpaPolicy(kpa_spec(v), v.name, now=now, ready=replicas(v.name))
         elif chosen == "tidal":
             policies[v.name] = adaptive_policy(v, starts_per_tick=starts_per_tick)
+        elif chosen == "flink":
+            policies[v.name] = flink[v.name]
     return policies
 
 
@@ -51,3 +57,27 @@ def adaptive_policy(v: VertexSpec, *, starts_per_tick: int | None = None) -> Ada
     if down is not None:
         policy.down_window = down
     return policy
+
+
+def flink_policies(spec: PipelineSpec, names: Iterable[str] | None = None) -> dict[str, FlinkPolicy]:
+    """``policy: flink`` for ``names`` (default: every vertex), sharing one :class:`FlinkJob`, so
+    the target rates flow from the sources down and the job rescales as one. A keyed (reduce)
+    vertex aligns to its ``partitions`` as Flink aligns to key groups; a source's partition count
+    is not known from the spec, so sources are not aligned (``scale.max`` bounds them)."""
+    wanted = None if names is None else set(names)
+    chosen = [v for v in spec.vertices if wanted is None or v.name in wanted]
+    inputs = {v.name: tuple(e.from_ for e in spec.edges if e.to == v.name) for v in chosen}
+    job = FlinkJob(FlinkOptions(), inputs)
+    out: dict[str, FlinkPolicy] = {}
+    for v in chosen:
+        scale = numaflow_scale(v.scale, v.name)
+        keyed = v.udf is not None and v.udf.reduce is not None and v.partitions is not None
+        out[v.name] = FlinkPolicy(
+            v.name,
+            job,
+            min_replicas=scale.min,
+            max_replicas=scale.max,
+            max_parallelism=v.partitions if keyed else None,
+            keyed=keyed,
+        )
+    return out

@@ -71,6 +71,8 @@ class Rule(StrEnum):
     STATIC_PEAK = "static-peak"  # provisioned once for the peak, never changed
     DS2_RESCALE = "ds2-rescale"  # DS2 / Flink autoscaler: true processing rate → parallelism
     DS2_HOLD = "ds2-hold"  # within the utilization band, stabilizing, or no busy-time yet
+    FLINK_RESCALE = "flink-rescale"  # Flink's autoscaler: capacity at target utilisation, aligned
+    FLINK_HOLD = "flink-hold"  # within its bounds, collecting, stabilizing, delayed or blocked
     SPARK_BACKLOG = "spark-backlog"  # Spark dynamic allocation: pending tasks → add, ×2 a round
     SPARK_IDLE = "spark-idle"  # Spark dynamic allocation: executors idle for 60 s removed
     SPARK_HOLD = "spark-hold"

@@ -7,7 +7,8 @@ vertex, and steps one second at a time: messages arrive, the vertices work, and 
 recorded per second in a :class:`SimResult`; :mod:`tidal.sim.scores` turns it into scores.
 
 Policies (``POLICIES``): Tidal's ``numaflow`` (the default, with its activator) and ``kpa``,
-and the peers of :mod:`tidal.sim.peers`: ``static-peak``, ``ds2``, ``spark-da``.
+the peers of :mod:`tidal.sim.peers`: ``static-peak``, ``ds2``, ``spark-da``, and ``flink``, the
+Flink operator's autoscaler as ``policy: flink`` runs it (:mod:`tidal.controller.flink`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from tidal.controller import Controller, KpaPolicy, VertexPolicy
-from tidal.controller.choose import adaptive_policy
+from tidal.controller.choose import adaptive_policy, flink_policies
 from tidal.scaling import Decision, KpaMetric, KpaSpec
 from tidal.sim.model import SimPipeline, VertexModel, default_models
 from tidal.sim.peers import Ds2Policy, SparkDynamicAllocationPolicy, StaticPeakPolicy
@@ -26,7 +27,7 @@ from tidal.spec import Pipeline, PipelineSpec, graph, numaflow_scale
 
 __all__ = ["POLICIES", "SimResult", "demand", "make_policies", "oracle", "reference_pipeline", "simulate"]
 
-POLICIES = ("tidal", "numaflow", "kpa", "static-peak", "ds2", "spark-da")
+POLICIES = ("tidal", "numaflow", "kpa", "static-peak", "ds2", "flink", "spark-da")
 
 
 def reference_pipeline() -> PipelineSpec:
@@ -130,6 +131,8 @@ def make_policies(
         return policies, initial
     if name == "tidal":
         return {v.name: adaptive_policy(v) for v in spec.vertices}, initial
+    if name == "flink":  # one job: target rates flow from the sources, rescales are job-wide
+        return dict(flink_policies(spec)), initial
     if name == "static-peak":
         peaks = {n: max(rates, default=0) for n, rates in oracle(spec, models, trace.rates).items()}
         for n, peak in peaks.items():

@@ -252,7 +252,8 @@ class VertexSpec(_Model):
     # ``kpa``: Knative's KPA on the arrival rate, configured by ``kpa:`` (autoscaling.knative.dev
     # annotation keys; ``target`` messages/s per replica). ``tidal``: Tidal's adaptive policy
     # (tidal.controller.adaptive), which learns capacity and start-up; ``scale.min``/``max`` bound it.
-    policy: str | None = Field(None, pattern="^(numaflow|kpa|tidal)$")
+    # ``flink``: the Flink operator's autoscaler (tidal.controller.flink), bounded the same way.
+    policy: str | None = Field(None, pattern="^(numaflow|kpa|tidal|flink)$")
     kpa: dict[str, str | int | float | bool] = Field(default_factory=dict)
     # A reduce vertex's partitions: fixed once it has run, as Numaflow's are (its state is
     # partitioned by key into them); what scales is the read tasks and the executors.
@@ -362,7 +363,7 @@ class PipelineSpec(_Model):
     vertices: list[VertexSpec] = Field(min_length=1)
     edges: list[EdgeSpec] = Field(default_factory=list)
     records: RecordsSpec | None = None  # the default of every edge that declares none
-    policy: str = Field("numaflow", pattern="^(numaflow|kpa|tidal)$")  # of each vertex naming none
+    policy: str = Field("numaflow", pattern="^(numaflow|kpa|tidal|flink)$")  # of each vertex naming none
 
     def vertex(self, name: str) -> VertexSpec:
         for v in self.vertices:
