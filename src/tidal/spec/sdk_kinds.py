@@ -88,12 +88,25 @@ def reduce_kind(obj: object) -> SdkKind:
     return SdkKind.REDUCE_STREAM if _arity(obj) == 4 else SdkKind.REDUCE
 
 
-def check_reducer(handler: object, group: GroupBySpec | None, at: str) -> None:
+def check_reducer(handler: object, group: GroupBySpec | None, at: str, args: list[Any] | None = None) -> None:
     """A reduce vertex's handler agrees with its window, or a :class:`~tidal.errors.SpecError`
     naming the field (``at``: the vertex's ``udf``): a ``ReduceStreamer`` on a fixed or sliding
     window with ``streaming: true``, a ``Reducer`` on any window without it, and no
     pynumaflow-lite ``SessionReducer``. On Numaflow a mismatch leaves the vertex waiting for a
-    server that never starts (its FAQ); Tidal says so at start instead."""
+    server that never starts (its FAQ); Tidal says so at start instead. A class must be built
+    with ``reduceArgs`` (``args``), as the server builds it with ``init_args``."""
+    if isinstance(handler, type) and reduce_kind(handler) is not SdkKind.SESSION_REDUCE:
+        try:
+            inspect.signature(handler).bind(*(args or []))
+        except TypeError as exc:
+            raise errors.SpecError(
+                f"{at}.reduceArgs",
+                f"{handler.__name__} cannot be built with reduceArgs {args or []} ({exc})",
+                "give its constructor's arguments, as init_args: ReduceStreamAsyncServer(cls, "
+                "init_args=(0,)) is reduceArgs: [0]",
+            ) from None
+        except ValueError:  # no signature Python can read: the first window will tell
+            pass
     if group is None:
         return
     kind, window = reduce_kind(handler), group.window

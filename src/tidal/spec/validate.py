@@ -234,7 +234,8 @@ def _check_vertices(spec: PipelineSpec) -> list[errors.SpecError]:
                     problems.append(exc)
         elif v.udf is not None and v.udf.reduce is not None:
             try:  # a Reducer class is callable too
-                check_reducer(resolve(v.udf.reduce, f"{at}.udf.reduce"), v.udf.group_by, f"{at}.udf")
+                handler = resolve(v.udf.reduce, f"{at}.udf.reduce")
+                check_reducer(handler, v.udf.group_by, f"{at}.udf", v.udf.reduce_args)
             except errors.SpecError as exc:
                 problems.append(exc)
         elif v.udf is not None:

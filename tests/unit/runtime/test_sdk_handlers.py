@@ -237,3 +237,34 @@ def test_a_session_reducer_of_pynumaflow_lites_shape_is_refused_naming_the_field
         parse_pipeline(_reduce_spec(SessionCounter, {"session": {"timeout": "10s"}}))
     assert err.value.path == "vertices[1].udf.reduce"
     assert "write a pynumaflow Reducer" in (err.value.fix or "")
+
+
+def test_a_reducer_class_that_cannot_be_built_with_reduce_args_is_refused_naming_them():
+    window = {"fixed": {"length": "60s", "streaming": True}}
+    with pytest.raises(errors.SpecError, match=r"ReduceCounter cannot be built with reduceArgs \[\]") as err:
+        parse_pipeline(_reduce_spec("reducestream_counter:ReduceCounter", window))
+    assert err.value.path == "vertices[1].udf.reduceArgs"
+    assert "reduceArgs: [0]" in (err.value.fix or "")
+
+
+@pytest.mark.parametrize(
+    ("example", "handlers"),
+    [
+        ("batchmap-flatmap-pipeline.yaml", {"numaflow-python/batch-map-flatmap": "batchmap_flatmap:Flatmap"}),
+        ("reducestream-counter-pipeline.yaml", {"compute-sum": "reducestream_counter:ReduceCounter"}),
+        (
+            "reducestream-sum-pipeline.yaml",
+            {"numaflow-python/reduce-stream-sum": "reducestream_sum:ReduceSum"},
+        ),
+    ],
+)
+def test_the_examples_pipelines_convert_with_a_handlers_file(example, handlers):
+    import yaml
+
+    from tidal.spec import manifest
+
+    data = manifest.convert(yaml.safe_load((EXAMPLES / example).read_text()), handlers).data
+    if "reduce" in data["vertices"][2].get("udf", {}):
+        data["vertices"][2]["udf"]["reduceArgs"] = [0]  # init_args=(0,): a handlers file names no arguments
+    spec = parse_pipeline(data)
+    assert [v.name for v in spec.vertices][-1] == "sink"
