@@ -67,3 +67,46 @@ def test_a_stored_message_is_acknowledged_not_nacked(tmp_path):
     end = reader.latestOffset({"seq": 0})
     assert end["seq"] == store.open("in-staged").last_seq() > 0
     assert sourcer.nacked == set() and sourcer.to_ack_set == set()
+
+
+class Stamped:
+    """A Tidal user source whose fourth message has an event time Tidal cannot read; it keeps
+    what it was told, and gives nacked offsets again first."""
+
+    def __init__(self) -> None:
+        self.next, self.given_back, self.acked = 0, list[int](), list[int]()
+        self.bad = True
+
+    def read(self, n: int) -> list[tuple[int, bytes, object]]:
+        offsets = self.given_back[:n] or list(range(self.next, self.next + n))
+        self.given_back = self.given_back[len(offsets) :]
+        self.next = max(self.next, offsets[-1] + 1)
+        return [(o, b"%d" % o, "noon" if o == 3 and self.bad else 1_700_000_000.0 + o) for o in offsets]
+
+    def ack(self, offsets: list[int]) -> None:
+        self.acked.extend(offsets)
+
+    def nack(self, offsets: list[int]) -> None:
+        self.given_back.extend(offsets)
+
+    def pending(self) -> float:
+        return 0.0
+
+
+def test_a_user_sources_batch_with_an_event_time_tidal_cannot_read_is_nacked_whole(tmp_path):
+    from tidal.spark.sources.staged import StagedSourceReader
+
+    reader, store = _reader(tmp_path)
+    source = Stamped()
+    staged = StagedSourceReader(reader.config, source)
+    with pytest.raises(TypeError, match="an event time is seconds or a datetime, got str"):
+        staged.latestOffset({"seq": 0})
+    assert (
+        source.given_back == [0, 1, 2, 3, 4]
+        and source.acked == []
+        and store.open("in-staged").last_seq() == 0
+    )
+    source.bad = False  # fixed: the same offsets come again, and are stored once
+    end = staged.latestOffset({"seq": 0})
+    assert [i for _, i, _ in store.open("in-staged").read_range(1, end["seq"])] == ["0", "1", "2", "3", "4"]
+    assert source.acked == [0, 1, 2, 3, 4] and source.given_back == []

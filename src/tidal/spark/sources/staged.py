@@ -91,13 +91,15 @@ class StagedSourceReader(BufferReader):
         if not messages:
             return ""
         offsets = [m[0] for m in messages]
-        payloads = [p if isinstance(p, bytes) else str(p).encode() for p in (m[1] for m in messages)]
-        # A third element is the message's event time (seconds, or a datetime): its source time.
-        times = [event_seconds(m[2]) if len(m) > 2 else None for m in messages]
-        stamps = None if all(t is None for t in times) else [time.time() if t is None else t for t in times]
         try:
+            payloads = [p if isinstance(p, bytes) else str(p).encode() for p in (m[1] for m in messages)]
+            # A third element is the message's event time (seconds, or a datetime): its source time.
+            times = [event_seconds(m[2]) if len(m) > 2 else None for m in messages]
+            stamps = (
+                None if all(t is None for t in times) else [time.time() if t is None else t for t in times]
+            )
             staged.append(payloads, [str(o) for o in offsets], stamps)  # stored before it is acknowledged
-        except BaseException:  # read and not stored (a full disk, a stop): the source may give them again
+        except BaseException:  # read and not stored (a bad event time, a full disk, a stop)
             self._nack(offsets)
             raise
         try:
