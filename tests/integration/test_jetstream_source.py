@@ -158,3 +158,18 @@ def test_an_existing_consumer_that_acknowledges_all_at_once_is_refused_naming_th
     _nats(url, work)
     with pytest.raises(errors.SourceError, match=r"'all'.*nats consumer rm.*source\.jetstream\.consumer"):
         _source(url, stream, consumer).read(3)
+
+
+def test_a_batch_fetched_and_not_stored_is_nacked_and_delivered_again_at_once(nats_server):
+    """What the staging append could not store is given back (``nack``, a NAK each): the server
+    delivers it again now, not after the 60 s ack wait, with the same stream sequences."""
+    url, stream, consumer = nats_server.url, "nacked", "tidal-nacked"
+    _publish(url, stream, 1, 5, create=True)
+    source = _source(url, stream, consumer)
+    assert [m[0] for m in source.read(5)] == ["1", "2", "3", "4", "5"]
+    assert source.read(5) == []  # held by the consumer for the ack wait: nothing to fetch
+    source.nack(["1", "2", "3", "4", "5"])
+    again = source.read(5)
+    assert [m[0] for m in again] == ["1", "2", "3", "4", "5"]
+    assert [m[1] for m in again] == [f"order {n}".encode() for n in range(1, 6)]
+    source.ack([m[0] for m in again])

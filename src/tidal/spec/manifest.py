@@ -302,19 +302,6 @@ class _Converter:
                     "the accumulator window is not supported by Tidal",
                     "use a fixed, sliding or session window",
                 )
-            for kind in ("fixed", "sliding"):
-                body = window.get(kind)
-                if isinstance(body, Mapping) and "streaming" in body:
-                    if body["streaming"]:
-                        raise errors.SpecError(
-                            f"{at}.groupBy.window.{kind}.streaming",
-                            "a streaming window (a reducer that returns messages while its window is "
-                            "open, pynumaflow's ReduceStreamer) is not supported by Tidal",
-                            f"remove streaming: a {kind} window's reducer then runs once per key and "
-                            "window, when the window closes",
-                        )
-                    window = {**window, kind: {k: v for k, v in body.items() if k != "streaming"}}
-                    group = {**group, "window": window}
             if "storage" in group:
                 self.skip(
                     f"{at}.groupBy.storage", "Spark's state store, in the run's checkpoint, holds the windows"

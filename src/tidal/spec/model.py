@@ -176,7 +176,7 @@ class UdfSpec(_Model):
     # The tags the function may put on its messages (tidal.spec.routing). Optional; when given,
     # a condition on an edge from this vertex naming another tag is a spec error.
     tags: list[str] | None = None
-    # A reduce vertex: a pynumaflow Reducer (or handler) called once per key and window
+    # A reduce vertex: a pynumaflow Reducer or ReduceStreamer (or function) called once per key and window
     # (tidal.spec.reduce, tidal.spark.query.reduce); reduceArgs build a Reducer class, as Numaflow's
     # ReduceAsyncServer(cls, init_args=...) does.
     reduce: str | Callable[..., Any] | None = None
@@ -203,7 +203,10 @@ class UdfSpec(_Model):
         if self.reduce is not None and (self.batch == "arrow" or self.dead_letter is not None):
             raise ValueError("a reduce takes a window at a time: remove batch: arrow and deadLetter")
         if self.pynumaflow is not None and self.batch == "arrow":
-            raise ValueError("a pynumaflow handler takes one Datum at a time: remove batch: arrow")
+            raise ValueError(
+                "a pynumaflow handler takes Datums (a BatchMapper: a task's batch of them), not Arrow "
+                "arrays: remove batch: arrow"
+            )
         if self.dead_letter is not None and self.dead_letter.routed:
             raise ValueError(
                 "deadLetter: a dead letter has no retryStrategy, fallback or onSuccess (a vertex's "

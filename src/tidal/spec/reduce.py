@@ -7,6 +7,8 @@ once per key and window when the window closes:
 - ``window.fixed.length``: back-to-back windows of that length;
 - ``window.sliding.length`` and ``slide``: windows of ``length`` starting every ``slide``;
 - ``window.session.timeout``: a key's window closes after that long without a message;
+- ``streaming: true`` on a fixed or sliding window: the handler is pynumaflow's
+  ``ReduceStreamer`` (its messages still come when the window closes, on Spark's append mode);
 - ``allowedLateness``: how long a window waits, past its end, for messages that come late.
 
 Durations are Numaflow's (``60s``, ``500ms``, ``2m``, ``1h``) or a number of seconds.
@@ -19,7 +21,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from tidal.spec.base import Model
 
@@ -43,28 +45,21 @@ def seconds(value: Any) -> float:
 class _Timed(Model):
     @field_validator("*", mode="before")
     @classmethod
-    def _duration(cls, value: Any) -> Any:
+    def _duration(cls, value: Any, info: ValidationInfo) -> Any:
+        if info.field_name == "streaming":
+            return value
         return seconds(value) if value is not None else value
 
 
 class _Aligned(_Timed):
-    """A fixed or sliding window. Numaflow's ``streaming: true`` (a reducer that returns messages
-    while its window is open, pynumaflow's ``ReduceStreamer``) is refused by name: Spark's append
-    mode hands a window over once, when the watermark passes its end. ``streaming: false`` is
-    Numaflow's default and is accepted."""
+    """A fixed or sliding window. ``streaming: true`` is Numaflow's flag for a reducer that puts
+    messages on its output while the window is open (pynumaflow's ``ReduceStreamer``); it must
+    agree with the handler, as on Numaflow, where a mismatch leaves the vertex waiting for a server
+    that never starts (:func:`tidal.spec.validate` checks it at start). On Spark's append mode a
+    streaming window's handler still runs once per key and window, when the window closes
+    (:mod:`tidal.spark.query.reduce_stream`)."""
 
-    @model_validator(mode="before")
-    @classmethod
-    def _not_streaming(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "streaming" in data:
-            if data["streaming"]:
-                raise ValueError(
-                    "streaming: true (a reducer that returns messages while its window is open, "
-                    "pynumaflow's ReduceStreamer) is not supported: remove it, and the reducer runs "
-                    "once per key and window, when the window closes"
-                )
-            data = {k: v for k, v in data.items() if k != "streaming"}
-        return data
+    streaming: bool = False
 
 
 class FixedWindow(_Aligned):
@@ -106,6 +101,12 @@ class WindowSpec(Model):
     @property
     def kind(self) -> str:
         return "fixed" if self.fixed else "sliding" if self.sliding else "session"
+
+    @property
+    def streaming(self) -> bool:
+        """``streaming: true`` on the fixed or sliding window (a ``ReduceStreamer``'s)."""
+        aligned = self.fixed or self.sliding
+        return aligned is not None and aligned.streaming
 
 
 class GroupBySpec(Model):

@@ -41,6 +41,7 @@ from tidal.spec.kpa import kpa_spec
 from tidal.spec.model import PipelineSpec, UserClassSpec, VertexSpec
 from tidal.spec.mono import as_pipeline, check_mono, is_mono, mono_error
 from tidal.spec.scale import numaflow_scale
+from tidal.spec.sdk_kinds import check_reducer
 
 log = logging.getLogger("tidal.spec")
 
@@ -232,11 +233,11 @@ def _check_vertices(spec: PipelineSpec) -> list[errors.SpecError]:
                 except errors.SpecError as exc:
                     problems.append(exc)
         elif v.udf is not None and v.udf.reduce is not None:
-            if isinstance(v.udf.reduce, str):
-                try:
-                    resolve(v.udf.reduce, f"{at}.udf.reduce")  # a Reducer class is callable too
-                except errors.SpecError as exc:
-                    problems.append(exc)
+            try:  # a Reducer class is callable too
+                handler = resolve(v.udf.reduce, f"{at}.udf.reduce")
+                check_reducer(handler, v.udf.group_by, f"{at}.udf", v.udf.reduce_args)
+            except errors.SpecError as exc:
+                problems.append(exc)
         elif v.udf is not None:
             problems.extend(_check_frame_step(spec, v, at))
         if v.mono:

@@ -30,13 +30,14 @@ Spark closes windows in the batch after the one that moved the watermark; a rest
 run that batch only when a message comes, so a reduce's reader asks for one batch at each start
 (:meth:`tidal.spark.batch.readers.BufferReader._wake`).
 
-**The handler** is pynumaflow's ``Reducer`` (a class, built per key and window with
-``reduceArgs``, as ``ReduceAsyncServer(cls, init_args=...)`` builds it) or a reduce function,
-``async`` or not: ``handler(keys, datums, md)`` with ``md.interval_window.start/end``; an async
-handler gets ``datums`` as an async iterator, a plain one as an iterator. Its messages go on with
-their keys; their event (source) time is the window's end minus 1 ms, as Numaflow sets it, so a
-reduce downstream windows them in the window they summarise, and a sink's delivery delay counts
-from the window's end. Output ids are
+**The handler** is pynumaflow's ``ReduceStreamer`` on a ``streaming: true`` window (what it put on
+its output, once the window closes: :mod:`tidal.spark.query.reduce_stream`), or its ``Reducer``
+(a class, built per key and window with ``reduceArgs``, as ``ReduceAsyncServer(cls,
+init_args=...)`` builds it) or a reduce function, ``async`` or not: ``handler(keys, datums, md)``
+with ``md.interval_window.start/end``; an async handler gets ``datums`` as an async iterator, a
+plain one as an iterator. Its messages go on with their keys; their event (source) time is the
+window's end minus 1 ms, as Numaflow sets it, so a reduce downstream windows them in the window
+they summarise, and a sink's delivery delay counts from the window's end. Output ids are
 ``<vertex>:<keys>@<start ms>-<end ms>`` (``.<k>`` when the handler returns several).
 """
 
@@ -56,6 +57,7 @@ from tidal.spark.batch.config import QueryConfig
 from tidal.spark.batch.heap import freeze_imports
 from tidal.spark.batch.pieces import piece_size
 from tidal.spark.query.writer import VertexWriter, Written
+from tidal.spec.sdk_kinds import SdkKind, reduce_kind
 
 __all__ = ["ReduceWriter", "plan_reduce"]
 
@@ -108,6 +110,7 @@ class _Handler:
 
         self.target = resolve(ref, path)
         self.args = list(args)
+        self.streams = reduce_kind(self.target) is SdkKind.REDUCE_STREAM
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def __call__(self, keys: list[str], datums: list[Any], start: datetime, end: datetime) -> list[Any]:
@@ -116,18 +119,25 @@ class _Handler:
         target = self.target
         fn = target(*self.args).handler if isinstance(target, type) else target
         md = Metadata(interval_window=IntervalWindow(start=start, end=end))
+        if self.streams:  # a ReduceStreamer: what it put on its output (tidal.spark.query.reduce_stream)
+            from tidal.spark.query.reduce_stream import streamed
+
+            return list(self._run(streamed(fn, keys, datums, start, end)))
         if inspect.iscoroutinefunction(fn):
 
             async def stream() -> AsyncIterator[Any]:
                 for d in datums:
                     yield d
 
-            if self._loop is None or self._loop.is_closed():
-                self._loop = asyncio.new_event_loop()
-            result = self._loop.run_until_complete(fn(keys, stream(), md))
+            result = self._run(fn(keys, stream(), md))
         else:
             result = fn(keys, iter(datums), md)
         return list(result)
+
+    def _run(self, coro: Any) -> Any:
+        if self._loop is None or self._loop.is_closed():
+            self._loop = asyncio.new_event_loop()
+        return self._loop.run_until_complete(coro)
 
 
 class ReduceWriter(VertexWriter):

@@ -41,6 +41,7 @@ from tidal import errors
 from tidal.contracts import DROP
 from tidal.spark.query.outcome import Collected, Outcome, Output, Switch, as_bytes, output
 from tidal.spec.model import UdfKind, UdfSpec
+from tidal.spec.sdk_kinds import SdkKind, map_kind
 from tidal.spec.validate import resolve
 
 __all__ = ["Outcome", "Transform", "UdfTimeout"]
@@ -111,7 +112,12 @@ class Transform:
         self.dead_letter = dead_letter
         path = f"vertices[{vertex}].udf.{udf.kind.value}"
         fn: Callable[[Any], Any] = resolve(udf.function, path)
-        if self.kind is UdfKind.PYNUMAFLOW:
+        self.batched = self.kind is UdfKind.PYNUMAFLOW and map_kind(fn) is SdkKind.BATCH_MAP
+        if self.batched:  # a BatchMapper: the task's batch in one call (tidal.spark.query.batchmap)
+            from tidal.spark.query.batchmap import batch_handler
+
+            fn = batch_handler(fn, path)
+        elif self.kind is UdfKind.PYNUMAFLOW:
             from tidal.spark.query.pynumaflow import map_handler
 
             fn = map_handler(fn, path)
@@ -133,6 +139,8 @@ class Transform:
             stamps = None if times is None else (times.to_pylist() if hasattr(times, "to_pylist") else times)
             keyed = None if keys is None else (keys.to_pylist() if hasattr(keys, "to_pylist") else keys)
             batch = datums(payloads.to_pylist(), stamps, keyed)
+            if self.batched:
+                return self._batch_map(ids.to_pylist(), batch)
             return self._careful(ids.to_pylist(), batch, 0, Collected()).outcome()
         values = payloads.to_pylist()
         if self.kind is UdfKind.MAP:
@@ -285,6 +293,21 @@ class Transform:
         reason = f"{type(failed.cause).__name__}: {failed.cause}"
         frames = user_frames(failed.cause)  # where in the user's code: the line that raised
         out.dead.append((message_id, value, f"{reason}\n{frames}" if frames else reason))
+
+    def _batch_map(self, ids: list[str], batch: list[Any]) -> Outcome:
+        """A BatchMapper's call on the whole batch, retried; then, if it still fails, one message
+        at a time (each in a batch of its own) to find which ones fail."""
+        from tidal.spark.query.batchmap import with_ids
+
+        batch = with_ids(batch, ids)
+        out = Collected()
+        try:
+            results = self._attempts(lambda: self.fn(batch))
+        except _Failed:
+            return self._careful(ids, batch, 0, out, lambda datum: self.fn([datum])[0]).outcome()
+        for at, (message_id, items) in enumerate(zip(ids, results, strict=True)):
+            self._emit(at, message_id, items, out)
+        return out.outcome()
 
     # -- per Arrow batch -------------------------------------------------------------------------
 

@@ -142,6 +142,13 @@ class JetStreamSource:
         if known:
             self._run(_ack_all(known), TIMEOUT * 2)
 
+    def nack(self, offsets: Any) -> None:
+        """Give back messages fetched and not stored (the staging append failed): a NAK each, so
+        the server delivers them again now, not after ``ACK_WAIT_SECONDS``."""
+        known = [self._unacked.pop(str(o)) for o in offsets if str(o) in self._unacked]
+        if known:
+            self._run(_nak_all(known, self._nc), TIMEOUT * 2)
+
     def pending(self) -> float | None:
         self._connect()
         info = self._run(self._js.consumer_info(self.settings["stream"], self.consumer))
@@ -152,6 +159,12 @@ async def _ack_all(messages: list[Any]) -> None:
     for m in messages[:-1]:
         await m.ack()
     await messages[-1].ack_sync(timeout=TIMEOUT)
+
+
+async def _nak_all(messages: list[Any], nc: Any) -> None:
+    for m in messages:
+        await m.nak()
+    await nc.flush(timeout=TIMEOUT)  # the NAKs reached the server before this returns
 
 
 def _explicit(policy: Any, consumer: str, where: str) -> None:

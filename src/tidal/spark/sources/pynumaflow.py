@@ -1,7 +1,8 @@
 """A pynumaflow ``Sourcer`` (``source: {pynumaflow: module:Class}``) as a staged source.
 
 It is read as a Tidal user source is (:mod:`tidal.spark.sources.staged`): ``read_handler`` fills
-the staging buffer, ``ack_handler`` is called once the messages are stored there, and
+the staging buffer, ``ack_handler`` is called once the messages are stored there,
+``nack_handler`` when they were read and could not be stored (so the source gives them again), and
 ``pending_handler``'s count drives scaling (a negative count is "not available"). Its offsets
 become the messages' ids (``<partition>:<offset>``), so a redelivered offset is stored once. A
 message's ``event_time`` becomes its source time (a naive ``datetime`` is UTC).
@@ -67,6 +68,16 @@ class SourcerSource:
         known = [self._offsets.pop(str(o)) for o in offsets if str(o) in self._offsets]
         if known:
             _call(self._sourcer.ack_handler(AckRequest(offsets=known)))
+
+    def nack(self, offsets: Any) -> None:
+        """``nack_handler`` for offsets read and not stored (:meth:`StagedSourceReader._nack`):
+        the source may give them again. A Sourcer without one is left alone."""
+        from pynumaflow.sourcer import NackRequest
+
+        known = [self._offsets.pop(str(o)) for o in offsets if str(o) in self._offsets]
+        handler = getattr(self._sourcer, "nack_handler", None)
+        if known and callable(handler):
+            _call(handler(NackRequest(offsets=known)))
 
     def pending(self) -> float | None:
         response = _call(self._sourcer.pending_handler())

@@ -6,7 +6,10 @@ time])``, ``ack(offsets)`` and ``pending()`` (a negative number or None means "n
 The reader calls ``read`` for as many messages as the replicas admit, stores them in the vertex's
 staging buffer under ids made of their offsets (synced under ``buffers.durability: sync``), and
 only then ``ack``s them. A crash between storing and ``ack`` makes the source deliver the same
-offsets again, which the staging buffer de-duplicates; so offsets must identify messages.
+offsets again, which the staging buffer de-duplicates; so offsets must identify messages. When
+the messages read cannot be stored (the append raises: a full disk, a full buffer, a stop), a
+source with ``nack(offsets)`` (optional; a pynumaflow ``Sourcer``'s ``nack_handler``) gets them
+back before the error goes on, so it can give them again.
 ``pending()`` or ``read()`` raising is logged and reported as "not available": the pipeline keeps
 running and the controller leaves the source alone.
 
@@ -101,11 +104,17 @@ class StagedSourceReader(BufferReader):
         if not messages:
             return ""
         offsets = [m[0] for m in messages]
-        payloads = [p if isinstance(p, bytes) else str(p).encode() for p in (m[1] for m in messages)]
-        # A third element is the message's event time (seconds, or a datetime): its source time.
-        times = [event_seconds(m[2]) if len(m) > 2 else None for m in messages]
-        stamps = None if all(t is None for t in times) else [time.time() if t is None else t for t in times]
-        staged.append(payloads, [str(o) for o in offsets], stamps)  # stored before it is acknowledged
+        try:
+            payloads = [p if isinstance(p, bytes) else str(p).encode() for p in (m[1] for m in messages)]
+            # A third element is the message's event time (seconds, or a datetime): its source time.
+            times = [event_seconds(m[2]) if len(m) > 2 else None for m in messages]
+            stamps = (
+                None if all(t is None for t in times) else [time.time() if t is None else t for t in times]
+            )
+            staged.append(payloads, [str(o) for o in offsets], stamps)  # stored before it is acknowledged
+        except BaseException:  # read and not stored (a bad event time, a full disk, a stop)
+            self._nack(offsets)
+            raise
         try:
             self.source.ack(offsets)
         except Exception as exc:  # the messages are safe in the staging buffer; a redelivery dedups
@@ -117,6 +126,19 @@ class StagedSourceReader(BufferReader):
                 exc,
             )
         return ""
+
+    def _nack(self, offsets: list[Any]) -> None:
+        """Give ``offsets`` back to a source that takes them (``nack(offsets)``, a pynumaflow
+        ``Sourcer``'s ``nack_handler``), as Numaflow does with messages it read and could not
+        write: the source may then read them again at once, not after its own redelivery
+        timeout. A source without ``nack`` redelivers what was never acknowledged in its own time."""
+        nack = getattr(self.source, "nack", None)
+        if not callable(nack):
+            return
+        try:
+            nack(offsets)
+        except Exception as exc:  # the store's failure is what the run reports; this one is logged
+            log.warning("source %s: nack raised %s: %s", self.config.vertex, type(exc).__name__, exc)
 
 
 def event_seconds(value: Any) -> float:
