@@ -23,6 +23,7 @@ writes the same de-duplication keys.
 from __future__ import annotations
 
 import math
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -61,35 +62,69 @@ def split(first: int, last: int, replicas: int) -> list[Range]:
     return [Range(a, min(last, a + step - 1), i) for i, a in enumerate(range(first, last + 1, step))]
 
 
-def output_room(config: QueryConfig) -> int | None:
+def output_room(config: QueryConfig, expansion: float | None = None) -> int | None:
     """How many input messages the next micro-batch may take without overfilling an output
     buffer (None when the vertex has no outputs, or only ``onFull: discardLatest`` ones, which
     drop at a full buffer instead): 0 once any output is over its usage limit
-    (back pressure); otherwise the least free room (``bufferMaxLength`` minus what it holds),
-    divided by how much the vertex's last batches expanded (a flatmap writes more than it reads).
+    (back pressure); otherwise the least free room (``bufferMaxLength`` minus what it holds and
+    what the buffer's other writers claimed), divided by how much the vertex's last batches
+    expanded (``expansion``; None: read it; a flatmap writes more than it reads).
 
-    A vertex is its output buffers' only writer, and its micro-batches run one after the other,
-    so the room seen here is still there when the batch writes. This is what keeps a task from
-    waiting on a full buffer: a task that waits holds one of Spark's task slots, and on a small
-    cluster the downstream vertex that would drain the buffer may need that very slot (the bench
-    deadlocked this way with ``local[2]`` before admission looked at the room).
+    A vertex's micro-batches run one after the other, so the room seen here is still there when
+    the batch writes, but for what other vertices write into the same buffer: a join's input
+    buffer has a writer per edge into it. So each admission claims the room its batch may fill
+    (:func:`admit`), and a writer sees the room the others' batches in flight claimed as taken.
+    This is what keeps a task from waiting on a full buffer: a task that waits holds one of
+    Spark's task slots, and on a small cluster the downstream vertex that would drain the buffer
+    may need that very slot (the bench deadlocked this way with ``local[2]`` before admission
+    looked at the room; two writers of a join, both waiting, would hold both slots).
     """
     room: int | None = None
     for name, discards in zip(config.outputs, config.discard, strict=True):
         if discards:  # onFull: discardLatest: the writer drops what does not fit; no back pressure
             continue
         stats = stores.buffer(config, name).stats()
-        free = 0 if stats.full else stats.limits.max_length - stats.length
+        claimed = sum(
+            n for writer, n in _CLAIMS.get((config.run_dir, name), {}).items() if writer != config.vertex
+        )
+        free = 0 if stats.full else max(0, stats.limits.max_length - stats.length - claimed)
         room = free if room is None else min(room, free)
     if not room:
         return room
-    return int(room / stores.control(config).expansion(config.vertex))
+    if expansion is None:
+        expansion = stores.control(config).expansion(config.vertex)
+    return int(room / expansion)
+
+
+# (run directory, buffer) → writer vertex → the messages its batch in flight may still write
+# there. Every vertex's batches are planned in this process (the driver), one at a time per vertex,
+# and a batch has landed when its vertex plans the next one, which replaces its claim.
+_CLAIMS: dict[tuple[str, str], dict[str, int]] = {}
+_CLAIMS_LOCK = threading.Lock()
+
+
+def _claim(config: QueryConfig, admitted: int, expansion: float) -> None:
+    """Claim, in each output buffer that holds the vertex back, the room ``admitted`` input
+    messages may fill; it replaces the vertex's last claim (that batch has landed)."""
+    for name, discards in zip(config.outputs, config.discard, strict=True):
+        if not discards:
+            _CLAIMS.setdefault((config.run_dir, name), {})[config.vertex] = math.ceil(admitted * expansion)
 
 
 def admit(config: QueryConfig, start: int, available: int) -> Admission:
     """The next micro-batch: at most replicas × readBatchSize past ``start``, no more than the
     outputs have room for; ``start`` itself (idle) at replicas 0, under back pressure, or for
-    a source the run is closing."""
+    a source the run is closing. What it takes is claimed in its output buffers, in the same
+    step as their room is read, so no other writer of a buffer plans on the same room."""
+    with _CLAIMS_LOCK:
+        expansion = stores.control(config).expansion(config.vertex) if config.outputs else 1.0
+        admission = _admit(config, start, available, expansion)
+        if config.outputs:
+            _claim(config, admission.end - start, expansion)
+    return admission
+
+
+def _admit(config: QueryConfig, start: int, available: int, expansion: float) -> Admission:
     control = stores.control(config)
     replicas = control.replicas(config.vertex, default=1)
     if replicas <= 0 or (config.source is not None and control.closing(config.vertex)):
@@ -99,7 +134,7 @@ def admit(config: QueryConfig, start: int, available: int) -> Admission:
         config.read_batch_size if config.own_batch_size else control.read_batch_size(config.read_batch_size)
     )
     take = replicas * size
-    room = output_room(config)
+    room = output_room(config, expansion)
     if room is not None:
         take = min(take, room)
     limit = config.rate_limit
