@@ -23,8 +23,9 @@ def setup(tmp_path):
     out = store.create("out", BufferLimits(max_length=1000, usage_limit=0.8))
     control = ControlStore(db)
 
-    def plan(outputs=("out",), vertex="v"):
+    def plan(outputs=("out",), vertex="v", shared=()):
         return QueryConfig(
+            shared=shared,
             pipeline="t",
             vertex=vertex,
             db=str(db),
@@ -81,12 +82,16 @@ def test_two_writers_of_one_buffer_never_admit_the_same_room(setup):
     control.set_replicas("v", 2)
     control.set_replicas("w", 2)
     fill(out, 200)  # 800 free
-    assert admit(plan(), 0, 100_000).end == 800
-    assert admit(plan(vertex="w"), 0, 100_000).end == 0  # not the same 800 again: 1800 > 1000
+    v, w = plan(shared=(True,)), plan(vertex="w", shared=(True,))
+    assert admit(v, 0, 100_000).end == 800
+    assert admit(w, 0, 100_000).end == 0  # not the same 800 again: 1800 > 1000
     fill(out, 800, tag="v")  # v's batch lands
     out.commit(1000)  # and the join reads it all
-    assert admit(plan(), 800, 800).end == 800  # v has nothing new: its claim goes
-    assert admit(plan(vertex="w"), 0, 100_000).end == 800  # w gets the room
+    assert admit(v, 800, 800).end == 800  # v has nothing new: its claim goes
+    assert admit(w, 0, 100_000).end == 800  # w gets the room
+    control.set_replicas("w", 0)
+    assert admit(w, 800, 100_000).end == 800  # stopped: w's claim goes too
+    assert admit(v, 800, 100_000).end == 800 + 800
 
 
 def test_a_flatmap_is_admitted_for_its_expansion(setup):
