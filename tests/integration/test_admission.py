@@ -23,10 +23,11 @@ def setup(tmp_path):
     out = store.create("out", BufferLimits(max_length=1000, usage_limit=0.8))
     control = ControlStore(db)
 
-    def plan(outputs=("out",)):
+    def plan(outputs=("out",), vertex="v", shared=()):
         return QueryConfig(
+            shared=shared,
             pipeline="t",
-            vertex="v",
+            vertex=vertex,
             db=str(db),
             run_dir=str(tmp_path),
             input="in",
@@ -71,6 +72,26 @@ def test_zero_replicas_idles_the_vertex_and_a_sink_is_capped_by_replicas_only(se
     control.set_replicas("v", 3)
     fill(out, 800)
     assert admit(plan(outputs=()), 5, 100_000).end == 5 + 3 * 400
+
+
+def test_two_writers_of_one_buffer_never_admit_the_same_room(setup):
+    # A join: v and w both write "out". Each admission claims the room its batch may fill, until
+    # the writer's next admission (its batch landed by then: a query's batches run one by one),
+    # so a second writer planning while the first one's batch is in flight sees that room taken.
+    _, control, out, plan = setup
+    control.set_replicas("v", 2)
+    control.set_replicas("w", 2)
+    fill(out, 200)  # 800 free
+    v, w = plan(shared=(True,)), plan(vertex="w", shared=(True,))
+    assert admit(v, 0, 100_000).end == 800
+    assert admit(w, 0, 100_000).end == 0  # not the same 800 again: 1800 > 1000
+    fill(out, 800, tag="v")  # v's batch lands
+    out.commit(1000)  # and the join reads it all
+    assert admit(v, 800, 800).end == 800  # v has nothing new: its claim goes
+    assert admit(w, 0, 100_000).end == 800  # w gets the room
+    control.set_replicas("w", 0)
+    assert admit(w, 800, 100_000).end == 800  # stopped: w's claim goes too
+    assert admit(v, 800, 100_000).end == 800 + 800
 
 
 def test_a_flatmap_is_admitted_for_its_expansion(setup):

@@ -214,3 +214,40 @@ def test_run_ticks_on_the_wall_clock_until_stopped(tmp_path):
 @pytest.fixture(autouse=True)
 def _quiet_controller_logs(caplog):
     caplog.set_level(logging.INFO, logger="tidal.controller")
+
+
+def test_a_full_join_buffer_takes_a_replica_from_every_upstream(tmp_path):
+    # Two branches into one vertex (Numaflow's diamond): the join's buffer is the direct
+    # downstream of both, and each one's decision says so, not only the first edge's.
+    spec = (
+        Pipeline("t", limits={"bufferMaxLength": 10_000, "bufferUsageLimit": 0.8})
+        .source("in", generator={"rate": 0})
+        .map("left", "tidal.examples.udfs:upper", scale=FAST, replicas=3)
+        .map("right", "tidal.examples.udfs:upper", scale=FAST, replicas=3)
+        .map("join", "tidal.examples.udfs:upper", scale=FAST, replicas=1)
+        .sink("out", "blackhole")
+        .edge("in", "left")
+        .edge("in", "right")
+        .edge("left", "join")
+        .edge("right", "join")
+        .edge("join", "out")
+        .build()
+    )
+    rig = Rig(tmp_path, spec)
+    rig.append("left", 9_000)
+    rig.append("right", 9_000)
+    rig.append("join", 7_500)  # 94 % of the usable 8000: over the 90 % threshold
+    t = 1000.0
+    for _ in range(15):
+        t += 1
+        for branch in ("left", "right"):
+            rig.process(branch, per_replica=50)  # a trickle: each branch wants more replicas
+        rig.controller.tick(t)
+    logged = list(rig.events.read())
+    for branch in ("left", "right"):
+        pressured = [d for d in logged if d.vertex == branch and d.rule == Rule.BACK_PRESSURE_DIRECT]
+        assert pressured, [d.explain() for d in logged if d.vertex == branch]
+        first = pressured[0]
+        assert first.desired == first.current - 1 and first.recommended > first.current
+        assert first.inputs["pressureBuffer"] == "join" and "buffer 'join'" in first.reason
+        assert not [d for d in logged if d.vertex == branch and d.rule == Rule.SCALE_UP]

@@ -18,13 +18,17 @@ Python objects (``shared/design.md``). What goes through it:
   available), for the controller in the driver process.
 - ``meta``: small facts of the run that must survive a restart (the generator's start time, a
   Kafka source's last micro-batch and its split into tasks).
+- ``claims``: the room in a buffer that several vertices write (a join's input) each writer's
+  admitted micro-batch may fill (:meth:`ControlStore.claiming`, :mod:`tidal.spark.batch.admission`).
 """
 
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,7 +36,7 @@ from tidal.isb.batch_ledger import BatchLedger
 from tidal.isb.durability import DEFAULT, Durability
 from tidal.isb.sqlite import SqliteStore
 
-__all__ = ["BatchRange", "ControlStore", "SourceReport"]
+__all__ = ["BatchRange", "ControlStore", "RoomClaims", "SourceReport"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +60,28 @@ class SourceReport:
     pending: float | None
     error: str
     at: float
+
+
+class RoomClaims:
+    """The claims on buffers' room, read and written inside one write transaction
+    (:meth:`ControlStore.claiming`), so two writers never plan on the same room."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._db = db
+
+    def others(self, buffer: str, writer: str) -> int:
+        """The room in ``buffer`` the batches of its writers other than ``writer`` claimed."""
+        row = self._db.execute(
+            "SELECT coalesce(sum(n), 0) FROM claims WHERE buffer=? AND writer<>?", (buffer, writer)
+        ).fetchone()
+        return int(row[0])
+
+    def claim(self, buffers: Sequence[str], writer: str, n: int) -> None:
+        """``writer``'s batch may write ``n`` messages into each of ``buffers``; it replaces the
+        writer's last claim (that batch has landed: a vertex's batches run one by one)."""
+        self._db.executemany(
+            "INSERT OR REPLACE INTO claims VALUES (?, ?, ?)", [(b, writer, max(0, n)) for b in buffers]
+        )
 
 
 class ControlStore(BatchLedger):
@@ -82,6 +108,10 @@ class ControlStore(BatchLedger):
                 "error TEXT NOT NULL, at REAL NOT NULL)"
             )
             db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+            db.execute(
+                "CREATE TABLE IF NOT EXISTS claims (buffer TEXT NOT NULL, writer TEXT NOT NULL, "
+                "n INTEGER NOT NULL, PRIMARY KEY (buffer, writer))"
+            )
             if "version" not in {row[1] for row in db.execute("PRAGMA table_info(control)")}:
                 db.execute("ALTER TABLE control ADD COLUMN version INTEGER NOT NULL DEFAULT 1")
 
@@ -184,6 +214,13 @@ class ControlStore(BatchLedger):
         """When the vertex's rate limit last held back a micro-batch (None: never)."""
         value = self.meta(f"throttled:{vertex}")
         return None if value is None else float(value)
+
+    @contextmanager
+    def claiming(self) -> Iterator[RoomClaims]:
+        """The buffers' claims in a write transaction: one admission at a time, across the
+        processes the readers run in, reads the room the others claimed and claims its own."""
+        with self._store.transaction() as db:
+            yield RoomClaims(db)
 
     def set_meta(self, key: str, value: str) -> None:
         with self._store.transaction() as db:

@@ -8,6 +8,12 @@ was not admitted for. Admission takes at most ``replicas × readBatchSize`` mess
 than the output buffers have room for (:func:`output_room`); replicas 0, or an output buffer
 over its usage limit (back pressure), returns the start offset, which idles the query.
 
+**A join's input buffer has a writer per edge into it.** Each vertex's reader runs in a process of
+its own, so two writers of one buffer would both see the same free room and together overfill
+it. A writer of a shared buffer claims, in the control record and in the transaction that reads
+the room, what its batch may write there; the others take that room as taken until its next
+admission (:meth:`~tidal.isb.control.ControlStore.claiming`).
+
 **A rate limit is applied here** (``limits.rateLimit``, :mod:`tidal.scaling.throttle`): admission
 runs in the one process that plans the vertex's micro-batches, for all its replicas and
 executors, so the budget needs no store to share it (Numaflow's needs Redis). What a batch takes
@@ -29,6 +35,7 @@ from typing import Any, NamedTuple
 
 from pyspark.sql.datasource import InputPartition
 
+from tidal.isb.control import RoomClaims
 from tidal.scaling.throttle import Throttle
 from tidal.spark.batch import stores
 from tidal.spark.batch.config import QueryConfig
@@ -61,59 +68,98 @@ def split(first: int, last: int, replicas: int) -> list[Range]:
     return [Range(a, min(last, a + step - 1), i) for i, a in enumerate(range(first, last + 1, step))]
 
 
-def output_room(config: QueryConfig) -> int | None:
+def output_room(
+    config: QueryConfig, expansion: float | None = None, claims: RoomClaims | None = None
+) -> int | None:
     """How many input messages the next micro-batch may take without overfilling an output
     buffer (None when the vertex has no outputs, or only ``onFull: discardLatest`` ones, which
     drop at a full buffer instead): 0 once any output is over its usage limit
-    (back pressure); otherwise the least free room (``bufferMaxLength`` minus what it holds),
-    divided by how much the vertex's last batches expanded (a flatmap writes more than it reads).
+    (back pressure); otherwise the least free room (``bufferMaxLength`` minus what it holds and,
+    in a buffer other vertices write too, what their batches claimed), divided by how much the
+    vertex's last batches expanded (``expansion``; None: read it; a flatmap writes more than it
+    reads).
 
-    A vertex is its output buffers' only writer, and its micro-batches run one after the other,
-    so the room seen here is still there when the batch writes. This is what keeps a task from
-    waiting on a full buffer: a task that waits holds one of Spark's task slots, and on a small
-    cluster the downstream vertex that would drain the buffer may need that very slot (the bench
-    deadlocked this way with ``local[2]`` before admission looked at the room).
+    A vertex's micro-batches run one after the other, so the room seen here is still there when
+    the batch writes, but for what other vertices write into the same buffer: a join's input
+    buffer has a writer per edge into it, each planning its batches in a process of its own. So
+    a writer of a shared buffer claims the room its batch may fill (:func:`admit`, in the control
+    record), and sees the room the others' batches claimed as taken. This is what keeps a task
+    from waiting on a full buffer: a task that waits holds one of Spark's task slots, and on a
+    small cluster the downstream vertex that would drain the buffer may need that very slot (the
+    bench deadlocked this way with ``local[2]`` before admission looked at the room; two writers
+    of a join, both waiting, hold both slots).
     """
     room: int | None = None
-    for name, discards in zip(config.outputs, config.discard, strict=True):
+    for name, discards, shared in zip(config.outputs, config.discard, config.shared, strict=True):
         if discards:  # onFull: discardLatest: the writer drops what does not fit; no back pressure
             continue
         stats = stores.buffer(config, name).stats()
-        free = 0 if stats.full else stats.limits.max_length - stats.length
+        claimed = claims.others(name, config.vertex) if claims is not None and shared else 0
+        free = 0 if stats.full else max(0, stats.limits.max_length - stats.length - claimed)
         room = free if room is None else min(room, free)
     if not room:
         return room
-    return int(room / stores.control(config).expansion(config.vertex))
+    if expansion is None:
+        expansion = stores.control(config).expansion(config.vertex)
+    return int(room / expansion)
 
 
 def admit(config: QueryConfig, start: int, available: int) -> Admission:
     """The next micro-batch: at most replicas × readBatchSize past ``start``, no more than the
     outputs have room for; ``start`` itself (idle) at replicas 0, under back pressure, or for
-    a source the run is closing."""
+    a source the run is closing. In an output other vertices write too (a join's input), what
+    the batch may write is claimed in the same transaction as the room is read, so no other
+    writer plans on the same room; the claim stands until this vertex's next admission (its
+    batch has landed by then)."""
     control = stores.control(config)
     replicas = control.replicas(config.vertex, default=1)
+    shared = [
+        name
+        for name, discards, others in zip(config.outputs, config.discard, config.shared, strict=True)
+        if others and not discards
+    ]
     if replicas <= 0 or (config.source is not None and control.closing(config.vertex)):
+        if shared:
+            with control.claiming() as claims:
+                claims.claim(shared, config.vertex, 0)
         return Admission(start, replicas)
     # A live edit of the pipeline's readBatchSize may change it, unless the vertex sets its own.
     size = (
         config.read_batch_size if config.own_batch_size else control.read_batch_size(config.read_batch_size)
     )
     take = replicas * size
-    room = output_room(config)
+    if not shared:
+        end, held = _take(config, start, available, take, output_room(config), replicas)
+    else:
+        expansion = control.expansion(config.vertex)
+        for name in config.outputs:  # opened (a store's first open writes its tables) before
+            stores.buffer(config, name)  # the claims' transaction holds the file's write lock
+        with control.claiming() as claims:
+            room = output_room(config, expansion, claims)
+            end, held = _take(config, start, available, take, room, replicas)
+            claims.claim(shared, config.vertex, math.ceil((end - start) * expansion))
+    if held:
+        _held_back(config, time.time())
+    return Admission(end, replicas)
+
+
+def _take(
+    config: QueryConfig, start: int, available: int, take: int, room: int | None, replicas: int
+) -> tuple[int, bool]:
+    """The batch's end: ``take`` messages past ``start``, no more than the outputs' ``room``,
+    what is ``available`` and the rate limit allows; and whether the limit held it back."""
     if room is not None:
         take = min(take, room)
     limit = config.rate_limit
     if limit is None or take <= 0:
-        return Admission(min(available, start + take), replicas)
+        return min(available, start + take), False
     throttle = _throttle(config)
     pool = replicas if limit.store == "perReplica" else 1
     now = time.time()
     allowed = throttle.acquire(now, take, pool)
     end = min(available, start + allowed)
     throttle.give_back(now, allowed - (end - start), pool)
-    if allowed < min(take, available - start):
-        _held_back(config, now)
-    return Admission(end, replicas)
+    return end, allowed < min(take, available - start)
 
 
 _MARKED: dict[tuple[str, str], float] = {}

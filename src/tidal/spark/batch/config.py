@@ -78,6 +78,9 @@ class QueryConfig:
         rate_limit: RateLimitSpec | None = None,  # the head's (tidal.spec.rate_limit)
         # Per output, whether its edge says onFull: discardLatest (drop at a full buffer).
         discard: tuple[bool, ...] = (),
+        # Per output, whether other vertices write it too (a join's input buffer): admission
+        # claims its room there (tidal.spark.batch.admission).
+        shared: tuple[bool, ...] = (),
         # The vertex sets its own readBatchSize: a live edit of the pipeline's does not change it.
         own_batch_size: bool = False,
     ) -> None:
@@ -95,6 +98,7 @@ class QueryConfig:
         if len(self.routes) != len(self.outputs):
             raise ValueError(f"{len(self.routes)} routes for {len(self.outputs)} outputs")
         self.discard = tuple(discard) or (False,) * len(self.outputs)
+        self.shared = tuple(shared) or (False,) * len(self.outputs)
         self.own_batch_size = own_batch_size
         self.backend = backend
         self.url = url

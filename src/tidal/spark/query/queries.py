@@ -33,6 +33,7 @@ def query_config(
         outputs=tuple(spec.outputs(tail.name)),
         routes=tuple(route(e.conditions) for e in spec.edges if e.from_ == tail.name),
         discard=tuple(e.on_full == "discardLatest" for e in spec.edges if e.from_ == tail.name),
+        shared=tuple(len(spec.inputs(name)) > 1 for name in spec.outputs(tail.name)),
         limits=spec.limits_of(vertex),
         own_batch_size=v.limits is not None and v.limits.read_batch_size is not None,
         backend=spec.buffers.backend,
