@@ -27,6 +27,7 @@ from pyspark import cloudpickle
 from tidal.isb.durability import DEFAULT, Durability
 
 if TYPE_CHECKING:
+    from tidal.spark.batch.idle import IdleWatch
     from tidal.spec.model import Limits, SinkSpec, SourceSpec, UdfSpec, VertexSpec
     from tidal.spec.rate_limit import RateLimitSpec
 
@@ -80,6 +81,10 @@ class QueryConfig:
         discard: tuple[bool, ...] = (),
         # The vertex sets its own readBatchSize: a live edit of the pipeline's does not change it.
         own_batch_size: bool = False,
+        # A reduce's inputs (the vertices of its edges in): one watermark each, the minimum rules.
+        origins: tuple[str, ...] = (),
+        max_delay: float = 0.0,  # watermark.maxDelay, added to a reduce's allowedLateness
+        idle: IdleWatch | None = None,  # watermark.idleSource, for a reduce (tidal.spark.batch.idle)
     ) -> None:
         if limits is None:
             from tidal.spec.model import Limits
@@ -96,6 +101,9 @@ class QueryConfig:
             raise ValueError(f"{len(self.routes)} routes for {len(self.outputs)} outputs")
         self.discard = tuple(discard) or (False,) * len(self.outputs)
         self.own_batch_size = own_batch_size
+        self.origins = tuple(origins)
+        self.max_delay = max_delay
+        self.idle = idle
         self.backend = backend
         self.url = url
         self.durability: Durability = durability
