@@ -36,13 +36,16 @@ class Pipeline:
         controller: Mapping[str, Any] | None = None,
         records: Mapping[str, Any] | None = None,
         chaining: bool = True,
+        watermark: Mapping[str, Any] | None = None,
     ) -> None:
-        """``chaining=False``: every edge keeps its buffer (``chain: false``) unless it says
+        """``watermark``: ``maxDelay`` and ``idleSource`` (:mod:`tidal.spec.watermark`).
+        ``chaining=False``: every edge keeps its buffer (``chain: false``) unless it says
         otherwise, so each vertex is its own query (tidal.spec.chains)."""
         self._chaining = chaining
         self._top: dict[str, Any] = {"name": name}
         for key, value in (
-            ("limits", limits), ("buffers", buffers), ("controller", controller), ("records", records)
+            ("limits", limits), ("buffers", buffers), ("controller", controller), ("records", records),
+            ("watermark", watermark),
         ):  # fmt: skip
             if value is not None:
                 self._top[key] = dict(value)

@@ -109,6 +109,15 @@ class _Converter:
             if key in kafka:
                 self.skip(f"{at}.{key}", f"Sarama's settings: give librdkafka's as {instead}")
 
+    def watermark(self, watermark: Mapping[str, Any]) -> dict[str, Any]:
+        """``spec.watermark``: ``maxDelay`` and ``idleSource`` as they are (tidal.spec.watermark);
+        ``disabled`` is listed: a reduce needs its watermark to close windows."""
+        out = {k: watermark[k] for k in ("maxDelay", "idleSource") if watermark.get(k) is not None}
+        for key, value in watermark.items():
+            if key not in ("maxDelay", "idleSource") and not (key == "disabled" and value is False):
+                self.skip(f"spec.watermark.{key}", _WHY.get(f"watermark.{key}", "not used by Tidal"))
+        return out
+
     # -- the two kinds ---------------------------------------------------------------------------
 
     def pipeline(self, spec: Mapping[str, Any]) -> dict[str, Any]:
@@ -118,11 +127,14 @@ class _Converter:
                 "side inputs are not supported by Tidal",
                 "remove them, or read the data inside the handler",
             )
-        for key in ("watermark", "lifecycle", "templates", "interStepBuffer", "interStepBufferServiceName",
+        for key in ("lifecycle", "templates", "interStepBuffer", "interStepBufferServiceName",
                     "ordered"):  # fmt: skip
             if key in spec:
                 self.skip(f"spec.{key}", _WHY.get(key, "not used by Tidal"))
         out: dict[str, Any] = {"name": self.name}
+        watermark = self.watermark(spec.get("watermark") or {})
+        if watermark:
+            out["watermark"] = watermark
         self.pipeline_rate_limit = dict((spec.get("limits") or {}).get("rateLimit") or {})
         limits = self.limits(spec.get("limits") or {}, "spec.limits")
         if limits:
@@ -401,8 +413,7 @@ def retry_strategy(strategy: Mapping[str, Any], at: str) -> dict[str, Any]:
 
 
 _WHY = {
-    "watermark": "Tidal carries source times, not Numaflow's watermarks (a handler's Datum.watermark is "
-    "its batch's earliest source time)",
+    "watermark.disabled": "Tidal's reduce always keeps a watermark (Spark's); map vertices do not use one",
     "lifecycle": "pause and resume are tidal pause / tidal resume",
     "templates": "Kubernetes pod templates: Spark's executors run the work here",
     "interStepBuffer": "Tidal's buffers are set by buffers: (SQLite or JetStream)",

@@ -43,6 +43,7 @@ from tidal.spec.rate_limit import RateLimitSpec, VertexLimits
 from tidal.spec.records import IDENTIFIER, RecordsSpec, ReferenceSpec
 from tidal.spec.reduce import GroupBySpec
 from tidal.spec.routing import ForwardConditions
+from tidal.spec.watermark import WatermarkSpec
 
 __all__ = [
     "BuffersSpec",
@@ -367,6 +368,7 @@ class PipelineSpec(_Model):
     edges: list[EdgeSpec] = Field(default_factory=list)
     records: RecordsSpec | None = None  # the default of every edge that declares none
     policy: str = Field("numaflow", pattern="^(numaflow|kpa|tidal|flink)$")  # of each vertex naming none
+    watermark: WatermarkSpec = Field(default_factory=WatermarkSpec)  # maxDelay, idleSource
 
     def vertex(self, name: str) -> VertexSpec:
         for v in self.vertices:

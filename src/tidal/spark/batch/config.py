@@ -27,6 +27,7 @@ from pyspark import cloudpickle
 from tidal.isb.durability import DEFAULT, Durability
 
 if TYPE_CHECKING:
+    from tidal.spark.batch.idle import IdleWatch
     from tidal.spec.model import Limits, SinkSpec, SourceSpec, UdfSpec, VertexSpec
     from tidal.spec.rate_limit import RateLimitSpec
 
@@ -83,6 +84,10 @@ class QueryConfig:
         shared: tuple[bool, ...] = (),
         # The vertex sets its own readBatchSize: a live edit of the pipeline's does not change it.
         own_batch_size: bool = False,
+        # A reduce's inputs (the vertices of its edges in): one watermark each, the minimum rules.
+        origins: tuple[str, ...] = (),
+        max_delay: float = 0.0,  # watermark.maxDelay, added to a reduce's allowedLateness
+        idle: IdleWatch | None = None,  # watermark.idleSource, for a reduce (tidal.spark.batch.idle)
     ) -> None:
         if limits is None:
             from tidal.spec.model import Limits
@@ -100,6 +105,9 @@ class QueryConfig:
         self.discard = tuple(discard) or (False,) * len(self.outputs)
         self.shared = tuple(shared) or (False,) * len(self.outputs)
         self.own_batch_size = own_batch_size
+        self.origins = tuple(origins)
+        self.max_delay = max_delay
+        self.idle = idle
         self.backend = backend
         self.url = url
         self.durability: Durability = durability

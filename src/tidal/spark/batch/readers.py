@@ -13,6 +13,7 @@ Every reader hands Spark one row per partition (a task's input range,
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -24,6 +25,7 @@ from tidal.spark.batch import stores
 from tidal.spark.batch.admission import Range, admit, partition_batch, task_row
 from tidal.spark.batch.checkpoint_sync import sync_planned_batch
 from tidal.spark.batch.config import QueryConfig
+from tidal.spark.batch.idle_tracker import IdleTracker
 from tidal.spark.batch.pieces import piece_size
 
 __all__ = ["BufferReader", "RangeReader", "RowsReader"]
@@ -70,6 +72,7 @@ class BufferReader(RangeReader):
         self.input: str = config.input
         self._trimmed = -1  # the sequence this reader last trimmed its input to
         self._woken = False  # a reduce's first offset asked for (see _wake)
+        self._idle: IdleTracker | None = None  # a reduce's idle watermarks (watermark.idleSource)
 
     def buffer(self) -> Buffer:
         return stores.buffer(self.config, self.input)
@@ -79,6 +82,11 @@ class BufferReader(RangeReader):
 
     def latestOffset(self, start: dict[str, int], limit: Any = None) -> dict[str, int]:  # noqa: N802
         buffer = self.buffer()
+        if self.config.reduce and self.config.idle is not None:
+            now = time.time()
+            if self._idle is None:
+                self._idle = IdleTracker(self.config, self.config.idle, now)
+            self._idle.tick(buffer, now)  # its control rows go into this batch
         end = {self.KEY: self.admit(start[self.KEY], buffer.last_seq())}
         if not self.config.reduce:
             return end

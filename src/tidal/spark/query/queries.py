@@ -7,7 +7,9 @@ function and then each follower's in the same task, and writes the tail's output
 
 from __future__ import annotations
 
+from tidal.scaling.idle import IdleParams
 from tidal.spark.batch.config import QueryConfig, input_buffer
+from tidal.spark.batch.idle import IdleWatch, Upstream
 from tidal.spec import PipelineSpec
 from tidal.spec.chains import ChainPlan
 from tidal.spec.routing import route
@@ -45,4 +47,48 @@ def query_config(
         schema=next((r.schema_ for r in spec.input_records(vertex) if r is not None), None),
         followers=tuple((m, spec.vertex(m).udf) for m in chain.followers),
         rate_limit=spec.rate_limit(vertex),
+        origins=tuple(dict.fromkeys(spec.inputs(vertex))),
+        max_delay=spec.watermark.max_delay,
+        idle=idle_watch(spec, plan, vertex),
+    )
+
+
+def idle_watch(spec: PipelineSpec, plan: ChainPlan, vertex: str) -> IdleWatch | None:
+    """A reduce vertex's input watermarks (None: not a reduce, or one input and no
+    ``watermark.idleSource``): per input, the buffers and sources upstream of it that must be
+    empty before it is idle."""
+    v = spec.vertex(vertex)
+    idle = spec.watermark.idle_source
+    origins = list(dict.fromkeys(spec.inputs(vertex)))
+    if v.udf is None or v.udf.group_by is None or (idle is None and len(origins) < 2):
+        return None
+    group = v.udf.group_by
+    w = group.window
+    length = (
+        w.fixed.length
+        if w.fixed
+        else w.sliding.length
+        if w.sliding
+        else w.session.timeout
+        if w.session
+        else 0.0
+    )
+    inputs = []
+    for origin in origins:
+        above, todo = set(), [origin]
+        while todo:  # the input and every vertex upstream of it
+            name = todo.pop()
+            if name not in above:
+                above.add(name)
+                todo.extend(spec.inputs(name))
+        heads = sorted(n for n in above if plan.chain_of(n).head == n)
+        buffers = tuple(b for n in heads if (b := input_buffer(spec.vertex(n))) is not None)
+        sources = tuple(n for n in sorted(above) if spec.vertex(n).source is not None)
+        inputs.append(Upstream(origin, buffers, sources))
+    return IdleWatch(
+        None
+        if idle is None
+        else IdleParams(idle.threshold, idle.increment_by, idle.step_interval, idle.init_source_delay),
+        span=length + group.allowed_lateness + spec.watermark.max_delay,
+        inputs=tuple(inputs),
     )

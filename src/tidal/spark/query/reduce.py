@@ -20,14 +20,18 @@ windows, which the output buffers de-duplicate (each task's appends are keyed
 shuffle partitions (recorded in the checkpoint at the first batch). What scales is the read
 side (replicas are the read tasks, as for every vertex) and the executors.
 
-**Watermark.** Spark's: the largest event time seen, minus ``allowedLateness``; a window's
-result is written when the watermark passes the window's end, and a message older than the
-watermark is dropped (counted by Spark as ``numRowsDroppedByWatermark``). Numaflow's watermark is
-the smallest event time still to come from upstream, and it moves on in an idle pipeline; Spark's
-moves only with new messages, so the last window of a stream closes when a later message comes.
-With in-order sources (the generator, HTTP, a Sourcer with rising event times) the two agree.
-Spark closes windows in the batch after the one that moved the watermark; a restarted query would
-run that batch only when a message comes, so a reduce's reader asks for one batch at each start
+**Watermark.** Spark's, one per input (each edge into the vertex: the id's first part names
+the vertex that wrote the message): the latest event time the input sent, minus
+``allowedLateness`` + ``watermark.maxDelay``; the vertex's is their minimum (Spark's
+``multipleWatermarkPolicy=min``), so a join does not drop a slower input's messages as late
+because a faster one moved on, as Numaflow's watermark is the minimum of its inputs'. A window's
+result is written when the watermark passes its end, and a message older than the watermark is
+dropped (Spark's ``numRowsDroppedByWatermark``). Spark's moves only with rows; Numaflow's moves
+on in an idle pipeline: with ``watermark.idleSource`` the reader appends control rows that carry
+a quiet input's watermark on (:mod:`tidal.spark.batch.idle`); the aggregation keys them
+:data:`~tidal.spark.batch.idle.CONTROL_KEY` and the writer skips those windows. Spark closes
+windows in the batch after the one that moved the watermark; a restarted query would run that
+batch only when a message comes, so a reduce's reader asks for one batch at each start
 (:meth:`tidal.spark.batch.readers.BufferReader._wake`).
 
 **The handler** is pynumaflow's ``ReduceStreamer`` on a ``streaming: true`` window (what it put on
@@ -53,8 +57,10 @@ from typing import Any
 from pyspark.sql.datasource import WriterCommitMessage
 
 from tidal.contracts import DROP
+from tidal.spark.batch import stores
 from tidal.spark.batch.config import QueryConfig
 from tidal.spark.batch.heap import freeze_imports
+from tidal.spark.batch.idle import CONTROL_KEY, CONTROL_MARK, is_control
 from tidal.spark.batch.pieces import piece_size
 from tidal.spark.query.writer import VertexWriter, Written
 from tidal.spec.sdk_kinds import SdkKind, reduce_kind
@@ -72,9 +78,19 @@ def plan_reduce(spark: Any, config: QueryConfig) -> Any:
     assert config.udf is not None and config.udf.group_by is not None
     group = config.udf.group_by
     raw = spark.readStream.format("tidal_vertex").options(**config.options()).load()
-    events = raw.withColumn("et", F.timestamp_seconds("t")).withWatermark(
-        "et", f"{int(group.allowed_lateness * 1000)} milliseconds"
-    )
+    delay = f"{round((group.allowed_lateness + config.max_delay) * 1000)} milliseconds"
+
+    def watermarked(frame: Any) -> Any:
+        return frame.withColumn("et", F.timestamp_seconds("t")).withWatermark("et", delay)
+
+    if len(config.origins) > 1:  # a join: a watermark per input, Spark's global one their minimum
+        origin = F.substring_index("id", ":", 1)
+        parts = [watermarked(raw.filter(origin == o)) for o in config.origins]
+        events = parts[0]
+        for part in parts[1:]:
+            events = events.unionByName(part)
+    else:
+        events = watermarked(raw)
     window = group.window
     if window.fixed is not None:
         bucket = F.window("et", f"{int(window.fixed.length * 1000)} milliseconds")
@@ -92,6 +108,9 @@ def plan_reduce(spark: Any, config: QueryConfig) -> Any:
         if group.keyed
         else F.array().cast("array<string>")
     )
+    # An idle watermark's control row (tidal.spark.batch.idle) moves the watermark, then sits in
+    # windows of its own key, which the writer skips.
+    keys = F.when(F.col("id").contains(CONTROL_MARK), F.array(F.lit(CONTROL_KEY))).otherwise(keys)
     return events.groupBy(bucket.alias("w"), keys.alias("k")).agg(
         F.collect_list(F.struct("id", "payload", "t", "keys")).alias("datums")
     )
@@ -161,7 +180,7 @@ class ReduceWriter(VertexWriter):
         from pyspark import TaskContext
 
         started = time.perf_counter()
-        rows = [row for batch in iterator for row in batch.to_pylist()]
+        rows = [row for batch in iterator for row in batch.to_pylist() if list(row["k"]) != [CONTROL_KEY]]
         freeze_imports()
         context = TaskContext.get()
         partition = context.partitionId() if context else -1
@@ -213,6 +232,23 @@ class ReduceWriter(VertexWriter):
                 pa.array(keys_out, pa.list_(pa.string())),
             )
         return Written(len(ids), partition, busy=time.perf_counter() - started)
+
+    def messages_in(self, batch: Any) -> int:
+        """The batch's messages, not the idle watermark's control rows (no message of a user's).
+
+        In the driver, before the reader trims the batch's input (at the next batch's offsets).
+        A range already trimmed is not this batch's: a no-data batch (the one that closes the
+        windows the batch before moved the watermark past) finds the last batch's range
+        recorded, which it must not count again."""
+        if not batch.count or self.config.input is None:
+            return int(batch.count)
+        buffer = stores.buffer(self.config, self.config.input)
+        if buffer.committed() >= batch.last:
+            return 0
+        if self.config.idle is None:
+            return int(batch.count)
+        ids = buffer.read_batch(batch.first, batch.last).column("id")
+        return int(batch.count) - sum(1 for i in ids.to_pylist() if is_control(i))
 
     def tasks(self, messages: list[WriterCommitMessage | None], parts: int | None) -> int:
         """The replicas that ran: the batch's read partitions (the writer's tasks are the fixed

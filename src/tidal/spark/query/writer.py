@@ -246,6 +246,10 @@ class VertexWriter(DataSourceStreamArrowWriter):
             retried,
         )
 
+    def messages_in(self, batch: Any) -> int:
+        """The messages the batch (a :class:`~tidal.isb.control.BatchRange`) read, as counted."""
+        return int(batch.count)
+
     def _routing(self, tags: list[tuple[str, ...]] | None, n: int) -> tuple[list[Any], int]:
         """Which of ``n`` outputs with ``tags`` each output edge takes (a mask, None: all of
         them), and how many no edge takes (:mod:`tidal.spec.routing`: dropped, as Numaflow does)."""
@@ -384,7 +388,7 @@ class VertexWriter(DataSourceStreamArrowWriter):
             self.config.vertex,
             batchId,
             self.tasks(messages, len(batch.parts) if batch is not None and batch.parts else None),
-            batch.count if batch is not None else 0,
+            self.messages_in(batch) if batch is not None else 0,
             sum(m.written for m in written),  # the chain's: what its tail passed on
             busy=sum(m.busy for m in written),  # the chain's: what its replicas spent
             dead=sum(m.steps[0].dead if m.steps else m.dead for m in written),

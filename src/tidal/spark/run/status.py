@@ -49,8 +49,9 @@ class VertexStatus:
     # Memory (bytes) and cores a replica needs, VPA's way (tidal.scaling.vertical): target, lower
     # and upper bounds; a chain's at its head; None before its tasks reported any.
     vertical: dict[str, Any] | None = None
-    # The vertex's event-time watermark (ISO 8601). A reduce vertex's is Spark's (the latest event
-    # time seen minus allowedLateness; windows ending before it are closed); another vertex's is
+    # The vertex's event-time watermark (ISO 8601). A reduce vertex's is Spark's (the minimum over
+    # its inputs of the latest event time each sent, idle steps included (watermark.idleSource),
+    # minus allowedLateness + maxDelay; windows ending before it are closed); another vertex's is
     # the source time of the oldest message waiting in its input buffer (what it has not yet
     # processed), None when nothing waits or it has no buffer.
     watermark: str | None = None
