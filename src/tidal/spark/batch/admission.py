@@ -31,15 +31,17 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pyspark.sql.datasource import InputPartition
 
-from tidal.isb.control import RoomClaims
 from tidal.scaling.throttle import Throttle
 from tidal.spark.batch import stores
 from tidal.spark.batch.config import QueryConfig
 from tidal.spark.batch.heap import freeze_imports
+
+if TYPE_CHECKING:  # the control record pulls in pyarrow: not before the daemon forks (query/daemon)
+    from tidal.isb.control import RoomClaims
 
 __all__ = ["Admission", "Range", "admit", "output_room", "partition_batch", "split", "task_row"]
 
