@@ -10,6 +10,7 @@ from tidal.bench.chaos_checks import (
     recovery,
     replica_drops_in_scale_ups,
     resumption,
+    settled_at,
     slo_shares,
 )
 from tidal.scaling.latency import DelaySample
@@ -83,6 +84,9 @@ def test_recovery_is_the_later_of_the_first_delivery_and_the_backlog_back():
 def test_slo_shares_split_inside_and_outside_the_fault_windows():
     fast = DelaySample(10.0, 100, tuple(0.1 + i * 0.001 for i in range(101)))
     slow = DelaySample(50.0, 100, tuple(1.0 + i * 0.1 for i in range(101)))
-    shares = slo_shares([fast, slow], target=2.0, windows=[(40.0, 60.0)])
-    assert shares["outside"] == 1.0 and 0.05 < shares["inside"] < 0.15
-    assert shares["messages_inside"] == shares["messages_outside"] == 100
+    cold = DelaySample(5.0, 50, tuple(20.0 + i * 0.1 for i in range(101)))
+    samples = [cold, fast, slow]
+    assert settled_at(samples, 2.0) == 10.0
+    shares = slo_shares(samples, target=2.0, windows=[(40.0, 60.0)], settled=settled_at(samples, 2.0))
+    assert shares["outside"] == 1.0 and 0.05 < shares["inside"] < 0.15 and shares["start"] == 0.0
+    assert shares["messages_inside"] == shares["messages_outside"] == 100 and shares["messages_start"] == 50
