@@ -69,6 +69,10 @@ def plan_reduce(spark: Any, config: QueryConfig) -> Any:
 
     assert config.udf is not None and config.udf.group_by is not None
     group = config.udf.group_by
+    if group.window.accumulator is not None:  # a handler per key, not per window
+        from tidal.spark.query.accumulator import plan_accumulator
+
+        return plan_accumulator(spark, config)
     raw = spark.readStream.format("tidal_vertex").options(**config.options()).load()
     events = raw.withColumn("et", F.timestamp_seconds("t")).withWatermark(
         "et", f"{int(group.allowed_lateness * 1000)} milliseconds"
