@@ -50,7 +50,7 @@ def _write(path: Path, events: list[tuple[float, int]]) -> None:
 
 def _spec(lines: Path, handler: str) -> object:
     return (
-        Pipeline("sorter", chaining=False, limits={"readBatchSize": 5})  # many batches: the watermark moves
+        Pipeline("sorter", chaining=False, limits={"readBatchSize": 10})  # batches: the watermark moves
         .source(
             "in", user="tidal.examples.sources:LinesSource", options={"path": str(lines), "timestamps": True}
         )

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from pynumaflow.accumulator import Datum, Message
 
-from tidal.spark.query.accumulator import KeyState, Stored, naive, replay
+from tidal.spark.query.accumulator import KeyState, Stored, handed_watermark, naive, replay
 
 SORTER = Path(__file__).parents[2] / "data" / "numaflow" / "python" / "accumulator" / "streamsorter"
 
@@ -111,3 +111,35 @@ def test_numaflows_stream_sorter_emits_sorted_as_the_watermark_moves_and_flushes
     assert closing == [63.5, 64.0]
     everything = [t for part in [*emitted, closing] for t in part]
     assert everything == sorted(t for batch in batches for t in batch)  # each once, in order
+
+
+@pytest.mark.parametrize(
+    ("spark_ms", "times", "previous_ms", "handed"),
+    [
+        pytest.param(50_000, [55.0, 60.0], 0, 50_000, id="spark's, when every message is past it"),
+        pytest.param(50_000, [48.0, 60.0], 0, 47_999, id="below a message at or before spark's"),
+        pytest.param(50_000, [48.0005], 0, 48_000, id="strictly below, to the ms"),
+        pytest.param(50_000, [48.0], 49_000, 49_000, id="never back"),
+        pytest.param(-9_223_372_036_854_775_808, [1.0], 0, 0, id="no watermark yet"),
+        pytest.param(50_000, [], 0, 50_000, id="a timeout: no messages"),
+    ],
+)
+def test_the_watermark_handed_over_is_below_every_message_that_can_still_come(
+    spark_ms, times, previous_ms, handed
+):
+    assert handed_watermark(spark_ms, times, previous_ms) == handed
+
+
+def test_the_stream_sorter_stays_sorted_when_a_batch_brings_messages_behind_sparks_watermark():
+    """Spark drops late messages against the previous batch's watermark: a batch can bring one
+    at or before the current watermark. Handed over with it, the sorter would flush past it."""
+    sorter = _sorter()
+    state = KeyState.decode(None)
+    emitted: list[float] = []
+    for spark_ms, batch in [(0, [10.0, 20.0]), (20_000, [30.0]), (30_000, [25.0, 40.0]), (40_000, [45.0])]:
+        mark = handed_watermark(spark_ms, batch, state.datums[-1][4] if state.datums else 0)
+        state.add([(f"m{t}", str(t).encode(), t, ["k"], mark) for t in batch])
+        messages = replay(sorter, _datums(state), closed=False)
+        emitted += [float(m.value) for m in messages[state.emitted :]]
+        state.emitted = len(messages)
+    assert emitted == [10.0, 20.0, 25.0, 30.0, 40.0]  # 25 came with Spark's watermark at 30: in order

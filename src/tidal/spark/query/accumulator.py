@@ -38,6 +38,10 @@ batch is what the state store holds, serialised, in the checkpoint. Three ways w
     (``setTimeoutTimestamp(latest event time + timeout)`` fires when the watermark passes it),
     and it works with the state store every reduce vertex uses.
 
+**Watermarks.** Each message is handed over with Spark's watermark when its micro-batch started,
+lowered below the key's earliest message of the batch (:func:`handed_watermark`), so a handler
+that flushes at the watermark never gets a message behind one it flushed.
+
 **Exactly once.** A replayed micro-batch starts from the state before it and gets the same input
 (the reader trims a reduce's input only once Spark's commit log holds the batch), so a
 deterministic handler emits the same messages, which go to the same writer task under the same
@@ -52,6 +56,7 @@ import asyncio
 import base64
 import contextlib
 import json
+import math
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
@@ -66,7 +71,15 @@ from tidal.spark.batch.heap import freeze_imports
 from tidal.spark.batch.pieces import piece_size
 from tidal.spark.query.writer import VertexWriter, Written
 
-__all__ = ["AccumulatorWriter", "KeyState", "Output", "Stored", "plan_accumulator", "replay"]
+__all__ = [
+    "AccumulatorWriter",
+    "KeyState",
+    "Output",
+    "Stored",
+    "handed_watermark",
+    "plan_accumulator",
+    "replay",
+]
 
 OUTPUT_SCHEMA = "id string, payload binary, t double, keys array<string>, k string, n long"
 STATE_SCHEMA = "datums string, emitted long, start double, latest double"
@@ -74,6 +87,22 @@ STATE_SCHEMA = "datums string, emitted long, start double, latest double"
 # One message of a key's window, as the state keeps it: id, payload, event time (s), keys, and
 # the watermark (ms) it was handed over with.
 Stored = tuple[str, bytes, float, list[str], int]
+
+
+def handed_watermark(spark_ms: int, times: list[float], previous_ms: int) -> int:
+    """The watermark (ms) a key's messages of one micro-batch are handed over with: Spark's when
+    the batch started, but below the batch's earliest message for the key, and never below the
+    one handed over before.
+
+    Why lowered: Spark drops a message as late against the *previous* batch's watermark and
+    reports the current one (``getCurrentWatermarkMs``), so a batch can bring messages at or
+    before the current watermark. Handed that watermark, a stream sorter would flush past a
+    message it is about to get. Lowered, no message at or before a watermark already handed over
+    comes later: this batch's are above it, a later batch's above this batch's watermark."""
+    mark = max(0, spark_ms)
+    if times:
+        mark = min(mark, math.ceil(min(times) * 1000) - 1)
+    return max(mark, previous_ms)
 
 
 def naive(seconds: float) -> datetime:
@@ -205,14 +234,15 @@ class _Accumulate:
         freeze_imports()
         keys = json.loads(key[0])
         current = KeyState.decode(state.get if state.exists else None)
-        watermark = max(0, int(state.getCurrentWatermarkMs()))
         closed = bool(state.hasTimedOut)
         rows: list[Stored] = []
         for frame in frames:
             for i, p, t, k in zip(frame["id"], frame["payload"], frame["t"], frame["keys"], strict=True):
                 own = [str(x) for x in (k if k is not None else [])]
-                rows.append((str(i), bytes(p), float(t), own, watermark))
-        current.add(rows)
+                rows.append((str(i), bytes(p), float(t), own, 0))
+        previous = current.datums[-1][4] if current.datums else 0
+        mark = handed_watermark(int(state.getCurrentWatermarkMs()), [r[2] for r in rows], previous)
+        current.add([(i, p, t, k, mark) for i, p, t, k, _ in rows])
         out = self.emit(keys, current, closed)
         if closed:
             state.remove()
