@@ -17,7 +17,7 @@ it). What carries over:
 
 What Tidal cannot honour and what it changes is listed in :attr:`Converted.ignored`, one line per
 field with the reason (``tidal run`` logs them as one warning). What would change the results
-silently is refused instead, naming the field and the fix: an accumulator window, side inputs,
+silently is refused instead, naming the field and the fix: side inputs,
 a container without a handler, a builtin Numaflow does not have there (a UDF's are ``cat`` and
 ``filter``, a source transformer's ``filter``, ``eventTimeExtractor`` and
 ``timeExtractionFilter``: :mod:`tidal.spec.builtins`). A ``udsource`` or ``udsink``
@@ -308,12 +308,6 @@ class _Converter:
         group = udf.get("groupBy")
         if group is not None:
             window = (group or {}).get("window") or {}
-            if "accumulator" in window:
-                raise errors.SpecError(
-                    f"{at}.groupBy.window.accumulator",
-                    "the accumulator window is not supported by Tidal",
-                    "use a fixed, sliding or session window",
-                )
             if "storage" in group:
                 self.skip(
                     f"{at}.groupBy.storage", "Spark's state store, in the run's checkpoint, holds the windows"

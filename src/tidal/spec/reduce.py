@@ -9,11 +9,15 @@ once per key and window when the window closes:
 - ``window.session.timeout``: a key's window closes after that long without a message;
 - ``streaming: true`` on a fixed or sliding window: the handler is pynumaflow's
   ``ReduceStreamer`` (its messages still come when the window closes, on Spark's append mode);
+- ``window.accumulator.timeout``: Numaflow's accumulator window, one window per key that a
+  pynumaflow ``Accumulator`` sees message by message and emits from when it likes; it closes
+  once the watermark passes the key's latest event time plus ``timeout``
+  (:mod:`tidal.spark.query.accumulator`);
 - ``allowedLateness``: how long a window waits, past its end, for messages that come late.
 
 Durations are Numaflow's (``60s``, ``500ms``, ``2m``, ``1h``) or a number of seconds.
 ``storage`` (Numaflow's PVC for the window state) is accepted and not used: Spark's state store,
-in the run's checkpoint, holds the windows. Numaflow's ``accumulator`` window is not supported.
+in the run's checkpoint, holds the windows.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from tidal.spec.base import Model
 
-__all__ = ["GroupBySpec", "WindowSpec", "seconds"]
+__all__ = ["AccumulatorWindow", "GroupBySpec", "WindowSpec", "seconds"]
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)?")
 
@@ -84,29 +88,41 @@ class SessionWindow(_Timed):
     timeout: float = Field(gt=0)
 
 
+class AccumulatorWindow(_Timed):
+    """Numaflow's accumulator window: ``timeout`` of a key's inactivity, measured against the
+    watermark (the window closes when the watermark passes the key's latest event time plus
+    ``timeout``), Numaflow's only field."""
+
+    timeout: float = Field(gt=0)
+
+
 class WindowSpec(Model):
-    """Exactly one of ``fixed``, ``sliding``, ``session``."""
+    """Exactly one of ``fixed``, ``sliding``, ``session``, ``accumulator``."""
 
     fixed: FixedWindow | None = None
     sliding: SlidingWindow | None = None
     session: SessionWindow | None = None
+    accumulator: AccumulatorWindow | None = None
 
     @model_validator(mode="after")
     def _exactly_one(self) -> WindowSpec:
-        chosen = [k for k in ("fixed", "sliding", "session") if getattr(self, k) is not None]
+        chosen = [k for k in _KINDS if getattr(self, k) is not None]
         if len(chosen) != 1:
-            raise ValueError(f"a window is exactly one of fixed, sliding, session (got {chosen or 'none'})")
+            raise ValueError(f"a window is exactly one of {', '.join(_KINDS)} (got {chosen or 'none'})")
         return self
 
     @property
     def kind(self) -> str:
-        return "fixed" if self.fixed else "sliding" if self.sliding else "session"
+        return next(k for k in _KINDS if getattr(self, k) is not None)
 
     @property
     def streaming(self) -> bool:
         """``streaming: true`` on the fixed or sliding window (a ``ReduceStreamer``'s)."""
         aligned = self.fixed or self.sliding
         return aligned is not None and aligned.streaming
+
+
+_KINDS = ("fixed", "sliding", "session", "accumulator")
 
 
 class GroupBySpec(Model):

@@ -421,3 +421,40 @@ def test_a_builtin_transformer_is_refused_where_numaflow_refuses_it_and_its_kwar
         },
     }
     assert manifest.convert(mono).data["transformer"]["builtin"]["name"] == "eventTimeExtractor"
+
+
+def test_numaflow_pythons_stream_sorter_pipeline_converts_to_an_accumulator_window(tmp_path, monkeypatch):
+    """numaproj/numaflow-python's examples/accumulator/streamsorter/pipeline.yaml, unchanged, with
+    its image mapped to its example.py's StreamSorter by a handlers file."""
+    m = yaml.safe_load((EXAMPLES / "python" / "accumulator" / "streamsorter" / "pipeline.yaml").read_text())
+    handlers = {"numaflow-python/streamsorter": "streamsorter_example:StreamSorter"}
+    converted = manifest.convert(m, handlers)
+    udf = converted.data["vertices"][2]["udf"]
+    assert udf == {
+        "reduce": "streamsorter_example:StreamSorter",
+        "groupBy": {"window": {"accumulator": {"timeout": "10s"}}, "keyed": True},
+    }
+    ignored = "\n".join(converted.ignored)
+    assert "spec.vertices[2].udf.groupBy.storage" in ignored
+    assert "spec.vertices[2].udf.container.env" in ignored
+    sorter = EXAMPLES / "python" / "accumulator" / "streamsorter" / "example.py"
+    (tmp_path / "streamsorter_example.py").write_text(sorter.read_text())
+    monkeypatch.syspath_prepend(str(tmp_path))
+    window = parse_pipeline(converted.data).vertex("py-accum").udf.group_by.window
+    assert (window.kind, window.accumulator.timeout) == ("accumulator", 10.0)
+
+
+def test_tidal_convert_maps_the_stream_sorters_image_with_a_handlers_file(tmp_path, monkeypatch, capsys):
+    folder = EXAMPLES / "python" / "accumulator" / "streamsorter"
+    (tmp_path / "streamsorter_example.py").write_text((folder / "example.py").read_text())
+    monkeypatch.syspath_prepend(str(tmp_path))
+    handlers = tmp_path / "handlers.yaml"
+    image = "quay.io/numaio/numaflow-python/streamsorter:stable"
+    handlers.write_text(f"{image}: streamsorter_example:StreamSorter\n")
+    assert convert_command(str(folder / "pipeline.yaml"), str(handlers)) == 0
+    out = tmp_path / "tidal.yaml"
+    out.write_text(capsys.readouterr().out)
+    accum = load_pipeline(out).vertex("py-accum")
+    assert accum.udf.reduce == "streamsorter_example:StreamSorter"
+    assert accum.udf.group_by.window.accumulator.timeout == 10.0 and accum.udf.group_by.keyed
+    assert convert_command(str(folder / "pipeline.yaml")) == 2  # the image alone names no handler

@@ -9,6 +9,8 @@ from tidal import errors
 from tidal.spec import parse_pipeline
 from tidal.spec.reduce import seconds
 
+ACCUMULATOR = "groupBy.window.accumulator"
+
 
 def _spec(group_by: dict | None, **vertex) -> dict:
     udf = {"reduce": "tidal.examples.numaflow:reduce_sum"}
@@ -51,6 +53,19 @@ def test_durations_read_as_numaflow_writes_them():
             "slide 10s is longer",
         ),
         ({"window": {"session": {"timeout": 5}}, "allowedLateness": -1}, "groupBy.allowedLateness", "0"),
+        ({"window": {"accumulator": {}}}, "groupBy.window.accumulator.timeout", "is required"),
+        ({"window": {"accumulator": {"timeout": "0s"}}}, f"{ACCUMULATOR}.timeout", "greater than 0"),
+        ({"window": {"accumulator": {"timeout": "soon"}}}, f"{ACCUMULATOR}.timeout", "60s, 500ms"),
+        (
+            {"window": {"accumulator": {"timeout": "10s", "length": "5s"}}},
+            "groupBy.window.accumulator.length",
+            "",
+        ),
+        (
+            {"window": {"session": {"timeout": 5}, "accumulator": {"timeout": 5}}},
+            "groupBy.window",
+            "exactly one of fixed, sliding, session, accumulator",
+        ),
         (None, "vertices[1].udf", "a reduce needs groupBy"),
     ],
 )
@@ -70,3 +85,9 @@ def test_partitions_belong_to_a_reduce_vertex_and_a_reduce_is_a_query_of_its_own
     bad["vertices"][2] = {"name": "out", "sink": {"log": {}}, "partitions": 2}
     with pytest.raises(errors.SpecError, match="partitions is a reduce vertex's"):
         parse_pipeline(bad)
+
+
+def test_an_accumulator_window_takes_numaflows_timeout():
+    spec = parse_pipeline(_spec({"window": {"accumulator": {"timeout": "10s"}}, "keyed": True}))
+    window = spec.vertex("sum").udf.group_by.window
+    assert (window.kind, window.accumulator.timeout) == ("accumulator", 10.0)

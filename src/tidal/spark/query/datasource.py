@@ -88,8 +88,12 @@ class VertexDataSource(DataSource):
 
         config = _config(self._options(), "writeStream")
         if config.reduce:
+            from tidal.spark.query.accumulator import AccumulatorWriter
             from tidal.spark.query.reduce import ReduceWriter
 
+            group = config.udf.group_by if config.udf is not None else None
+            if group is not None and group.window.accumulator is not None:
+                return AccumulatorWriter(config)
             return ReduceWriter(config)
         if config.rows:
             from tidal.spark.query.frame_writer import FrameWriter

@@ -77,6 +77,10 @@ def plan_reduce(spark: Any, config: QueryConfig) -> Any:
 
     assert config.udf is not None and config.udf.group_by is not None
     group = config.udf.group_by
+    if group.window.accumulator is not None:  # a handler per key, not per window
+        from tidal.spark.query.accumulator import plan_accumulator
+
+        return plan_accumulator(spark, config)
     raw = spark.readStream.format("tidal_vertex").options(**config.options()).load()
     delay = f"{round((group.allowed_lateness + config.max_delay) * 1000)} milliseconds"
 
