@@ -306,12 +306,10 @@ class _Converter:
         transformer: bool = False,
     ) -> dict[str, Any]:
         group = udf.get("groupBy")
-        if group is not None:
-            window = (group or {}).get("window") or {}
-            if "storage" in group:
-                self.skip(
-                    f"{at}.groupBy.storage", "Spark's state store, in the run's checkpoint, holds the windows"
-                )
+        if group is not None and "storage" in group:
+            self.skip(
+                f"{at}.groupBy.storage", "Spark's state store, in the run's checkpoint, holds the windows"
+            )
         for key in ("retryStrategy",):
             if key in udf:
                 self.skip(f"{at}.{key}", "Tidal retries a failing call udf.retries times (default 2)")
