@@ -64,6 +64,7 @@ class Rule(StrEnum):
     UNSTUCK = "unstuck"
     RETUNED = "retuned"  # a live edit (tidal apply) changed its scale block, policy or bounds
     RESTARTED = "restarted"  # its query failed for a transient reason and resumed from its checkpoint
+    SIDE_INPUT = "side-input"  # a side input the vertex reads has a new value (not a scaling decision)
     KPA_ACTIVATION_TIMEOUT = "kpa-activation-timeout"
     # -- peers that tidal.sim compares against (not used by the runtime) ----------------------
     STATIC_PEAK = "static-peak"  # provisioned once for the peak, never changed

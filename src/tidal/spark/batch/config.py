@@ -80,6 +80,9 @@ class QueryConfig:
         discard: tuple[bool, ...] = (),
         # The vertex sets its own readBatchSize: a live edit of the pipeline's does not change it.
         own_batch_size: bool = False,
+        # The side inputs the query's vertices read (tidal.spark.batch.side_inputs): its batches
+        # wait until each has a value, and carry the values to the tasks.
+        side_inputs: tuple[str, ...] = (),
     ) -> None:
         if limits is None:
             from tidal.spec.model import Limits
@@ -96,6 +99,7 @@ class QueryConfig:
             raise ValueError(f"{len(self.routes)} routes for {len(self.outputs)} outputs")
         self.discard = tuple(discard) or (False,) * len(self.outputs)
         self.own_batch_size = own_batch_size
+        self.side_inputs = tuple(side_inputs)
         self.backend = backend
         self.url = url
         self.durability: Durability = durability

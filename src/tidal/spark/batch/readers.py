@@ -14,13 +14,14 @@ Every reader hands Spark one row per partition (a task's input range,
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from typing import Any
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
 from tidal import errors
 from tidal.isb.base import Buffer
-from tidal.spark.batch import stores
+from tidal.spark.batch import side_inputs, stores
 from tidal.spark.batch.admission import Range, admit, partition_batch, task_row
 from tidal.spark.batch.checkpoint_sync import sync_planned_batch
 from tidal.spark.batch.config import QueryConfig
@@ -51,7 +52,11 @@ class RangeReader(DataSourceStreamReader):
         sync_planned_batch(self.config)  # buffers.durability: sync, before any task appends
         first, last = start[self.KEY], end[self.KEY]
         replicas = self._admitted.pop((first, last), None)
-        return partition_batch(self.config, first + 1, last, replicas)
+        ranges = partition_batch(self.config, first + 1, last, replicas)
+        if not self.config.side_inputs:
+            return ranges
+        side = side_inputs.carried(self.config.run_dir, self.config.side_inputs)  # the values now
+        return [replace(r, side=side) for r in ranges]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         assert isinstance(partition, Range)

@@ -44,4 +44,5 @@ def query_config(
         schema=next((r.schema_ for r in spec.input_records(vertex) if r is not None), None),
         followers=tuple((m, spec.vertex(m).udf) for m in chain.followers),
         rate_limit=spec.rate_limit(vertex),
+        side_inputs=tuple(dict.fromkeys(n for m in chain.members for n in spec.vertex(m).side_inputs)),
     )
