@@ -181,3 +181,22 @@ def test_a_file_removed_from_the_host_is_written_again_by_the_next_task(tmp_path
     (side_inputs.host_dir(key) / "t").unlink()  # a temporary-files cleaner, in a long run
     side_inputs.materialise(carried)
     assert (side_inputs.host_dir(key) / "t").read_bytes() == b"v"
+
+
+def test_a_run_directorys_identity_counts_the_readers_not_the_schedule():
+    from tidal.spark.batch import rundir
+
+    base = spec_with("tidal.examples.numaflow_side_inputs:EvenOddTicker", "@every 10s")
+    slower = spec_with("tidal.examples.numaflow_side_inputs:EvenOddTicker", "@hourly")
+    other = spec_with("tidal.examples.numaflow_side_inputs:ExampleSideInput", "@every 10s")
+    assert rundir.identity(slower)["data_hash"] == rundir.identity(base)["data_hash"]  # resumes
+    assert rundir.identity(other)["data_hash"] != rundir.identity(base)["data_hash"]  # other values
+    # Without side inputs the dump has no sideInputs keys: the hash of a run from before them.
+    plain = parse_pipeline({
+        "name": "p", "vertices": [{"name": "in", "source": {"generator": {"rate": 1}}},
+                                  {"name": "out", "sink": {"log": {}}}],
+        "edges": [{"from": "in", "to": "out"}],
+    })  # fmt: skip
+    data = plain.model_dump(by_alias=True, exclude={"controller"})
+    rundir._side_inputs(data)
+    assert "sideInputs" not in data and all("sideInputs" not in v for v in data["vertices"])
