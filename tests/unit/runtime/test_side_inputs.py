@@ -200,3 +200,21 @@ def test_a_run_directorys_identity_counts_the_readers_not_the_schedule():
     data = plain.model_dump(by_alias=True, exclude={"controller"})
     rundir._side_inputs(data)
     assert "sideInputs" not in data and all("sideInputs" not in v for v in data["vertices"])
+
+
+def test_a_kafka_sources_tasks_carry_them_too(tmp_path, host_root):
+    """A vertex chained to a Kafka source runs in the Kafka reader's query: its task rows are the
+    Kafka reader's, which hand the carried values over the same way (no broker needed here)."""
+    from tidal.spark.sources.kafka import KafkaRanges, KafkaReader
+    from tidal.spec.model import SourceSpec
+
+    source = SourceSpec.model_validate(
+        {"kafka": {"bootstrapServers": "127.0.0.1:9", "topic": "t", "groupId": "g"}}
+    )
+    config = QueryConfig("p", "in", str(tmp_path / "p.db"), str(tmp_path), None, source=source,
+                         side_inputs=("myticker",))  # fmt: skip
+    side_inputs.SideInputStore(tmp_path).write("myticker", SideInputValue(1, 1.0, b"odd"))
+    (task,) = side_inputs.carry(config, [KafkaRanges([(0, 5, 9)], 0)])
+    assert task.side.values == (("myticker", 1, b"odd"),)
+    list(KafkaReader(config).read(task))
+    side_inputs.require(str(tmp_path), ("myticker",), "in")  # on this host now

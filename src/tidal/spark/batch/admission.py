@@ -168,8 +168,7 @@ def task_row(partition: Range) -> Any:
     import pyarrow as pa
 
     freeze_imports()  # every reader's task comes here, in a worker PySpark keeps for the next
-    if partition.side is not None:  # before the writer task reads this row and runs the handler
-        side_inputs.materialise(partition.side)
+    side_inputs.arrive(partition)  # before the writer task reads this row and runs the handler
     return pa.RecordBatch.from_arrays(
         [
             pa.array([partition.first], pa.int64()),

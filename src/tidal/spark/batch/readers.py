@@ -14,7 +14,6 @@ Every reader hands Spark one row per partition (a task's input range,
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import replace
 from typing import Any
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
@@ -52,11 +51,8 @@ class RangeReader(DataSourceStreamReader):
         sync_planned_batch(self.config)  # buffers.durability: sync, before any task appends
         first, last = start[self.KEY], end[self.KEY]
         replicas = self._admitted.pop((first, last), None)
-        ranges = partition_batch(self.config, first + 1, last, replicas)
-        if not self.config.side_inputs:
-            return ranges
-        side = side_inputs.carried(self.config.run_dir, self.config.side_inputs)  # the values now
-        return [replace(r, side=side) for r in ranges]
+        # with the side inputs' values as they are now (tidal.spark.batch.side_inputs)
+        return side_inputs.carry(self.config, partition_batch(self.config, first + 1, last, replicas))
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         assert isinstance(partition, Range)

@@ -30,16 +30,23 @@ import hashlib
 import json
 import os
 import tempfile
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from tidal.isb.durability import write_durably
 from tidal.scaling.side_inputs import SideInputValue
 
+if TYPE_CHECKING:
+    from tidal.spark.batch.config import QueryConfig
+
 __all__ = [
     "Carried",
     "SideInputStore",
+    "arrive",
     "carried",
+    "carry",
     "host_dir",
     "materialise",
     "point_pynumaflow",
@@ -130,6 +137,23 @@ def carried(run_dir: str, names: tuple[str, ...]) -> Carried | None:
     return Carried(host_key(run_dir), tuple((n, v.version, v.value) for n, v in values.items()))
 
 
+def carry(config: QueryConfig, parts: Sequence[Any]) -> list[Any]:
+    """A batch's partitions (dataclasses with a ``side`` field), each with the values of the side
+    inputs its query's vertices read, as they are now: every reader's ``partitions`` ends here."""
+    if not config.side_inputs:
+        return list(parts)
+    side = carried(config.run_dir, config.side_inputs)
+    return [replace(p, side=side) for p in parts]
+
+
+def arrive(partition: Any) -> None:
+    """In the task, before its row is handed to Spark: the values its partition carried, written
+    on this host (every reader's ``read`` comes here)."""
+    side = getattr(partition, "side", None)
+    if side is not None:
+        materialise(side)
+
+
 _WRITTEN: dict[tuple[str, str], int] = {}  # (key, name) → the version this process last wrote
 
 
@@ -169,14 +193,13 @@ def _replace(path: Path, data: bytes) -> None:
 
 def require(run_dir: str, names: tuple[str, ...], vertex: str) -> None:
     """Refuse to run a handler without its side inputs on this host: a task whose partition
-    carried none (its reader is one that does not carry them: a Kafka source chained to the
-    vertex)."""
+    carried none (a reader that does not call :func:`carry` and :func:`arrive`)."""
     folder = host_dir(host_key(run_dir))
     missing = [n for n in names if not (folder / n).exists()]
     if missing:
         raise RuntimeError(
-            f"vertex {vertex}: side input(s) {', '.join(missing)} did not reach this task; a vertex "
-            "that reads side inputs must read a buffer (set chain: false on the edge into it)"
+            f"vertex {vertex}: side input(s) {', '.join(missing)} did not reach this task (its "
+            "reader does not carry them): set chain: false on the edge into the vertex"
         )
 
 
