@@ -116,3 +116,29 @@ def test_numaflow_pythons_simple_sideinput_retriever_runs_unchanged(spark, tmp_p
         assert all(v.startswith("an example: ") for v in seen), seen[:3]
     finally:
         shutil.rmtree(host_dir(host_key(str(tmp_path.absolute()))), ignore_errors=True)
+
+
+def test_a_pynumaflow_sink_reads_the_side_input_too(spark, tmp_path):
+    # Numaflow's TestSinkWithSideInput (sideinput-sink.yaml) as it is; its images mapped to
+    # Tidal's handlers, and the sink's onSuccess added as a file to read what the sink read.
+    raw = yaml.safe_load((DATA / "e2e" / "sideinput-sink.yaml").read_text())
+    handlers = {
+        "numaflow-go/sideinput-function": "tidal.examples.numaflow_side_inputs:EvenOddTicker",
+        "redis-uds": "tidal.examples.numaflow_side_inputs:sink_side_input",
+    }
+    data = manifest.convert(raw, handlers).data
+    data["vertices"][1]["sink"]["onSuccess"] = {"file": {"path": "out.jsonl"}}
+    spec = parse_pipeline(data)
+    out = tmp_path / "out.jsonl"
+
+    def both_values_read() -> None:
+        run.check()
+        assert {str(r["payload"]) for r in delivered(out)} >= {"odd", "even"}
+
+    try:
+        with PipelineRun(spec, tmp_path, spark=spark, trigger_seconds=0.25) as run:
+            started = _queries(run)
+            eventually(both_values_read, 120, "the sink's reads of both values")
+            assert _queries(run) == started
+    finally:
+        shutil.rmtree(host_dir(host_key(str(tmp_path.absolute()))), ignore_errors=True)

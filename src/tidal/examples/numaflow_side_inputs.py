@@ -10,6 +10,10 @@
   (``test/sideinputs-e2e``, images ``numaflow-go/map-sideinput`` and ``map-sideinput-udf``):
   the side input alternates ``even`` and ``odd``; the map appends ``-<side input>-data`` to each
   message, so a sink sees ``map-even-data`` and ``map-odd-data`` for the message ``map``.
+- :func:`sink_side_input`: a pynumaflow sink that reads a side input, for Numaflow's sink
+  side-input e2e (``sideinput-sink.yaml``, whose Redis sink stores what it read): each message is
+  accepted "on success" with the side input's value as the message, which the sink's
+  ``onSuccess`` sink receives.
 """
 
 from __future__ import annotations
@@ -17,12 +21,24 @@ from __future__ import annotations
 import datetime
 import os
 import threading
+from collections.abc import Iterator
 
 import pynumaflow.sideinput as sideinputsdk
 from pynumaflow.mapper import Datum, Mapper, Message, Messages
 from pynumaflow.sideinput import Response, SideInput
+from pynumaflow.sinker import Datum as SinkDatum
+from pynumaflow.sinker import Message as SinkMessage
+from pynumaflow.sinker import Response as SinkResponse
+from pynumaflow.sinker import Responses
 
-__all__ = ["EvenOddTicker", "ExampleSideInput", "SideInputHandler", "map_side_input", "read_side_input"]
+__all__ = [
+    "EvenOddTicker",
+    "ExampleSideInput",
+    "SideInputHandler",
+    "map_side_input",
+    "read_side_input",
+    "sink_side_input",
+]
 
 
 class _File:
@@ -97,3 +113,9 @@ def map_side_input(keys: list[str], datum: Datum) -> Messages:
     """The map side-input e2e's UDF: ``<message>-<myticker>-data``."""
     value = datum.value + b"-" + read_side_input("myticker").strip() + b"-data"
     return Messages(Message(value, keys=keys))
+
+
+def sink_side_input(datums: Iterator[SinkDatum]) -> Responses:
+    """Each message accepted "on success" with the side input ``myticker``'s value as the message."""
+    value = read_side_input("myticker").strip()
+    return Responses(*(SinkResponse.as_on_success(d.id, SinkMessage(value)) for d in datums))
