@@ -149,3 +149,19 @@ def test_a_side_input_without_a_trigger_is_refused():
     with pytest.raises(errors.SpecError) as err:
         manifest.convert(data)
     assert err.value.path == "spec.sideInputs[0].trigger.schedule"
+
+
+def test_the_python_builder_gives_the_same_spec_as_the_yaml():
+    from tidal.spec import Pipeline
+
+    spec = (
+        Pipeline("si")
+        .side_input("myticker", RETRIEVER, "@every 5s")
+        .source("in", generator={"rate": 1})
+        .pynumaflow("map", "tidal.examples.numaflow_side_inputs:map_side_input", side_inputs=["myticker"])
+        .sink("out", "pynumaflow", handler="tidal.examples.numaflow:log_sink", side_inputs=["myticker"])
+        .build()
+    )
+    yaml_spec = parse_pipeline(pipeline())
+    assert spec.side_inputs == yaml_spec.side_inputs
+    assert spec.vertex("map").side_inputs == ["myticker"] == spec.vertex("out").side_inputs
