@@ -218,3 +218,22 @@ def test_a_kafka_sources_tasks_carry_them_too(tmp_path, host_root):
     assert task.side.values == (("myticker", 1, b"odd"),)
     list(KafkaReader(config).read(task))
     side_inputs.require(str(tmp_path), ("myticker",), "in")  # on this host now
+
+
+def test_the_managers_thread_outlives_a_value_it_cannot_store(tmp_path):
+    import time
+
+    from tidal.examples.numaflow_side_inputs import EvenOddTicker
+
+    ticker = EvenOddTicker()
+    (tmp_path / "side-inputs").write_text("a file where the store's folder should be")
+    manager = SideInputManager(spec_with(ticker, "@every 1s"), tmp_path).start()
+    try:
+        deadline = time.monotonic() + 60
+        while ticker.counter < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert ticker.counter >= 2  # called again at its next firing, after the first write failed
+        assert manager._thread is not None and manager._thread.is_alive()
+    finally:
+        manager.stop()
+    assert not manager._thread.is_alive()

@@ -148,7 +148,10 @@ class SideInputManager:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            self.step(time.time())
+            try:
+                self.step(time.time())
+            except Exception as exc:  # a value that cannot be stored (a full disk): the next firing
+                log.error("side inputs: %s; the vertices keep the values they have", exc)
             wait = self.timetable.wait(time.time())
             if wait is None:
                 return  # no schedule fires again
