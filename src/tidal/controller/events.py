@@ -24,10 +24,11 @@ class EventLog:
         self._last: dict[str, tuple[str, int]] = {}
         self._lock = threading.Lock()
 
-    def record(self, decision: Decision) -> bool:
-        """Write ``decision`` if it is news for its vertex; return whether it was written."""
+    def record(self, decision: Decision, *, news: bool = False) -> bool:
+        """Write ``decision`` if it is news for its vertex (``news``: it is, whatever came
+        before: a side input's new value); return whether it was written."""
         key = (str(decision.rule), decision.desired)
-        if not decision.changed and self._last.get(decision.vertex) == key:
+        if not news and not decision.changed and self._last.get(decision.vertex) == key:
             return False
         self._last[decision.vertex] = key
         line = json.dumps(decision.to_dict(), default=str)

@@ -66,6 +66,7 @@ class Rule(StrEnum):
     STATE_IGNORED = "state-ignored"  # ... or could not (damaged, or the vertex's settings changed)
     RETUNED = "retuned"  # a live edit (tidal apply) changed its scale block, policy or bounds
     RESTARTED = "restarted"  # its query failed for a transient reason and resumed from its checkpoint
+    SIDE_INPUT = "side-input"  # a side input the vertex reads has a new value (not a scaling decision)
     KPA_ACTIVATION_TIMEOUT = "kpa-activation-timeout"
     # -- peers that tidal.sim compares against (not used by the runtime) ----------------------
     STATIC_PEAK = "static-peak"  # provisioned once for the peak, never changed

@@ -85,8 +85,27 @@ class Pipeline:
 
     def _udf(self, kind: str, name: str, function: str | Callable[..., Any], **kw: Any) -> Pipeline:
         scale, replicas = kw.pop("scale", None), kw.pop("replicas", 1)
+        reads = kw.pop("sideInputs", None)  # the vertex's, not its udf's
         udf = {kind: function, **{k: v for k, v in kw.items() if v is not None}}
-        return self._add(name, {"udf": udf}, scale, replicas)
+        self._add(name, {"udf": udf}, scale, replicas)
+        if reads:
+            self._vertices[-1]["sideInputs"] = list(reads)
+        return self
+
+    def side_input(
+        self,
+        name: str,
+        retriever: str | Callable[..., Any],
+        schedule: str,
+        timezone: str | None = None,
+    ) -> Pipeline:
+        """A side input (:mod:`tidal.spec.side_inputs`): ``retriever`` a pynumaflow ``SideInput``
+        run on ``schedule``; a vertex reads it with ``side_inputs=[name]``."""
+        trigger = {"schedule": schedule, **({"timezone": timezone} if timezone else {})}
+        self._top.setdefault("sideInputs", []).append(
+            {"name": name, "pynumaflow": retriever, "trigger": trigger}
+        )
+        return self
 
     def map(self, name: str, function: str | Callable[..., Any], **kw: Any) -> Pipeline:
         """``kw``: ``batch`` ("row" | "arrow"), ``retries``, ``dead_letter``, ``scale``, ``replicas``."""
@@ -100,7 +119,8 @@ class Pipeline:
 
     def pynumaflow(self, name: str, handler: str | Callable[..., Any], **kw: Any) -> Pipeline:
         """A handler written for Numaflow's Python SDK (``module:handler``, a function, a
-        ``Mapper`` class or instance); ``kw`` as :meth:`map`, and ``tags`` it may emit."""
+        ``Mapper`` class or instance); ``kw`` as :meth:`map`, ``tags`` it may emit, and
+        ``side_inputs`` it reads (:meth:`side_input`)."""
         return self._udf("pynumaflow", name, handler, **_snake_to_camel(kw))
 
     def reduce(
@@ -144,9 +164,11 @@ class Pipeline:
         scale: Mapping[str, Any] | None = None,
         replicas: int = 1,
         handler: str | Callable[..., Any] | None = None,
+        side_inputs: Sequence[str] = (),
     ) -> Pipeline:
         """``kind``: log, file (``path``), blackhole, user (``user`` class with ``options``), or
-        pynumaflow (``handler``: a Numaflow SDK ``Sinker`` or sink function)."""
+        pynumaflow (``handler``: a Numaflow SDK ``Sinker`` or sink function, which may read
+        ``side_inputs``)."""
         body: dict[str, Any]
         if handler is not None:
             body = {"pynumaflow": handler}
@@ -156,7 +178,10 @@ class Pipeline:
             body = {"file": {"path": path}}
         else:
             body = {kind: {}}
-        return self._add(name, {"sink": body}, scale, replicas)
+        self._add(name, {"sink": body}, scale, replicas)
+        if side_inputs:
+            self._vertices[-1]["sideInputs"] = list(side_inputs)
+        return self
 
     def edge(
         self,
@@ -200,4 +225,6 @@ def _snake_to_camel(kw: dict[str, Any]) -> dict[str, Any]:
     out = dict(kw)
     if "dead_letter" in out:
         out["deadLetter"] = out.pop("dead_letter")
+    if "side_inputs" in out:
+        out["sideInputs"] = out.pop("side_inputs")
     return out

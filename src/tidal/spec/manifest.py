@@ -13,11 +13,13 @@ it). What carries over:
   (:data:`tidal.examples.numaflow.IMAGES` for Numaflow's example images), or the one the
   vertex's annotation ``tidal.dev/handler: module:handler`` or the ``handlers`` mapping (by
   vertex name or image) names;
-- sinks: ``log``, ``blackhole``, ``kafka``.
+- sinks: ``log``, ``blackhole``, ``kafka``;
+- ``spec.sideInputs`` (each retriever's container named as a ``udf``'s is, by the side input's
+  name or its image) and a vertex's ``sideInputs`` (:mod:`tidal.spec.manifest_side_inputs`).
 
 What Tidal cannot honour and what it changes is listed in :attr:`Converted.ignored`, one line per
 field with the reason (``tidal run`` logs them as one warning). What would change the results
-silently is refused instead, naming the field and the fix: side inputs,
+silently is refused instead, naming the field and the fix:
 a container without a handler, a builtin Numaflow does not have there (a UDF's are ``cat`` and
 ``filter``, a source transformer's ``filter``, ``eventTimeExtractor`` and
 ``timeExtractionFilter``: :mod:`tidal.spec.builtins`). A ``udsource`` or ``udsink``
@@ -35,6 +37,7 @@ from typing import Any
 from tidal import errors
 from tidal.spec.manifest_builtins import convert_builtin
 from tidal.spec.manifest_handlers import HANDLER_ANNOTATION, HandlerFinder
+from tidal.spec.manifest_side_inputs import convert_side_inputs
 from tidal.spec.manifest_sources import convert_source, seconds
 
 __all__ = ["API_GROUP", "HANDLER_ANNOTATION", "Converted", "convert", "is_manifest"]
@@ -121,12 +124,6 @@ class _Converter:
     # -- the two kinds ---------------------------------------------------------------------------
 
     def pipeline(self, spec: Mapping[str, Any]) -> dict[str, Any]:
-        if spec.get("sideInputs"):
-            raise errors.SpecError(
-                "spec.sideInputs",
-                "side inputs are not supported by Tidal",
-                "remove them, or read the data inside the handler",
-            )
         for key in ("lifecycle", "templates", "interStepBuffer", "interStepBufferServiceName",
                     "ordered"):  # fmt: skip
             if key in spec:
@@ -151,6 +148,8 @@ class _Converter:
             edges.append(self.edge(e, f"spec.edges[{k}]", renamed))
         out["vertices"] = vertices
         out["edges"] = edges
+        if spec.get("sideInputs"):
+            out["sideInputs"] = convert_side_inputs(self.found, self.skip, spec["sideInputs"])
         return out
 
     def mono(self, spec: Mapping[str, Any]) -> dict[str, Any]:
@@ -282,6 +281,8 @@ class _Converter:
                 out["partitions"] = v["partitions"]  # a reduce vertex's state partitions, fixed as Numaflow's
             elif key == "partitions":
                 self.skip(f"{at}.partitions", _WHY["partitions"])
+            elif key == "sideInputs" and v[key]:
+                out["sideInputs"] = list(v[key])
             elif key in _POD:
                 self.skip(f"{at}.{key}", "Kubernetes pod settings: Spark's executors run the work here")
             else:

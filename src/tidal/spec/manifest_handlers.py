@@ -40,6 +40,11 @@ IMAGES = {  # Numaflow's example images → the pynumaflow handler shipped with 
     "numaflow-go/on-success-log": "tidal.examples.numaflow:on_success_sink",
     "numaflow-go/sink-failure": "tidal.examples.numaflow:failing_sink",
     "numaflow-rs/map-bypass-cat": "tidal.examples.numaflow:bypass_cat",
+    # side inputs (tidal.examples.numaflow_side_inputs): retrievers, and the UDFs that read them
+    "numaflow-python/sideinput-example": "tidal.examples.numaflow_side_inputs:ExampleSideInput",
+    "numaflow-python/udf-sideinput-example": "tidal.examples.numaflow_side_inputs:SideInputHandler",
+    "numaflow-go/map-sideinput": "tidal.examples.numaflow_side_inputs:EvenOddTicker",
+    "numaflow-go/map-sideinput-udf": "tidal.examples.numaflow_side_inputs:map_side_input",
 }
 
 

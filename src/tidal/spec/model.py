@@ -43,6 +43,7 @@ from tidal.spec.rate_limit import RateLimitSpec, VertexLimits
 from tidal.spec.records import IDENTIFIER, RecordsSpec, ReferenceSpec
 from tidal.spec.reduce import GroupBySpec
 from tidal.spec.routing import ForwardConditions
+from tidal.spec.side_inputs import SideInputSpec
 from tidal.spec.watermark import WatermarkSpec
 
 __all__ = [
@@ -263,6 +264,7 @@ class VertexSpec(_Model):
     # partitioned by key into them); what scales is the read tasks and the executors.
     partitions: int | None = Field(None, ge=1, le=1024)
     limits: VertexLimits | None = None  # its own rateLimit (tidal.spec.rate_limit)
+    side_inputs: list[str] = Field(default_factory=list)  # the side inputs it reads (tidal.spec.side_inputs)
 
     @field_validator("name", mode="before")
     @classmethod
@@ -369,6 +371,8 @@ class PipelineSpec(_Model):
     records: RecordsSpec | None = None  # the default of every edge that declares none
     policy: str = Field("numaflow", pattern="^(numaflow|kpa|tidal|flink)$")  # of each vertex naming none
     watermark: WatermarkSpec = Field(default_factory=WatermarkSpec)  # maxDelay, idleSource
+    # Numaflow's side inputs: retrievers on schedules, read by the vertices naming them.
+    side_inputs: list[SideInputSpec] = Field(default_factory=list)
 
     def vertex(self, name: str) -> VertexSpec:
         for v in self.vertices:

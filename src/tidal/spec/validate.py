@@ -42,6 +42,7 @@ from tidal.spec.model import PipelineSpec, UserClassSpec, VertexSpec
 from tidal.spec.mono import as_pipeline, check_mono, is_mono, mono_error
 from tidal.spec.scale import numaflow_scale
 from tidal.spec.sdk_kinds import check_reducer
+from tidal.spec.side_input_checks import side_input_problems
 
 log = logging.getLogger("tidal.spec")
 
@@ -115,6 +116,7 @@ def _checked(data: Mapping[str, Any] | PipelineSpec) -> PipelineSpec:
         *check_graph(spec),
         *_check_vertices(spec),
         *(errors.SpecError(*p) for p in condition_problems(spec)),
+        *side_input_problems(spec),
     ]
     if not problems:  # the chains of a graph that holds together
         problems = [

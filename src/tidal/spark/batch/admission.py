@@ -36,9 +36,10 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from pyspark.sql.datasource import InputPartition
 
 from tidal.scaling.throttle import Throttle
-from tidal.spark.batch import stores
+from tidal.spark.batch import side_inputs, stores
 from tidal.spark.batch.config import QueryConfig
 from tidal.spark.batch.heap import freeze_imports
+from tidal.spark.batch.side_inputs import Carried
 
 if TYPE_CHECKING:  # the control record pulls in pyarrow: not before the daemon forks (query/daemon)
     from tidal.isb.control import RoomClaims
@@ -52,6 +53,7 @@ class Range(InputPartition):
     last: int
     index: int
     t0: float = math.nan  # the generator's: when its load shape started (its messages' source times)
+    side: Carried | None = None  # the side inputs' values for the task (tidal.spark.batch.side_inputs)
 
 
 class Admission(NamedTuple):
@@ -125,6 +127,8 @@ def admit(config: QueryConfig, start: int, available: int) -> Admission:
             with control.claiming() as claims:
                 claims.claim(shared, config.vertex, 0)
         return Admission(start, replicas)
+    if config.side_inputs and side_inputs.store(config.run_dir).current(config.side_inputs) is None:
+        return Admission(start, replicas)  # a side input has no value yet: wait, as Numaflow's vertices do
     # A live edit of the pipeline's readBatchSize may change it, unless the vertex sets its own.
     size = (
         config.read_batch_size if config.own_batch_size else control.read_batch_size(config.read_batch_size)
@@ -212,6 +216,7 @@ def task_row(partition: Range) -> Any:
     import pyarrow as pa
 
     freeze_imports()  # every reader's task comes here, in a worker PySpark keeps for the next
+    side_inputs.arrive(partition)  # before the writer task reads this row and runs the handler
     return pa.RecordBatch.from_arrays(
         [
             pa.array([partition.first], pa.int64()),

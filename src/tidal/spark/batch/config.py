@@ -88,6 +88,9 @@ class QueryConfig:
         origins: tuple[str, ...] = (),
         max_delay: float = 0.0,  # watermark.maxDelay, added to a reduce's allowedLateness
         idle: IdleWatch | None = None,  # watermark.idleSource, for a reduce (tidal.spark.batch.idle)
+        # The side inputs the query's vertices read (tidal.spark.batch.side_inputs): its batches
+        # wait until each has a value, and carry the values to the tasks.
+        side_inputs: tuple[str, ...] = (),
     ) -> None:
         if limits is None:
             from tidal.spec.model import Limits
@@ -108,6 +111,7 @@ class QueryConfig:
         self.origins = tuple(origins)
         self.max_delay = max_delay
         self.idle = idle
+        self.side_inputs = tuple(side_inputs)
         self.backend = backend
         self.url = url
         self.durability: Durability = durability

@@ -21,7 +21,7 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
 from tidal import errors
 from tidal.isb.base import Buffer
-from tidal.spark.batch import stores
+from tidal.spark.batch import side_inputs, stores
 from tidal.spark.batch.admission import Range, admit, partition_batch, task_row
 from tidal.spark.batch.checkpoint_sync import sync_planned_batch
 from tidal.spark.batch.config import QueryConfig
@@ -53,7 +53,8 @@ class RangeReader(DataSourceStreamReader):
         sync_planned_batch(self.config)  # buffers.durability: sync, before any task appends
         first, last = start[self.KEY], end[self.KEY]
         replicas = self._admitted.pop((first, last), None)
-        return partition_batch(self.config, first + 1, last, replicas)
+        # with the side inputs' values as they are now (tidal.spark.batch.side_inputs)
+        return side_inputs.carry(self.config, partition_batch(self.config, first + 1, last, replicas))
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         assert isinstance(partition, Range)

@@ -55,12 +55,26 @@ def identity(spec: PipelineSpec) -> dict[str, str]:
             vertex.pop(key, None)
     for edge in data["edges"]:
         edge.pop("chain", None)
+    _side_inputs(data)
     text = json.dumps(data, sort_keys=True, default=_plain)
     return {
         "pipeline": spec.name,
         "data_hash": hashlib.sha256(text.encode()).hexdigest()[:16],
         "chains": plan_chains(spec).signature,
     }
+
+
+def _side_inputs(data: dict[str, Any]) -> None:
+    """Side inputs count by their retrievers and readers, not their triggers (when a value is
+    retrieved is a schedule, as scaling is); none leaves the hash as it was before side inputs
+    existed, so a run directory from then still resumes."""
+    for side in data.get("sideInputs") or []:
+        side.pop("trigger", None)
+    if not data.get("sideInputs"):
+        data.pop("sideInputs", None)
+    for vertex in data["vertices"]:
+        if not vertex.get("sideInputs"):
+            vertex.pop("sideInputs", None)
 
 
 def _chains_text(signature: str) -> str:

@@ -48,6 +48,7 @@ def query_config(
         followers=tuple((m, spec.vertex(m).udf) for m in chain.followers),
         rate_limit=spec.rate_limit(vertex),
         origins=tuple(dict.fromkeys(spec.inputs(vertex))),
+        side_inputs=tuple(dict.fromkeys(n for m in chain.members for n in spec.vertex(m).side_inputs)),
         max_delay=spec.watermark.max_delay,
         idle=idle_watch(spec, plan, vertex),
     )

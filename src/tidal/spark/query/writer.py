@@ -37,7 +37,7 @@ from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMess
 
 from tidal import errors
 from tidal.scaling.latency import TimeSample, delays_at, time_sample
-from tidal.spark.batch import stores
+from tidal.spark.batch import side_inputs, stores
 from tidal.spark.batch.config import QueryConfig
 from tidal.spark.batch.heap import freeze_imports
 from tidal.spark.batch.pieces import piece_size, pieces
@@ -150,6 +150,8 @@ class VertexWriter(DataSourceStreamArrowWriter):
         out_tags: list[tuple[str, ...]] = []  # for a sink that routes by them (a MonoVertex's bypass)
         members = self.config.members
         dead: list[list[tuple[str, bytes, str]]] = [[] for _ in members]
+        if self.config.side_inputs:  # before the handler's module is imported (it may copy the path)
+            side_inputs.point_pynumaflow(self.config.run_dir)
         transforms = self.transforms()
         steps = [Step() for _ in members]
         sink = self.sink("sink")
@@ -161,6 +163,8 @@ class VertexWriter(DataSourceStreamArrowWriter):
         # A chain's pieces are keyed by the head's input range, under a name no vertex's own can be.
         scope = prefix if tail == 0 else f"{self.config.tail}<{self.config.vertex}:"
         for kpart, a, b, t0 in pieces(iterator, step):
+            if self.config.side_inputs and written == 0:  # the task's reader has written them by now
+                side_inputs.require(self.config.run_dir, self.config.side_inputs, self.config.vertex)
             batch = self.messages(a, b, kpart, t0)
             ids, payloads, times = batch.column("id"), batch.column("payload"), batch.column("t")
             keys = batch.column("keys") if "keys" in batch.schema.names else None

@@ -57,6 +57,7 @@ from tidal.spec.chains import folded, plan_chains
 
 if TYPE_CHECKING:
     from tidal.request.path import RequestPath
+    from tidal.spark.run.side_inputs import SideInputManager
 
 __all__ = ["PipelineRun", "VertexStatus"]
 
@@ -120,6 +121,7 @@ class PipelineRun:
         # runner drains this run and starts another with it (tidal.cli.run).
         self.restart_requested: PipelineSpec | None = None
         # Memory and cores per replica, per query (VPA's recommender): shown, not applied.
+        self.side_inputs: SideInputManager | None = None  # the retrievers' thread (spec.sideInputs)
         self.vertical = VerticalWatch([v.name for v in self.control_spec.vertices])
 
     @property
@@ -180,6 +182,10 @@ class PipelineRun:
             if v.source is not None:  # the last stop closed it; a paused run stays closed
                 self.control.set_closing(v.name, self.control.phase() != "Running")
         configs = {v.name: self.query_config(v.name) for v in self.control_spec.vertices}
+        if self.spec.side_inputs:  # a retriever that cannot be imported stops the start here
+            from tidal.spark.run.side_inputs import SideInputManager
+
+            self.side_inputs = SideInputManager(self.spec, self.run_dir)
         for line in self.plan.describe():
             log.info("chaining: %s", line)
         if self._spark is None:
@@ -236,6 +242,10 @@ class PipelineRun:
                 starts_per_tick=self.starts_per_tick,
             ),
         )
+        if self.side_inputs is not None:  # its vertices wait for the first values
+            self.side_inputs.events = EventLog(self.run_dir / "events.jsonl")  # its own: news=True
+            self.side_inputs.replicas = functools.partial(self.control.replicas, default=0)
+            self.side_inputs.start()
         self.controller.paused = self.control.phase() != "Running"  # paused: no decisions until resumed
         # A restart resumes the killed driver's windows, cooldowns and learning (events say what).
         self.controller.state_file = StateFile(self.run_dir / "controller.state")
@@ -369,6 +379,8 @@ class PipelineRun:
         executors = self.executors()
         if executors is not None:
             record["executors"], record["executor_cores"] = executors
+        if self.side_inputs is not None:
+            record["side_inputs"] = self.side_inputs.status()
         tmp = self.run_dir / "status.json.tmp"
         tmp.write_text(json.dumps(record, indent=1))
         tmp.replace(self.run_dir / "status.json")
@@ -411,6 +423,8 @@ class PipelineRun:
                 time.sleep(0.2)
         if self.controller is not None:
             self.controller.stop()
+        if self.side_inputs is not None:
+            self.side_inputs.stop()
         for refresher in [*self._refreshers, *self._watches]:
             refresher.stop()
         if self.allocator is not None:

@@ -40,12 +40,13 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
 from tidal import errors
 from tidal.log import Repeated
-from tidal.spark.batch import stores
+from tidal.spark.batch import side_inputs, stores
 from tidal.spark.batch.admission import admit
 from tidal.spark.batch.checkpoint_sync import sync_planned_batch
 from tidal.spark.batch.clients import expand_env
 from tidal.spark.batch.config import QueryConfig
 from tidal.spark.batch.heap import freeze_imports
+from tidal.spark.batch.side_inputs import Carried
 from tidal.spark.sources.connector import SourceConnector
 from tidal.spec.model import KafkaSourceSpec
 
@@ -129,6 +130,7 @@ class KafkaRanges(InputPartition):
 
     ranges: list[tuple[int, int, int]]
     index: int
+    side: Carried | None = None  # the side inputs' values for the task (tidal.spark.batch.side_inputs)
 
 
 def split_ranges(ranges: list[tuple[int, int, int]], replicas: int) -> list[KafkaRanges]:
@@ -258,6 +260,9 @@ class KafkaReader(DataSourceStreamReader):
         return _json(end)
 
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> Sequence[InputPartition]:
+        return side_inputs.carry(self.config, self._tasks(start, end))
+
+    def _tasks(self, start: dict[str, int], end: dict[str, int]) -> list[KafkaRanges]:
         sync_planned_batch(self.config)  # buffers.durability: sync, before any task appends
         control, vertex = stores.control(self.config), self.config.vertex
         begin, stop = _offsets(start), _offsets(end)
@@ -287,6 +292,7 @@ class KafkaReader(DataSourceStreamReader):
 
         assert isinstance(partition, KafkaRanges)
         freeze_imports()
+        side_inputs.arrive(partition)
         ranges = partition.ranges
         yield pa.RecordBatch.from_arrays(
             [
