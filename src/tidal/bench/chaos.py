@@ -65,7 +65,7 @@ vertices:
     scale:
       min: 1
       max: 2
-      lookbackSeconds: 30
+      lookbackSeconds: 120  # Numaflow's default: longer than a driver's restart, so the window survives it
       targetProcessingSeconds: 2
       scaleUpCooldownSeconds: 5
       scaleDownCooldownSeconds: 10

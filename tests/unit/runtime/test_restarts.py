@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tidal.spark.run.restarts import RestartBudget, transient
+from tidal.spark.run.restarts import OutageRestarts, RestartBudget, transient, unreachable
 
 
 def test_only_the_machines_failures_are_transient():
@@ -19,3 +19,28 @@ def test_three_restarts_per_vertex_in_ten_minutes_then_none():
     assert budget.take("a", 3.0) is None  # spent: the run stops, naming the vertex
     assert budget.take("b", 3.0) == 1  # per vertex
     assert budget.take("a", 601.0) == 3  # the first one has left the window
+
+
+def test_the_buffers_unreachable_is_an_outage_not_a_wrong_pipeline():
+    assert unreachable("TimeoutError: nats: timeout")
+    assert unreachable("NoServersError: nats: no servers available for connection")
+    assert not unreachable("UdfError: vertex 'x' failed on message 'm1': ValueError: timeout")
+    assert not transient("TimeoutError: nats: timeout")  # not spent from the budget of three
+
+
+def test_an_outage_restarts_every_few_seconds_until_it_lasted_too_long():
+    outages = OutageRestarts(limit=30.0, retry=5.0)
+    assert not outages.in_outage("work")
+    assert outages.decide("work", 100.0) == "restart"
+    assert outages.decide("work", 102.0) == "wait"  # started 2 s ago: let it try
+    assert outages.decide("work", 105.0) == "restart"
+    assert outages.outage("work", 110.0) == 10.0
+    assert outages.decide("work", 131.0) == "give-up"  # 31 s of failures in a row
+
+
+def test_a_committed_batch_ends_the_outage_and_the_next_one_counts_from_zero():
+    outages = OutageRestarts(limit=30.0, retry=5.0)
+    outages.decide("work", 100.0)
+    outages.recovered("work")
+    assert not outages.in_outage("work")
+    assert outages.decide("work", 200.0) == "restart" and outages.outage("work", 225.0) == 25.0

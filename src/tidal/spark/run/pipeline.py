@@ -49,7 +49,7 @@ from tidal.spark.cluster.standalone import default_master_web
 from tidal.spark.query.queries import query_config
 from tidal.spark.query.vertex import failure_reason, past_start, start_vertex, stop_between_batches
 from tidal.spark.run.buffer_watch import start_buffer_watch
-from tidal.spark.run.restarts import BUDGET, RestartBudget, transient
+from tidal.spark.run.restarts import BUDGET, OutageRestarts, RestartBudget, transient, unreachable
 from tidal.spark.run.status import VertexStatus, vertex_statuses
 from tidal.spark.run.vertical import VerticalWatch
 from tidal.spec import PipelineSpec, graph
@@ -107,6 +107,7 @@ class PipelineRun:
         self._configs: dict[str, Any] = {}  # each query's configuration and planned frame, to start
         self._frames: dict[str, Any] = {}  # it again after a transient failure (tidal.spark.run.restarts)
         self._restarts = RestartBudget()
+        self._outages = OutageRestarts()
         self.controller: Controller | None = None
         self.control: ControlStore | None = None
         self.buffers: BufferStore | None = None
@@ -299,8 +300,13 @@ class PipelineRun:
         for name, query in list(self.queries.items()):
             exc = query.exception()
             if exc is None:
+                if self._outages.in_outage(name) and query.lastProgress is not None:
+                    self._outages.recovered(name)  # it ran a batch since its restart
                 continue
             reason = failure_reason(exc)
+            if unreachable(reason):
+                self._outage_restart(name, reason)
+                continue
             attempt = self._restarts.take(name, time.time()) if transient(reason) else None
             if attempt is None:
                 raise errors.PipelineError(name, reason)
@@ -319,6 +325,18 @@ class PipelineRun:
             shuffle_partitions=(self.spec.vertex(name).partitions or 1) if config.reduce else None,
         )
 
+    def _outage_restart(self, name: str, reason: str) -> None:
+        """``name``'s query failed because the buffers did not answer: start it again every few
+        seconds while the outage lasts, and stop the run once it lasted too long
+        (:class:`~tidal.spark.run.restarts.OutageRestarts`)."""
+        now = time.time()
+        verdict = self._outages.decide(name, now)
+        if verdict == "give-up":
+            lasted = self._outages.outage(name, now)
+            raise errors.PipelineError(name, f"the buffers were unreachable for {lasted:.0f} s: {reason}")
+        if verdict == "restart":
+            self._restart(name, f"the buffers did not answer ({reason}); trying again", 0)
+
     def _restart(self, name: str, reason: str, attempt: int) -> None:
         """``name``'s query failed for a transient reason: start it again from its checkpoint."""
         with contextlib.suppress(Exception):
@@ -326,6 +344,8 @@ class PipelineRun:
         self.queries[name] = self._start_query(name)
         why = (
             f"query restarted from its checkpoint after a transient failure ({attempt} of {BUDGET}): {reason}"
+            if attempt
+            else f"query restarted from its checkpoint: {reason}"
         )
         log.warning("vertex %s: %s", name, why)
         if self.controller is not None and self.control is not None:
