@@ -29,12 +29,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tidal import errors
-from tidal.controller import Controller, EventLog, StoreProbe
-from tidal.controller.choose import spec_policies
+from tidal.controller import Controller, EventLog
 from tidal.controller.faults import FAULTS_FILE, FaultLog
-from tidal.controller.replicas import DryRunActuator, seed_replicas
-from tidal.controller.restart import StateFile
+from tidal.controller.replicas import seed_replicas
 from tidal.isb.base import BufferStore
 from tidal.isb.control import ControlStore
 from tidal.isb.durability import start_warnings
@@ -47,9 +44,10 @@ from tidal.spark.batch.driver_lock import DriverLock
 from tidal.spark.batch.stores import open_store
 from tidal.spark.cluster.standalone import default_master_web
 from tidal.spark.query.queries import query_config
-from tidal.spark.query.vertex import failure_reason, past_start, start_vertex, stop_between_batches
+from tidal.spark.query.vertex import past_start, start_vertex, stop_between_batches
 from tidal.spark.run.buffer_watch import start_buffer_watch
-from tidal.spark.run.restarts import BUDGET, OutageRestarts, RestartBudget, transient, unreachable
+from tidal.spark.run.controller_setup import build_controller
+from tidal.spark.run.restarts import QueryFailures
 from tidal.spark.run.status import VertexStatus, vertex_statuses
 from tidal.spark.run.vertical import VerticalWatch
 from tidal.spec import PipelineSpec, graph
@@ -106,8 +104,7 @@ class PipelineRun:
         self.queries: dict[str, Any] = {}
         self._configs: dict[str, Any] = {}  # each query's configuration and planned frame, to start
         self._frames: dict[str, Any] = {}  # it again after a transient failure (tidal.spark.run.restarts)
-        self._restarts = RestartBudget()
-        self._outages = OutageRestarts()
+        self._failures = QueryFailures(self._restart)  # restarts what failed for the machine's reasons
         self.controller: Controller | None = None
         self.control: ControlStore | None = None
         self.buffers: BufferStore | None = None
@@ -208,7 +205,7 @@ class PipelineRun:
 
         # A step's SQL or schema error stops the run here, before any query starts.
         frames, self._refreshers = plan_steps(self._spark, configs)
-        from tidal.spark.sources.http import probe_sample, start_request_path
+        from tidal.spark.sources.http import start_request_path
 
         served = set(graph.http_sources(self.spec))  # request paths, not queries
         # Downstream first: a vertex's reader is up before anything is written into its buffer.
@@ -220,38 +217,11 @@ class PipelineRun:
                 continue
             self._configs[name], self._frames[name] = configs[name], frames.get(name)
             self.queries[name] = self._start_query(name)
-        actuator = DryRunActuator() if self.dry_run else self.control  # the readers consult it
-        probe = StoreProbe(
-            self.control_spec,
-            self.buffers,
-            self.control,
-            running=self.running,
-            slots=self.allocator.ready if self.allocator is not None else None,
-            measured={n: functools.partial(probe_sample, p) for n, p in self.requests.items()},
-        )
-        self.controller = Controller(
-            self.control_spec,
-            probe,
-            actuator,
-            EventLog(self.run_dir / "events.jsonl"),
-            operator=self.control,  # a person's writes apply even under --dry-run
-            policies=spec_policies(
-                self.control_spec,
-                time.time(),
-                self.control.replicas,
-                self.requests,
-                starts_per_tick=self.starts_per_tick,
-            ),
-        )
+        self.controller = build_controller(self)
         if self.side_inputs is not None:  # its vertices wait for the first values
             self.side_inputs.events = EventLog(self.run_dir / "events.jsonl")  # its own: news=True
             self.side_inputs.replicas = functools.partial(self.control.replicas, default=0)
             self.side_inputs.start()
-        self.controller.paused = self.control.phase() != "Running"  # paused: no decisions until resumed
-        # A restart resumes the killed driver's windows, cooldowns and learning (events say what).
-        self.controller.state_file = StateFile(self.run_dir / "controller.state")
-        if (saved := self.controller.state_file.load()) is not None:
-            self.controller.restore(saved, time.time())
         if self.allocator is not None:  # an idle vertex's replicas hold no executor
             self.allocator.idle_for = self.controller.idle_for
             self.allocator.progress = self.controller.progress  # does one more executor pay?
@@ -297,20 +267,7 @@ class PipelineRun:
         executor allocator found a cluster the pipeline cannot run on)."""
         if self.allocator is not None and self.allocator.error is not None:
             raise self.allocator.error
-        for name, query in list(self.queries.items()):
-            exc = query.exception()
-            if exc is None:
-                if self._outages.in_outage(name) and query.lastProgress is not None:
-                    self._outages.recovered(name)  # it ran a batch since its restart
-                continue
-            reason = failure_reason(exc)
-            if unreachable(reason):
-                self._outage_restart(name, reason)
-                continue
-            attempt = self._restarts.take(name, time.time()) if transient(reason) else None
-            if attempt is None:
-                raise errors.PipelineError(name, reason)
-            self._restart(name, reason, attempt)
+        self._failures.check(self.queries)
 
     def _start_query(self, name: str) -> Any:
         config = self._configs[name]
@@ -325,28 +282,11 @@ class PipelineRun:
             shuffle_partitions=(self.spec.vertex(name).partitions or 1) if config.reduce else None,
         )
 
-    def _outage_restart(self, name: str, reason: str) -> None:
-        """``name``'s query failed because the buffers did not answer: start it again every few
-        seconds while the outage lasts, and stop the run once it lasted too long
-        (:class:`~tidal.spark.run.restarts.OutageRestarts`)."""
-        now = time.time()
-        verdict = self._outages.decide(name, now)
-        if verdict == "give-up":
-            lasted = self._outages.outage(name, now)
-            raise errors.PipelineError(name, f"the buffers were unreachable for {lasted:.0f} s: {reason}")
-        if verdict == "restart":
-            self._restart(name, f"the buffers did not answer ({reason}); trying again", 0)
-
-    def _restart(self, name: str, reason: str, attempt: int) -> None:
-        """``name``'s query failed for a transient reason: start it again from its checkpoint."""
+    def _restart(self, name: str, why: str, attempt: int) -> None:
+        """Start ``name``'s failed query again from its checkpoint, with an event saying why."""
         with contextlib.suppress(Exception):
             self.queries[name].stop()
         self.queries[name] = self._start_query(name)
-        why = (
-            f"query restarted from its checkpoint after a transient failure ({attempt} of {BUDGET}): {reason}"
-            if attempt
-            else f"query restarted from its checkpoint: {reason}"
-        )
         log.warning("vertex %s: %s", name, why)
         if self.controller is not None and self.control is not None:
             replicas = self.control.replicas(name, default=self.spec.vertex(name).replicas)

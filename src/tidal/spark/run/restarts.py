@@ -21,7 +21,12 @@ failed with ``TimeoutError: nats: timeout`` and, before this, stopped the whole 
 
 from __future__ import annotations
 
+import time
 from collections import deque
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from tidal import errors
 
 __all__ = [
     "BUDGET",
@@ -31,6 +36,7 @@ __all__ = [
     "UNREACHABLE",
     "WINDOW_SECONDS",
     "OutageRestarts",
+    "QueryFailures",
     "RestartBudget",
     "transient",
     "unreachable",
@@ -109,3 +115,45 @@ class RestartBudget:
             return None
         recent.append(now)
         return len(recent)
+
+
+class QueryFailures:
+    """What the run does with a failed query: a transient failure restarts it (within the
+    budget), the buffers unreachable restart it while the outage lasts, anything else stops the
+    run naming the vertex. ``restart(name, why, attempt)`` starts the query again."""
+
+    def __init__(self, restart: Callable[[str, str, int], None]) -> None:
+        self._restart = restart
+        self._budget = RestartBudget()
+        self._outages = OutageRestarts()
+
+    def check(self, queries: Mapping[str, Any]) -> None:
+        """Look at every query once: raise :class:`~tidal.errors.PipelineError` for a failure
+        that is the pipeline's (or one restarted too often), restart the others."""
+        from tidal.spark.query.vertex import failure_reason
+
+        for name, query in list(queries.items()):
+            exc = query.exception()
+            if exc is None:
+                if self._outages.in_outage(name) and query.lastProgress is not None:
+                    self._outages.recovered(name)  # it ran a batch since its restart
+                continue
+            reason = failure_reason(exc)
+            now = time.time()
+            if unreachable(reason):
+                verdict = self._outages.decide(name, now)
+                if verdict == "give-up":
+                    lasted = self._outages.outage(name, now)
+                    raise errors.PipelineError(
+                        name, f"the buffers were unreachable for {lasted:.0f} s: {reason}"
+                    )
+                if verdict == "restart":
+                    self._restart(
+                        name, f"query restarted from its checkpoint: the buffers did not answer ({reason})", 0
+                    )
+                continue
+            attempt = self._budget.take(name, now) if transient(reason) else None
+            if attempt is None:
+                raise errors.PipelineError(name, reason)
+            why = f"after a transient failure ({attempt} of {BUDGET}): {reason}"
+            self._restart(name, f"query restarted from its checkpoint {why}", attempt)
