@@ -10,21 +10,19 @@ from __future__ import annotations
 
 import functools
 import time
-from typing import TYPE_CHECKING
+from typing import Any
 
 from tidal.controller import Controller, EventLog, StoreProbe
 from tidal.controller.choose import spec_policies
 from tidal.controller.replicas import DryRunActuator
 from tidal.controller.restart import StateFile
 
-if TYPE_CHECKING:
-    from tidal.spark.run.pipeline import PipelineRun
-
 __all__ = ["build_controller"]
 
 
-def build_controller(run: PipelineRun) -> Controller:
-    """The controller of ``run`` (its queries and request paths started), not yet ticking."""
+def build_controller(run: Any) -> Controller:
+    """The controller of ``run``, a :class:`~tidal.spark.run.pipeline.PipelineRun` whose queries and
+    request paths started (typed loosely: the run imports this module), not yet ticking."""
     from tidal.spark.sources.http import probe_sample
 
     assert run.control is not None and run.buffers is not None
