@@ -155,6 +155,13 @@ def test_a_metric_outage_holds_the_vertex_says_so_and_resumes_when_the_numbers_c
     outage = [d for d in rig.events.read() if d.vertex == "work" and "buffer unreachable" in d.reason]
     assert len(outage) == 1 and outage[0].rule == Rule.METRICS_UNAVAILABLE  # once, not every tick
     probe.down = False
+    back = t + 1
+    for _ in range(9):  # the lookback (10 s) still spans the hole: a scale-down is held
+        t += 1
+        rig.controller.tick(t)
+        assert rig.replicas("work") == held, rig.controller.decisions()["work"]
+    held_downs = [d for d in rig.events.read() if d.vertex == "work" and d.rule == Rule.METRICS_SETTLING]
+    assert held_downs and held_downs[0].inputs["numbersBackAt"] == back
     for _ in range(60):
         t += 1
         rig.controller.tick(t)

@@ -38,7 +38,13 @@ from tidal.controller.neighbours import heading_to, shared_rate_limit, upstream_
 from tidal.controller.policy import NumaflowPolicy, PolicyInput, VertexPolicy
 from tidal.controller.ports import Actuator, DecisionRecorder, Probe, ProbeSample
 from tidal.controller.restart import Restored, StateFile, restore, restore_notes, snapshot
-from tidal.controller.state import VertexState, adapt_lookback, outage_note, watch_progress
+from tidal.controller.state import (
+    VertexState,
+    adapt_lookback,
+    hold_down_after_outage,
+    outage_note,
+    watch_progress,
+)
 from tidal.scaling import (
     BufferLoad,
     Decision,
@@ -210,8 +216,11 @@ class Controller:
                 v.active_at = now  # not known: counted as working
                 v.last = outage_note(v, now, exc)  # the live view and the event log say so
                 self.events.record(v.last)
+                v.outage_since = v.outage_since if v.outage_since is not None else now
             samples[name] = sample
             if sample is not None:
+                if v.outage_since is not None:  # numbers again: the window still holds the hole
+                    v.outage_since, v.numbers_back_at = None, now
                 v.rater.record(now, self._counters(v, sample), sample.pending)
                 self._report(v, watch_progress(v, sample, now, self._stuck_after), now)
         for v in self._vertices.values():
@@ -244,8 +253,9 @@ class Controller:
         if self.wake_path:
             self._wake_paths(views, decisions)
         out = []
-        for name, decision in decisions.items():
+        for name, decided in decisions.items():
             v = self._vertices[name]
+            decision = hold_down_after_outage(v, decided, now)
             if decision.changed:
                 self.actuator.set_replicas(name, decision.desired)
                 v.last_scaled_at = now

@@ -64,6 +64,8 @@ _KEPT = (
     "progress_at",
     "stuck_since",
     "active_at",
+    "outage_since",
+    "numbers_back_at",
 )
 
 

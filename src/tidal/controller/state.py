@@ -12,7 +12,14 @@ from tidal.controller.policy import VertexPolicy
 from tidal.controller.ports import ProbeSample
 from tidal.scaling import Decision, Rater, Rule, VertexKind, adaptive_lookback
 
-__all__ = ["ADAPT_LOOKBACK_EVERY", "VertexState", "adapt_lookback", "outage_note", "watch_progress"]
+__all__ = [
+    "ADAPT_LOOKBACK_EVERY",
+    "VertexState",
+    "adapt_lookback",
+    "hold_down_after_outage",
+    "outage_note",
+    "watch_progress",
+]
 
 log = logging.getLogger("tidal.controller")
 
@@ -42,6 +49,8 @@ class VertexState:
     progress_at: float | None = None  # when it last processed something, or had nothing to do
     stuck_since: float | None = None  # set while pending and no progress for stuck_after seconds
     active_at: float | None = None  # when it last processed something or had messages pending
+    outage_since: float | None = None  # its numbers could not be read from then (a metric outage)
+    numbers_back_at: float | None = None  # when they came back after the last outage
 
 
 def watch_progress(
@@ -108,4 +117,26 @@ def outage_note(v: VertexState, now: float, exc: Exception) -> Decision:
         f"its numbers could not be read ({type(exc).__name__}: {exc}); holding at {replicas} "
         "until they come back",
         {"error": f"{type(exc).__name__}: {exc}"},
+    )
+
+
+def hold_down_after_outage(v: VertexState, decision: Decision, now: float) -> Decision:
+    """A scale-down (or to zero) within one lookback of a metric outage's end is held: the window
+    its averages come from still has the outage's hole, so they are the numbers from before it.
+    Found on the chaos bench: a map held at 2 through a 30 s outage went to 1 the first tick its
+    numbers came back (an averaged pending of 369 from before the outage, against 1,300 waiting),
+    and back to 2 five seconds later. A scale-up is not held: missing data never asks for less."""
+    back = v.numbers_back_at
+    if back is None or decision.desired >= decision.current or now - back >= v.lookback_seconds:
+        return decision
+    return Decision(
+        v.name,
+        now,
+        decision.current,
+        decision.current,
+        Rule.METRICS_SETTLING,
+        f"{decision.reason}; held: the lookback ({v.lookback_seconds:g} s) still spans the metric "
+        f"outage that ended {now - back:.0f} s ago",
+        {**decision.inputs, "numbersBackAt": back},
+        recommended=decision.recommended,
     )

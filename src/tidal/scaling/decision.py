@@ -49,6 +49,7 @@ class Rule(StrEnum):
     WARMING_UP = "warming-up"
     METRICS_UNAVAILABLE = "metrics-unavailable"
     BUFFER_UNAVAILABLE = "buffer-unavailable"
+    METRICS_SETTLING = "metrics-settling"  # a scale-down held: the lookback still spans a metric outage
     RATE_LIMITED = "rate-limited"
     SINK_FAILING = "sink-failing"  # its sink retries writes: more replicas would not help
     BACK_PRESSURE_DOWNSTREAM = "back-pressure-downstream"
