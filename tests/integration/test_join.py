@@ -5,21 +5,25 @@ each upstream's writes stop (none lost, none dropped), and once the join runs ag
 and every message of both branches arrives exactly once.
 
 Numaflow's diamond e2e tests (numaproj/numaflow ``test/diamond-e2e``: ``TestJoinOnMapPipeline``,
-``TestJoinOnSinkVertex``, and its cycles, whose loop edge joins the vertex it goes back to:
-``TestCycleBackward``, ``TestCycleToSelf``) run here on their own manifests, converted as they stand, with
-Numaflow's client requests (a raw body to ``/vertices/<name>``, ``x-numaflow-id``) and a file
-sink in place of their Redis sink, so the test counts what arrives: every message of both
-branches, once each.
+``TestJoinOnSinkVertex``, ``TestJoinOnReducePipeline``, and its cycles, whose loop edge joins the
+vertex it goes back to: ``TestCycleBackward``, ``TestCycleToSelf``) run here on their own
+manifests, converted as they stand, with Numaflow's client requests (a raw body to
+``/vertices/<name>``, ``x-numaflow-id``, ``x-numaflow-event-time``) and a file sink in place of
+their Redis sink, so the test counts what arrives: every message of both branches, once each.
 
-Not here yet: ``TestJoinOnReducePipeline`` (``join-on-reduce.yaml``). On Spark its windows come
-out short (36 and 73 where Numaflow's test expects 40 and 80): a reduce's watermark is Spark's,
-the largest event time its one input buffer has seen, so the faster branch moves it past
-messages the slower branch has yet to write, and Spark drops those as late. It needs a join's
-watermark to be the minimum of its inputs' (issue #59, the reduce join-watermark work).
+``join-on-reduce`` joins two maps into a keyed reduce: each 10 s window must sum both branches
+(40 even, 80 odd), once per key. It came out short (36 and 73) while a reduce's watermark was the
+largest event time of its one input buffer: the faster branch moved it past messages the slower
+one had yet to write, and Spark dropped those as late. A reduce now keeps a watermark per input
+and takes their minimum (issue #59, :mod:`tidal.spark.query.reduce`); with one watermark for the
+buffer, this test fails again (a window with one branch's half: 20, 40). One change from
+Numaflow's manifest, to keep the test under a minute: the reduce reads the default batch instead
+of the pipeline's ``readBatchSize: 5`` (see the test).
 """
 
 from __future__ import annotations
 
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -256,3 +260,78 @@ def test_numaflows_cycles_deliver_each_message_once_after_its_rounds(spark, tmp_
             assert rounds >= 3 * len(msgs), rounds
 
         eventually(three_rounds, 60, "every message's three rounds counted")
+
+
+def window_sums(out: Path) -> dict[tuple[str, int], int]:
+    """``(key, window start ms)`` → the sum the reduce delivered (ids ``<vertex>:<keys>@<start
+    ms>-<end ms>``); fails on a key's window delivered twice."""
+    found: dict[tuple[str, int], int] = {}
+    for record in delivered(out):
+        key, _, bounds = record["id"].split(":", 1)[1].partition("@")
+        start = int(bounds.split("-")[0])
+        assert (key, start) not in found, f"window {key}@{start} delivered twice"
+        found[key, start] = int(record["payload"])
+    return found
+
+
+#: a full 10 s window of Numaflow's join-on-reduce test, per key
+FULL = {"even": 40, "odd": 80}
+
+
+def test_numaflows_join_on_reduce_sums_both_branches_in_each_window_once(spark, tmp_path):
+    # Numaflow's TestJoinOnReducePipeline: "in" fans out to two even-odd maps (atoi-1 of two
+    # partitions), both join into a keyed reduce-sum on 10 s fixed windows. Its client posts
+    # "1", "2", "3" with the same event time, 1 s later each round from 60000 ms, until the sink
+    # has 40 (even: 10 rounds × 2 × 2 maps) and 80 (odd: 10 × (1 + 3) × 2). A watermark that is
+    # the faster map's drops the slower one's messages as late: short windows (36, 73).
+    data = converted("join-on-reduce", "sink")
+    # Numaflow's readBatchSize of 5 is a read every readTimeout (10 ms); here it is 5 per
+    # micro-batch (a trigger of 0.25 s and its planning), and the reduce, whose batches are the
+    # slowest (Spark's state store), would take minutes to reach its windows. It reads the default
+    # batch; the maps keep Numaflow's 5, so the branches run apart as they did when the windows
+    # came out short. The windows, keys, partitions and edges are Numaflow's.
+    assert data["limits"]["readBatchSize"] == 5
+    (reduce,) = [v for v in data["vertices"] if v["name"] == "compute-sum"]
+    reduce["limits"] = {**reduce.get("limits", {}), "readBatchSize": 500}
+    spec = parse_pipeline(data)
+    assert {e.from_ for e in spec.edges if e.to == "compute-sum"} == {"atoi-0", "atoi-1"}
+    out = tmp_path / "out.jsonl"
+    stop = threading.Event()
+    answers: Counter[int] = Counter()
+    with PipelineRun(spec, tmp_path, spark=spark, trigger_seconds=0.25) as run:
+        url = run.requests["in"].url.rstrip("/") + "/vertices/in"
+
+        def send() -> None:
+            """Numaflow's sender: rounds until the test has its windows (at most 300, as its
+            context's 5-minute deadline bounds Numaflow's)."""
+            for i in range(300):
+                if stop.is_set():
+                    return
+                event_time = str(60000 + i * 1000)
+                for body in (b"1", b"2", b"3"):
+                    while (status := post(url, body, x_numaflow_event_time=event_time)) in (429, 503):
+                        time.sleep(0.2)  # back pressure (Retry-After): send it again
+                    answers[status] += 1
+
+        sender = threading.Thread(target=send, daemon=True)
+        sender.start()
+        try:
+
+            def two_full_windows() -> None:
+                run.check()
+                sums = window_sums(out)
+                starts = sorted({start for _, start in sums})
+                assert len(starts) >= 2, sums
+                # every window that closed holds both maps' messages: 40 even, 80 odd
+                assert sums == {(key, s): total for s in starts for key, total in FULL.items()}, sums
+
+            eventually(two_full_windows, 180, "the reduce's windows with both branches (40 and 80)")
+        finally:
+            stop.set()
+            sender.join(timeout=60)
+        assert set(answers) == {200}, answers
+    # the first window, [60 s, 70 s), and every one after: each key's sum once
+    sums = window_sums(out)
+    starts = sorted({start for _, start in sums})
+    assert starts[0] == 60000, starts
+    assert sums == {(key, s): total for s in starts for key, total in FULL.items()}, sums
