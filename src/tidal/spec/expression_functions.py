@@ -25,60 +25,18 @@ import base64
 import binascii
 import hashlib
 import json
-import math
 import re
 import zlib
 from collections.abc import Callable
-from decimal import Decimal
 from typing import Any
+
+from tidal.spec.go_format import go_format, go_quote
+from tidal.spec.go_regexp import REGEXP
+from tidal.spec.sprig_numeric import NUMERIC
 
 __all__ = ["FUNCTIONS", "SPRIG", "go_format", "to_int", "to_string"]
 
 _ATOI = re.compile(r"[+-]?[0-9]+")
-
-
-def _go_float(f: float) -> str:
-    """Go's ``%v`` of a ``float64``: ``strconv.FormatFloat(f, 'g', -1, 64)``, the shortest
-    digits that read back, in exponent form when the exponent is below -4 or at least 6
-    (``%g`` with the shortest precision decides at precision 6: ``1e+06``, ``123456``)."""
-    if math.isnan(f):
-        return "NaN"
-    if math.isinf(f):
-        return "+Inf" if f > 0 else "-Inf"
-    if f == 0:
-        return "-0" if math.copysign(1.0, f) < 0 else "0"
-    sign, digits, exponent = Decimal(repr(f)).normalize().as_tuple()
-    assert isinstance(exponent, int)
-    text = "".join(str(d) for d in digits)
-    point = len(text) + exponent  # where the decimal point goes in the digits
-    exp = point - 1
-    minus = "-" if sign else ""
-    if exp < -4 or exp >= 6:
-        mantissa = text[0] + ("." + text[1:] if len(text) > 1 else "")
-        return f"{minus}{mantissa}e{'-' if exp < 0 else '+'}{abs(exp):02d}"
-    if point <= 0:
-        return f"{minus}0.{'0' * -point}{text}"
-    if point >= len(text):
-        return f"{minus}{text}{'0' * (point - len(text))}"
-    return f"{minus}{text[:point]}.{text[point:]}"
-
-
-def go_format(v: Any) -> str:
-    """Go's ``fmt.Sprintf("%v", v)`` for the values an expression yields (what Numaflow's
-    ``EvalStr`` returns): ``<nil>``, ``true``, numbers as Go prints them, ``[a b]``, ``map[k:v]``."""
-    if v is None:
-        return "<nil>"
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, float):
-        return _go_float(v)
-    if isinstance(v, bytes):
-        return v.decode(errors="replace")
-    if isinstance(v, list):
-        return "[" + " ".join(go_format(x) for x in v) + "]"
-    if isinstance(v, dict):
-        return "map[" + " ".join(f"{k}:{go_format(v[k])}" for k in sorted(v)) + "]"
-    return str(v)
 
 
 def to_string(v: Any) -> str:
@@ -246,13 +204,12 @@ SPRIG: dict[str, Callable[..., Any]] = {
     "substr": _substr,
     "trunc": _trunc,
     "nospace": lambda s: "".join(c for c in _s(s) if not _go_space(c)),
+    "quote": lambda *vs: " ".join(go_quote(_strval(v)) for v in vs if v is not None),
     "squote": lambda *vs: " ".join(f"'{go_format(v)}'" for v in vs if v is not None),
     "toString": _strval,
     "atoi": lambda s: int(_s(s)) if _ATOI.fullmatch(_s(s)) else 0,
     "splitList": _split_list,
     "join": _join,
-    "regexMatch": lambda pattern, s: re.search(_s(pattern), _s(s)) is not None,
-    "regexFind": lambda pattern, s: m.group(0) if (m := re.search(_s(pattern), _s(s))) else "",
     "sha1sum": lambda s: hashlib.sha1(_s(s).encode()).hexdigest(),
     "sha256sum": lambda s: hashlib.sha256(_s(s).encode()).hexdigest(),
     "adler32sum": lambda s: str(zlib.adler32(_s(s).encode())),
@@ -260,4 +217,6 @@ SPRIG: dict[str, Callable[..., Any]] = {
     "empty": _empty,
     "coalesce": lambda *vs: next((v for v in vs if not _empty(v)), None),
     "ternary": lambda yes, no, test: yes if test is True else no,
+    **NUMERIC,
+    **REGEXP,
 }
