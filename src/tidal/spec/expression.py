@@ -32,6 +32,7 @@ from typing import Any
 from tidal.spec.expression_functions import FUNCTIONS as _FUNCTIONS
 from tidal.spec.expression_functions import SPRIG as _SPRIG
 from tidal.spec.expression_functions import go_format, to_string
+from tidal.spec.go_regexp import REGEX_FUNCTIONS, compile_re2
 
 __all__ = ["FilterExpression", "cat", "compile_filter"]
 
@@ -102,6 +103,17 @@ def compile_filter(expression: str) -> FilterExpression:
         raise ValueError(f"{expression!r} does not parse: {exc.msg}") from None
 
 
+def _check_pattern(name: str, args: list[ast.expr]) -> None:
+    """A sprig regex function's literal pattern, checked when the spec is read: one Go's RE2 would
+    refuse, or that Python's ``re`` would read otherwise, is an error naming it, not a filter that
+    drops every message at run time."""
+    if args and isinstance(args[0], ast.Constant) and isinstance(args[0].value, str):
+        try:
+            compile_re2(args[0].value)
+        except Exception as exc:
+            raise ValueError(f"sprig.{name}: the pattern {args[0].value!r}: {exc}") from exc
+
+
 def _check(node: ast.AST, text: str) -> ast.AST:
     """``node`` when every part of it is in the supported language, else ``ValueError``."""
     for part in ast.walk(node):
@@ -122,6 +134,8 @@ def _check(node: ast.AST, text: str) -> ast.AST:
                 )
             if part.keywords:
                 raise ValueError("keyword arguments are not part of the expression language")
+            if sprig and isinstance(func, ast.Attribute) and func.attr in REGEX_FUNCTIONS:
+                _check_pattern(func.attr, part.args)
         elif isinstance(part, ast.Name) and part.id not in (*_NAMES, "payload", "sprig", *_FUNCTIONS):
             raise ValueError(f"{part.id!r} is not known (use payload, json(payload).field, true, false, nil)")
         elif isinstance(part, ast.Attribute) and part.attr.startswith("_"):

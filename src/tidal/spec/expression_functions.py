@@ -17,6 +17,9 @@ Where Tidal differs on purpose:
   (``now``, ``date``, ``rand*``, ``uuidv4``, ``shuffle``, ``env``, ``expandenv``, …) are refused:
   a replayed message would be judged differently. Sprig functions not listed in :data:`SPRIG`
   are refused when the spec is read, naming the function.
+- Arithmetic (:mod:`tidal.spec.sprig_numeric`) and the regex functions on Go's RE2 syntax
+  (:mod:`tidal.spec.go_regexp`, whose refusals come when the spec is read) have modules of
+  their own.
 """
 
 from __future__ import annotations
