@@ -262,3 +262,16 @@ def test_policy_flink_resumes_in_a_new_job_of_its_own(tmp_path):
     assert len(jobs) == 1
     got = {d.vertex: d.rule for d in restored.tick(t + 1)}
     assert got["work"] == Rule.FLINK_HOLD
+
+
+def test_a_state_file_the_disk_refuses_is_a_warning_once_and_the_last_snapshot_stays(tmp_path, caplog):
+    state = StateFile(tmp_path / "controller.state")
+    state.save(b"last good")
+    (tmp_path / "controller.state.part").mkdir()  # the write beside it fails, as on a full disk
+    with caplog.at_level("WARNING", logger="tidal.controller"):
+        assert state.keep(b"new") is False
+        assert state.keep(b"newer") is False
+    assert caplog.text.count("the controller's state was not saved") == 1
+    assert state.load() == b"last good"
+    (tmp_path / "controller.state.part").rmdir()
+    assert state.keep(b"newest") is True and state.load() == b"newest"

@@ -399,7 +399,7 @@ class Controller:
                     ready = None
                     self.tick(clock())
                     if self.state_file is not None:
-                        self.state_file.save(self.snapshot())
+                        self.state_file.keep(self.snapshot())
             except Exception:  # keep autoscaling alive; the traceback goes to the log
                 log.exception("controller tick failed")
             next_at += self.spec.controller.interval_seconds  # read each time: a live edit may change it

@@ -32,6 +32,7 @@ of another Tidal version is refused by its version line, not misread.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
 import math
@@ -171,12 +172,30 @@ class StateFile:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
+        self._failing = False
 
     def save(self, data: bytes) -> None:
         part = self.path.with_name(self.path.name + ".part")
         with part.open("wb") as f:
             f.write(data)
         os.replace(part, self.path)
+
+    def keep(self, data: bytes) -> bool:
+        """:meth:`save`, where a file system that refuses (a full disk) is a warning, once until it
+        works again, not a failed tick: the previous snapshot stays, and a restart resumes from it."""
+        try:
+            self.save(data)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                self.path.with_name(self.path.name + ".part").unlink(missing_ok=True)
+            if not self._failing:
+                log.warning(
+                    "the controller's state was not saved (%s); a restart resumes from the last saved", exc
+                )
+            self._failing = True
+            return False
+        self._failing = False
+        return True
 
     def load(self) -> bytes | None:
         """The last snapshot's bytes, or ``None`` when there is none (a first start)."""
