@@ -27,7 +27,6 @@ namespaces).
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import shutil
@@ -86,16 +85,9 @@ SCENARIOS: dict[str, dict[str, Any]] = {
 
 
 def _events(run_dir: Path) -> list[dict[str, Any]]:
-    path = run_dir / "events.jsonl"
-    if not path.exists():
-        return []
-    out = []
-    for line in path.read_text().splitlines():
-        try:
-            out.append(json.loads(line))
-        except ValueError:  # a line cut short by the kill
-            continue
-    return out
+    from tidal.controller.faults import read_jsonl
+
+    return read_jsonl(run_dir / "events.jsonl")
 
 
 def _scaling_up(run_dir: Path, after: float) -> bool:

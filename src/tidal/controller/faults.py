@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["FAULTS_FILE", "FaultLog", "read_faults"]
+__all__ = ["FAULTS_FILE", "FaultLog", "read_faults", "read_jsonl"]
 
 FAULTS_FILE = "faults.jsonl"
 
@@ -30,8 +30,9 @@ class FaultLog:
             f.write(json.dumps(line) + "\n")
 
 
-def read_faults(run_dir: str | Path) -> list[dict[str, Any]]:
-    path = Path(run_dir) / FAULTS_FILE
+def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
+    """A JSON-lines record of the run (faults, events), without a last line a kill cut short."""
+    path = Path(path)
     if not path.exists():
         return []
     out = []
@@ -41,3 +42,7 @@ def read_faults(run_dir: str | Path) -> list[dict[str, Any]]:
         except ValueError:  # a line cut short by a kill
             continue
     return out
+
+
+def read_faults(run_dir: str | Path) -> list[dict[str, Any]]:
+    return read_jsonl(Path(run_dir) / FAULTS_FILE)
