@@ -23,11 +23,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tidal import errors
-from tidal.isb.durability import sync_dir, sync_paths
+from tidal.isb.durability import sync_dir, sync_paths, write_durably
 
 if TYPE_CHECKING:
     from tidal.spark.batch.config import QueryConfig
@@ -89,7 +90,7 @@ def _whole(entry: Path) -> bool:
 
 
 def repair_checkpoint(checkpoint: Path) -> list[str]:
-    """Remove the log entries a crash cut short, before Spark reads them; what was removed.
+    """Mend what a crash cut short in a query's checkpoint, before Spark reads it; what was done.
 
     Spark renames each entry into place, and a rename reaches the disk before the data of a file
     that was not synced: after a power cut the newest ``offsets/<n>`` or ``commits/<n>`` can be
@@ -98,9 +99,15 @@ def repair_checkpoint(checkpoint: Path) -> list[str]:
     offsets (a replay every sink and buffer recognises); without ``offsets/<n>`` the batch was
     never planned durably, so under ``sync`` none of its tasks ran (the reader syncs the entry
     before they do). An entry cut short that is not the newest cannot be repaired this way and is
-    refused, naming the file. A ``metadata`` file cut short before any batch is removed too
-    (Spark writes a new one)."""
-    removed: list[str] = []
+    refused, naming the file.
+
+    The ``metadata`` file (the query's id, written when the query is first built) can be cut short
+    too, also after offsets were planned: a kill between Spark's write of ``offsets/0`` and the
+    reader's sync, or a temporary file a kill left in ``offsets/``. Spark then fails on start with
+    Jackson's "No content to map". It is written again with a new id: Tidal keys nothing on Spark's
+    query id (sinks and buffers key on the run's id and the batch id), so the query resumes from
+    its offset log exactly as it would have."""
+    done: list[str] = []
     for log_name in ("commits", "offsets"):
         folder = checkpoint / log_name
         if not folder.is_dir():
@@ -119,10 +126,18 @@ def repair_checkpoint(checkpoint: Path) -> list[str]:
                 "restore the run directory from a copy, or --reset to start over",
             )
         torn[0][1].unlink()
-        removed.append(str(torn[0][1]))
+        done.append(f"removed {torn[0][1]}, cut short by a crash; Spark replays its batch")
     metadata = checkpoint / "metadata"
-    planned = (checkpoint / "offsets").is_dir() and any((checkpoint / "offsets").iterdir())
-    if metadata.exists() and not planned and not metadata.read_text().strip():
-        metadata.unlink()
-        removed.append(str(metadata))
-    return removed
+    if metadata.exists() and not _query_id(metadata):
+        write_durably(metadata, json.dumps({"id": str(uuid.uuid4())}, separators=(",", ":")))
+        done.append(f"wrote {metadata} again, cut short by a crash; the query keeps its offsets")
+    return done
+
+
+def _query_id(metadata: Path) -> str | None:
+    """The query id Spark wrote in a checkpoint's ``metadata``; None if it is cut short."""
+    try:
+        data = json.loads(metadata.read_text())
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    return data.get("id") if isinstance(data, dict) and isinstance(data.get("id"), str) else None

@@ -271,8 +271,8 @@ class PipelineRun:
 
     def _start_query(self, name: str) -> Any:
         config = self._configs[name]
-        for entry in repair_checkpoint(checkpoint_of(self.run_dir, name)):
-            log.warning("vertex %s: removed %s, cut short by a crash; Spark replays its batch", name, entry)
+        for mended in repair_checkpoint(checkpoint_of(self.run_dir, name)):
+            log.warning("vertex %s: %s", name, mended)
         return start_vertex(
             self._spark,
             config,
