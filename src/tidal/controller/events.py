@@ -7,11 +7,11 @@ vertex's previous entry, so a steady vertex adds one line, not one a second, and
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+from tidal.controller.faults import append_jsonl, read_jsonl
 from tidal.scaling import Decision
 
 __all__ = ["EventLog"]
@@ -31,15 +31,11 @@ class EventLog:
         if not news and not decision.changed and self._last.get(decision.vertex) == key:
             return False
         self._last[decision.vertex] = key
-        line = json.dumps(decision.to_dict(), default=str)
-        with self._lock, self.path.open("a") as f:
-            f.write(line + "\n")
+        with self._lock:
+            append_jsonl(self.path, decision.to_dict())
         return True
 
     def read(self) -> Iterator[Decision]:
-        if not self.path.exists():
-            return
-        with self.path.open() as f:
-            for line in f:
-                if line.strip():
-                    yield Decision.from_dict(json.loads(line))
+        """Every decision written, without a line a kill cut short."""
+        for row in read_jsonl(self.path):
+            yield Decision.from_dict(row)

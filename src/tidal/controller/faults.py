@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["FAULTS_FILE", "FaultLog", "read_faults", "read_jsonl"]
+__all__ = ["FAULTS_FILE", "FaultLog", "append_jsonl", "read_faults", "read_jsonl"]
 
 FAULTS_FILE = "faults.jsonl"
 
@@ -26,8 +26,20 @@ class FaultLog:
         """``kind``: what happened ("receiver lost", "buffer server silent"); ``who``: the vertex it
         happened to, or ``(buffers)``; ``reason``: its cause, in words with the numbers."""
         line = {"at": time.time() if at is None else at, "kind": kind, "who": who, "reason": reason, **extra}
-        with self._lock, self.path.open("a") as f:
-            f.write(json.dumps(line) + "\n")
+        with self._lock:
+            append_jsonl(self.path, line)
+
+
+def append_jsonl(path: str | Path, row: dict[str, Any]) -> None:
+    """Append ``row`` as one JSON line. A line a kill cut short (no newline at the file's end) is
+    closed first, so it costs only itself: appended to, it would take the new row down with it."""
+    with Path(path).open("a+b") as f:
+        size = f.seek(0, 2)
+        torn = False
+        if size:
+            f.seek(size - 1)
+            torn = f.read(1) != b"\n"
+        f.write((b"\n" if torn else b"") + json.dumps(row, default=str).encode() + b"\n")
 
 
 def read_jsonl(path: str | Path) -> list[dict[str, Any]]:

@@ -302,3 +302,24 @@ def test_an_http_sources_line_says_how_many_receivers_run_on_each_host_when_they
     spread = request_line("in", {**report, "hosts": {"10.0.0.11": 2, "10.0.0.12": 1}})
     assert "3 receivers (10.0.0.11: 2, 10.0.0.12: 1)," in spread, spread
     assert "3 receivers (no host)," in request_line("in", {**report, "hosts": {}})
+
+
+def test_an_event_line_a_kill_cut_short_costs_only_itself(tmp_path):
+    """A driver SIGKILLed mid-write leaves a line without its end; the restarted run appends after
+    it. Reading skips the cut line, and the next decision lands on a line of its own."""
+    from tidal.controller.faults import FaultLog, read_faults
+    from tidal.scaling import Decision, Rule
+
+    def decision(at: float, desired: int) -> Decision:
+        return Decision(vertex="v", at=at, current=1, desired=desired, rule=Rule.SCALE_UP, reason="r")
+
+    log = EventLog(tmp_path / "events.jsonl")
+    log.record(decision(1.0, 2))
+    with (tmp_path / "events.jsonl").open("a") as f:
+        f.write('{"vertex": "v", "at": 2.0, "curr')  # the kill
+    EventLog(tmp_path / "events.jsonl").record(decision(3.0, 3))
+    assert [(d.at, d.desired) for d in EventLog(tmp_path / "events.jsonl").read()] == [(1.0, 2), (3.0, 3)]
+
+    (tmp_path / "faults.jsonl").write_text('{"at": 1, "kind": "dri')
+    FaultLog(tmp_path / "faults.jsonl").record("driver", "(run)", "restarted", at=5.0)
+    assert [f["at"] for f in read_faults(tmp_path)] == [5.0]
