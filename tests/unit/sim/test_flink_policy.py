@@ -7,50 +7,21 @@ import pickle
 
 import pytest
 
-from tidal.controller import PolicyInput
 from tidal.controller.choose import flink_policies, spec_policies
 from tidal.controller.flink import FlinkJob, FlinkPolicy
-from tidal.scaling import Decision, PressureCheck, Rule, VertexKind
+from tidal.scaling import Decision, Rule, VertexKind
 from tidal.scaling.flink import FlinkOptions
 from tidal.sim import reference_pipeline, simulate
 from tidal.sim.traces import Trace
 from tidal.spec import parse_pipeline
+
+from .views import view
 
 # Short windows for hand-worked cases: 10 s stabilization, a 20 s window, no restart term.
 # Scale-downs are not delayed (scale-down.interval 0) unless a test says so.
 OPTIONS = FlinkOptions(
     stabilization_interval=10, metrics_window=20, restart_time=0, catch_up_duration=100, scale_down_interval=0
 )
-
-
-def view(
-    name: str,
-    now: float,
-    replicas: int,
-    processed: float,
-    pending: float,
-    busy: float,
-    kind: VertexKind = VertexKind.UDF,
-    ready: int | None = None,
-) -> PolicyInput:
-    return PolicyInput(
-        name=name,
-        kind=kind,
-        now=now,
-        replicas=replicas,
-        ready=replicas if ready is None else ready,
-        processed=processed,
-        pending_now=pending,
-        busy_seconds=busy,
-        rate=None,
-        pending=None,
-        last_scaled_at=0.0,
-        pressure=PressureCheck.none(),
-        started_at=0.0,
-        buffer_max_length=30_000,
-        buffer_usage_limit=0.8,
-        read_batch_size=500,
-    )
 
 
 def run(policy: FlinkPolicy, name: str, until: float, replicas: int, rate: float, busy_share: float):

@@ -5,31 +5,16 @@ from __future__ import annotations
 import math
 
 from tidal.controller import KpaPolicy, PolicyInput
-from tidal.scaling import KpaMetric, KpaSpec, PressureCheck, Rule, VertexKind
+from tidal.scaling import KpaMetric, KpaSpec, Rule
 from tidal.sim.peers import Ds2Policy, SparkDynamicAllocationPolicy, StaticPeakPolicy
+
+from . import views
 
 
 def view(
     now: float, replicas: int, processed: float, pending: float, busy: float, ready: int | None = None
 ) -> PolicyInput:
-    return PolicyInput(
-        name="work",
-        kind=VertexKind.UDF,
-        now=now,
-        replicas=replicas,
-        ready=replicas if ready is None else ready,
-        processed=processed,
-        pending_now=pending,
-        busy_seconds=busy,
-        rate=None,
-        pending=None,
-        last_scaled_at=0.0,
-        pressure=PressureCheck.none(),
-        started_at=0.0,
-        buffer_max_length=30_000,
-        buffer_usage_limit=0.8,
-        read_batch_size=500,
-    )
+    return views.view("work", now, replicas, processed, pending, busy, ready=ready)
 
 
 def test_static_peak_holds_its_count() -> None:
