@@ -10,6 +10,8 @@ actuator: where both decide, they must decide the same.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from tidal.controller import Controller, EventLog, StoreProbe
@@ -178,12 +180,16 @@ def test_the_state_file_is_replaced_whole(tmp_path):
     assert state.load() == b"two" and not (tmp_path / "controller.state.part").exists()
 
 
-def test_policy_tidal_resumes_with_what_it_learnt(tmp_path):
+def _policy_rig(tmp_path, policy: str, backlog: int, **limits: int) -> tuple[Any, Rig, float]:
+    """A three-vertex pipeline under ``policy``, its controller driven 20 ticks over ``backlog``
+    messages at ``work``: the spec, the rig and the time reached."""
+    from tidal.controller.choose import spec_policies
+
     spec = parse_pipeline(
         {
             "name": "t",
-            "policy": "tidal",
-            "limits": {"bufferMaxLength": 100_000},
+            "policy": policy,
+            **({"limits": limits} if limits else {}),
             "vertices": [
                 {"name": "in", "source": {"generator": {"rate": 0}}},
                 {"name": "work", "udf": {"map": "tidal.examples.udfs:upper"}, "scale": FAST},
@@ -192,8 +198,6 @@ def test_policy_tidal_resumes_with_what_it_learnt(tmp_path):
             "edges": [{"from": "in", "to": "work"}, {"from": "work", "to": "out"}],
         }
     )
-    from tidal.controller.choose import spec_policies
-
     rig = Rig(tmp_path, spec)
     rig.controller = Controller(
         spec,
@@ -202,8 +206,14 @@ def test_policy_tidal_resumes_with_what_it_learnt(tmp_path):
         rig.events,
         policies=spec_policies(spec, 1000.0, rig.replicas),
     )
-    rig.append("work", 40_000)
-    t = _drive(rig, 1000.0, 20)
+    rig.append("work", backlog)
+    return spec, rig, _drive(rig, 1000.0, 20)
+
+
+def test_policy_tidal_resumes_with_what_it_learnt(tmp_path):
+    from tidal.controller.choose import spec_policies
+
+    spec, rig, t = _policy_rig(tmp_path, "tidal", 40_000, bufferMaxLength=100_000)
     restored = Controller(
         spec,
         StoreProbe(spec, rig.store, rig.control),
@@ -224,31 +234,10 @@ def test_policy_flink_resumes_in_a_new_job_of_its_own(tmp_path):
     """A Flink vertex's samples pickle, its job (the links to the other vertices' policies) does
     not: the restored vertices share the new controller's job and collect afresh, as Flink's
     operator does when it loses its stored metrics."""
-    spec = parse_pipeline(
-        {
-            "name": "t",
-            "policy": "flink",
-            "vertices": [
-                {"name": "in", "source": {"generator": {"rate": 0}}},
-                {"name": "work", "udf": {"map": "tidal.examples.udfs:upper"}, "scale": FAST},
-                {"name": "out", "sink": {"blackhole": {}}},
-            ],
-            "edges": [{"from": "in", "to": "work"}, {"from": "work", "to": "out"}],
-        }
-    )
     from tidal.controller.choose import spec_policies
     from tidal.controller.flink import FlinkPolicy
 
-    rig = Rig(tmp_path, spec)
-    rig.controller = Controller(
-        spec,
-        StoreProbe(spec, rig.store, rig.control),
-        rig.control,
-        rig.events,
-        policies=spec_policies(spec, 1000.0, rig.replicas),
-    )
-    rig.append("work", 4_000)
-    t = _drive(rig, 1000.0, 20)
+    spec, rig, t = _policy_rig(tmp_path, "flink", 4_000)
     policies = spec_policies(spec, t, rig.replicas)
     restored = Controller(
         spec,
