@@ -16,7 +16,7 @@ from typing import Any
 
 from tidal import errors
 
-__all__ = ["bases", "call", "collect", "expand_env", "run_async"]
+__all__ = ["bases", "built", "call", "collect", "expand_env", "run_async"]
 
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _loop: asyncio.AbstractEventLoop | None = None  # one per worker process, for async handlers
@@ -72,3 +72,15 @@ def bases(obj: object) -> set[str]:
     class is recognised without importing pynumaflow."""
     kind = obj if isinstance(obj, type) else type(obj)
     return {f"{c.__module__}.{c.__qualname__}" for c in kind.__mro__}
+
+
+def built(obj: Any, path: str) -> Any:
+    """``obj`` if it is a handler, or built with no arguments if it is a class, as Numaflow's
+    examples build theirs before handing them to the server; ``path`` names the spec field."""
+    if not isinstance(obj, type):
+        return obj
+    try:
+        return obj()
+    except TypeError as exc:
+        why = f"{obj.__name__}() needs arguments ({exc}); name an instance instead"
+        raise TypeError(f"{path}: {why}") from None

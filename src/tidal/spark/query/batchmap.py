@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+from tidal.spark.batch.clients import built
 from tidal.spark.batch.clients import call as _call
 from tidal.spark.query.outcome import Output, output
 
@@ -35,13 +36,7 @@ def batch_handler(obj: Any, path: str) -> Callable[[list[Any]], list[list[Output
     """``obj`` (a ``BatchMapper`` class or instance, or a batch function) as
     ``call(datums) -> the outputs of each datum, in the datums' order``. A class is built with no
     arguments, as numaflow-python's example builds its own (``BatchMapAsyncServer(Flatmap())``)."""
-    if isinstance(obj, type):
-        try:
-            obj = obj()
-        except TypeError as exc:
-            raise TypeError(
-                f"{path}: {obj.__name__}() needs arguments ({exc}); name an instance instead"
-            ) from None
+    obj = built(obj, path)
     fn = getattr(obj, "handler", obj)
     if not callable(fn):
         raise TypeError(f"{path}: {type(obj).__name__} is not a pynumaflow BatchMapper")

@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from tidal.spark.batch.clients import bases, collect, run_async
+from tidal.spark.batch.clients import bases, built, collect, run_async
 
 __all__ = ["datums", "map_handler"]
 
@@ -45,13 +45,7 @@ def map_handler(obj: Any, path: str) -> Callable[[Any], Iterable[Any]]:
 
     A class is built with no arguments, as Numaflow's examples build theirs before handing them
     to the server. ``path`` names the spec field in errors."""
-    if isinstance(obj, type):
-        try:
-            obj = obj()
-        except TypeError as exc:
-            raise TypeError(
-                f"{path}: {obj.__name__}() needs arguments ({exc}); name an instance instead"
-            ) from None
+    obj = built(obj, path)
     names = {name.rsplit(".", 1)[-1] for name in bases(obj) if name.startswith("pynumaflow.")}
     fn = obj.handler if names & set(_CLASSES) else obj
     if not callable(fn):

@@ -15,7 +15,7 @@ import inspect
 from datetime import UTC, datetime
 from typing import Any
 
-from tidal.spark.batch.clients import bases, run_async
+from tidal.spark.batch.clients import bases, built, run_async
 from tidal.spark.sinks.connector import Sink, SinkPlace
 from tidal.spark.sinks.routes import Answers
 from tidal.spec.model import SinkSpec
@@ -30,8 +30,7 @@ class PynumaflowSink:
     takes_times = True  # the writer hands it the messages' source times
 
     def __init__(self, obj: Any, path: str) -> None:
-        if isinstance(obj, type):
-            obj = obj()
+        obj = built(obj, path)
         names = {name.rsplit(".", 1)[-1] for name in bases(obj) if name.startswith("pynumaflow.")}
         self._handler = obj.handler if "Sinker" in names else obj
         self._path = path
