@@ -226,6 +226,7 @@ def main(out: Path = RESULTS, rounds: int = 1, scenarios: list[str] | None = Non
     pngs = out / "chaos"
     pngs.mkdir(parents=True, exist_ok=True)
     rows = []
+    failed = False
     try:
         for seed in range(rounds):
             for name in scenarios or list(SCENARIOS):
@@ -239,8 +240,12 @@ def main(out: Path = RESULTS, rounds: int = 1, scenarios: list[str] | None = Non
                       f"{slo['outside']} outside, {slo['inside']} inside")  # fmt: skip
                 for v in row["violations"]:
                     print(f"  ✗ {v}")
+    except BaseException:
+        failed = True  # the run's logs stay for a look (the path is in the error)
+        raise
     finally:
-        shutil.rmtree(root, ignore_errors=True)
+        if not failed:
+            shutil.rmtree(root, ignore_errors=True)
     print()
     print(f"| scenario (round) | all held | recovery | first decision after restart "
           f"| within {TARGET_S:g} s outside / inside faults | scale-ups | executors lost |")  # fmt: skip
