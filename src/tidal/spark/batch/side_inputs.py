@@ -144,7 +144,7 @@ def carried(run_dir: str, names: tuple[str, ...]) -> Carried | None:
 def carry(config: QueryConfig, parts: Sequence[Any]) -> list[Any]:
     """A batch's partitions (dataclasses with a ``side`` field), each with the values of the side
     inputs its query's vertices read, as they are now: every reader's ``partitions`` ends here."""
-    if not config.side_inputs or (config.udf is not None and config.udf.reduce is not None):
+    if not config.side_inputs or config.reduce:
         return list(parts)  # a reduce's handler runs after a shuffle: it fetches them (side_input_relay)
     side = carried(config.run_dir, config.side_inputs)
     return [replace(p, side=side) for p in parts]
