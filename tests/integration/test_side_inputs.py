@@ -6,8 +6,8 @@ The first test is the essence of Numaflow's ``TestSimpleMapSideInputPipeline``
 (``test/sideinputs-e2e``): its manifest as it is, with its HTTP source swapped for the generator
 and its Redis sink for a file, so that the test can read what arrives. The second runs
 numaflow-python's ``simple_sideinput`` retriever unchanged, from the copy in ``tests/data``. The
-last gives a pynumaflow ``Reducer`` a side input: it runs after Spark's shuffle, and the values
-reach it through the buffer backend."""
+last two give a pynumaflow ``Reducer`` and an accumulator handler a side input: they run after
+Spark's shuffle, and the values reach them through the buffer backend."""
 
 from __future__ import annotations
 
@@ -208,5 +208,48 @@ def test_a_reducers_windows_carry_the_side_input_and_a_new_value_without_a_resta
         # The relay holds the value the run directory holds, and nothing older.
         relay = SqliteStore(tmp_path / "pipeline.db").open(RELAY_BUFFER)
         assert latest(relay) == {"myticker": (kept["version"], base64.b64decode(kept["value"]))}
+    finally:
+        shutil.rmtree(host_dir(host_key(str(tmp_path.absolute()))), ignore_errors=True)
+
+
+def test_an_accumulators_messages_carry_the_side_input_and_a_new_value_without_a_restart(spark, tmp_path):
+    # A pynumaflow accumulator handler (applyInPandasWithState's function, after the shuffle)
+    # answers each message with the side input's value as it read it.
+    group = {"window": {"accumulator": {"timeout": "1s"}}, "keyed": False}
+    spec = parse_pipeline({
+        "name": "si-accumulate",
+        "sideInputs": [{"name": "myticker", "pynumaflow": Counting, "trigger": {"schedule": "@every 2s"}}],
+        "vertices": [
+            {"name": "in", "source": {"generator": {"rate": 10, "msgSize": 8}}},
+            {"name": "acc", "udf": {"reduce": "tidal.examples.numaflow_side_inputs:accumulate_side_input",
+                                    "groupBy": group},
+             "sideInputs": ["myticker"]},
+            {"name": "out", "sink": {"file": {"path": "out.jsonl"}}},
+        ],
+        "edges": [{"from": "in", "to": "acc"}, {"from": "acc", "to": "out"}],
+    })  # fmt: skip
+    out = tmp_path / "out.jsonl"
+
+    def versions() -> list[int]:
+        found = []
+        for record in delivered(out):
+            value = str(record["payload"])
+            assert value.startswith("v"), record
+            found.append(int(value[1:]))
+        return found
+
+    def a_later_value_seen() -> None:
+        run.check()
+        seen = set(versions())
+        assert len(seen) >= 2 and max(seen) >= 2, seen
+
+    try:
+        with PipelineRun(spec, tmp_path, spark=spark, trigger_seconds=0.25) as run:
+            started = _queries(run)
+            eventually(a_later_value_seen, 240, "messages with the first value and a later one", poll=1.0)
+            assert _queries(run) == started
+        kept = json.loads((tmp_path / "side-inputs" / "myticker.json").read_text())
+        seen = versions()
+        assert seen and max(seen) <= kept["version"], (seen, kept["version"])
     finally:
         shutil.rmtree(host_dir(host_key(str(tmp_path.absolute()))), ignore_errors=True)

@@ -17,6 +17,8 @@
 - :class:`SideInputReducer`: a pynumaflow ``Reducer`` that reads a side input: each key's window
   becomes ``<count>-<myticker>``, the number of its messages and the side input's value when the
   window was reduced (Numaflow gives reduce vertices side inputs as it gives maps).
+- :func:`accumulate_side_input`: a pynumaflow accumulator handler that answers each message, as
+  it comes, with the side input ``myticker``'s value.
 """
 
 from __future__ import annotations
@@ -25,8 +27,11 @@ import datetime
 import os
 import threading
 from collections.abc import AsyncIterable, Iterator
+from typing import Any
 
 import pynumaflow.sideinput as sideinputsdk
+from pynumaflow.accumulator import Datum as AccumulatorDatum
+from pynumaflow.accumulator import Message as AccumulatorMessage
 from pynumaflow.mapper import Datum, Mapper, Message, Messages
 from pynumaflow.reducer import Datum as ReduceDatum
 from pynumaflow.reducer import Message as ReduceMessage
@@ -43,6 +48,7 @@ __all__ = [
     "ExampleSideInput",
     "SideInputHandler",
     "SideInputReducer",
+    "accumulate_side_input",
     "map_side_input",
     "read_side_input",
     "sink_side_input",
@@ -141,3 +147,14 @@ class SideInputReducer(Reducer):  # type: ignore[misc]
             count += 1
         value = f"{count}-".encode() + read_side_input("myticker").strip()
         return ReduceMessages(ReduceMessage(value, keys=keys))
+
+
+async def accumulate_side_input(datums: AsyncIterable[AccumulatorDatum], output: Any) -> None:
+    """Each message, as it comes, answered with the side input ``myticker``'s value (its keys,
+    event time and id kept)."""
+    async for datum in datums:
+        value = read_side_input("myticker").strip()
+        message = AccumulatorMessage(
+            value, keys=datum.keys, event_time=datum.event_time, watermark=datum.watermark, id=datum.id
+        )
+        await output.put(message)
