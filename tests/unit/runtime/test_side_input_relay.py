@@ -123,6 +123,22 @@ def test_a_restart_relays_what_the_run_directory_holds_to_a_new_backend(tmp_path
     assert side is not None and side.values == (("myticker", 1, b"v1"),)
 
 
+def test_a_new_run_on_an_old_runs_relay_sees_its_own_first_value(tmp_path, host_root):
+    pipeline = spec(Counting())
+    store = SqliteStore(tmp_path / "shared.db")  # a JetStream server outlives a run directory
+    old = SideInputManager(pipeline, tmp_path / "old")
+    old.relay = side_input_relay.SideInputRelay(store).publish
+    for now in (0.0, 5.0, 10.0):
+        old.step(now)
+    fresh = SideInputManager(spec(Counting()), tmp_path / "new")  # versions from 1 again
+    fresh.relay = side_input_relay.SideInputRelay(store).publish
+    fresh.step(100.0)
+    config = reduce_config(tmp_path / "new", pipeline)
+    config.db = str(tmp_path / "shared.db")
+    side = side_input_relay.fetch(config)
+    assert side is not None and side.values == (("myticker", 1, b"v1"),)
+
+
 def test_a_reduces_reader_holds_back_until_a_value_exists_and_carries_none(tmp_path, host_root):
     pipeline = spec(Counting())
     config = reduce_config(tmp_path, pipeline)

@@ -62,11 +62,12 @@ class SideInputRelay:
     def publish(self, values: Mapping[str, SideInputValue]) -> None:
         """Append ``values`` (every side input's current one) as a snapshot, then trim the older
         snapshots. A snapshot already appended (a restart publishes what it has) is skipped by
-        its key, which names each value's version."""
+        its key, which names each value's version and when the retriever gave it (so a new run
+        on an old run's JetStream streams does not find its first values already there)."""
         if not values:
             return
         names = sorted(values)
-        key = "snapshot:" + ",".join(f"{n}@{values[n].version}" for n in names)
+        key = "snapshot:" + ",".join(f"{n}@{values[n].version}/{values[n].at!r}" for n in names)
         self.buffer.append_batch(
             key,
             [f"{n}@{values[n].version}" for n in names],
@@ -80,9 +81,11 @@ class SideInputRelay:
 
 
 def latest(buffer: Buffer) -> dict[str, tuple[int, bytes]]:
-    """The newest version of each side input the relay holds: ``name → (version, bytes)``.
+    """Each side input's value in the newest snapshot the relay holds: ``name → (version, bytes)``.
 
-    A read that races the driver's trim loses only older snapshots: the newest is never trimmed."""
+    The last one appended wins, not the highest version: a run started afresh on an old run's
+    streams counts its versions from 1 again. A read that races the driver's trim loses only
+    older snapshots: the newest is never trimmed, and an append is whole or absent."""
     first, last = buffer.committed() + 1, buffer.last_seq()
     found: dict[str, tuple[int, bytes]] = {}
     if last < first:
@@ -92,8 +95,7 @@ def latest(buffer: Buffer) -> dict[str, tuple[int, bytes]]:
         batch.column("id").to_pylist(), batch.column("payload").to_pylist(), strict=True
     ):
         name, _, version = str(message_id).rpartition("@")
-        if int(version) > found.get(name, (0, b""))[0]:
-            found[name] = (int(version), bytes(payload))
+        found[name] = (int(version), bytes(payload))  # in sequence order: the newest last
     return found
 
 
@@ -129,8 +131,8 @@ def arrive(config: QueryConfig) -> None:
     if side is None:
         raise RuntimeError(
             f"vertex {config.vertex}: side input(s) {', '.join(config.side_inputs)} have no value in "
-            f"the buffer {RELAY_BUFFER!r}: the driver relays them before a batch can be planned, so "
-            "this run's driver is not the one that planned the batch; run it with `tidal run`"
+            f"the buffer {RELAY_BUFFER!r}, which the driver fills before it stores a value (and at "
+            "start): see the driver's log for a relay that failed (tidal.side_inputs)"
         )
     side_inputs.materialise(side)
     if task is not None:
