@@ -5,10 +5,13 @@ queries keep running (the same query and run ids), and no message handled before
 The first test is the essence of Numaflow's ``TestSimpleMapSideInputPipeline``
 (``test/sideinputs-e2e``): its manifest as it is, with its HTTP source swapped for the generator
 and its Redis sink for a file, so that the test can read what arrives. The second runs
-numaflow-python's ``simple_sideinput`` retriever unchanged, from the copy in ``tests/data``."""
+numaflow-python's ``simple_sideinput`` retriever unchanged, from the copy in ``tests/data``. The
+last two give a pynumaflow ``Reducer`` and an accumulator handler a side input: they run after
+Spark's shuffle, and the values reach them through the buffer backend."""
 
 from __future__ import annotations
 
+import base64
 import importlib.util
 import json
 import shutil
@@ -16,7 +19,10 @@ import sys
 from pathlib import Path
 
 import yaml
+from pynumaflow.sideinput import Response, SideInput
 
+from tidal.isb.sqlite import SqliteStore
+from tidal.spark.batch.side_input_relay import RELAY_BUFFER, latest
 from tidal.spark.batch.side_inputs import host_dir, host_key
 from tidal.spark.run.pipeline import PipelineRun
 from tidal.spec import manifest, parse_pipeline
@@ -140,5 +146,110 @@ def test_a_pynumaflow_sink_reads_the_side_input_too(spark, tmp_path):
             started = _queries(run)
             eventually(both_values_read, 120, "the sink's reads of both values")
             assert _queries(run) == started
+    finally:
+        shutil.rmtree(host_dir(host_key(str(tmp_path.absolute()))), ignore_errors=True)
+
+
+class Counting(SideInput):
+    """A retriever that broadcasts ``v1``, ``v2``, … one new value per run (it runs in the driver)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def retrieve_handler(self) -> Response:
+        self.calls += 1
+        return Response.broadcast_message(f"v{self.calls}".encode())
+
+
+def test_a_reducers_windows_carry_the_side_input_and_a_new_value_without_a_restart(spark, tmp_path):
+    # A pynumaflow Reducer on 1 s fixed windows appends the side input's value it read to each
+    # window's count (numaflow_side_inputs:SideInputReducer). It runs after Spark's shuffle, in a
+    # task no read partition carried the values to (a reduce's reader carries none): the values
+    # come through the buffer backend (tidal.spark.batch.side_input_relay).
+    window = {"fixed": {"length": "1s"}}
+    spec = parse_pipeline({
+        "name": "si-reduce",
+        "sideInputs": [{"name": "myticker", "pynumaflow": Counting, "trigger": {"schedule": "@every 2s"}}],
+        "vertices": [
+            {"name": "in", "source": {"generator": {"rate": 20, "msgSize": 8}}},
+            {"name": "count", "udf": {"reduce": "tidal.examples.numaflow_side_inputs:SideInputReducer",
+                                      "groupBy": {"window": window, "keyed": False}},
+             "sideInputs": ["myticker"]},
+            {"name": "out", "sink": {"file": {"path": "out.jsonl"}}},
+        ],
+        "edges": [{"from": "in", "to": "count"}, {"from": "count", "to": "out"}],
+    })  # fmt: skip
+    out = tmp_path / "out.jsonl"
+
+    def versions() -> list[int]:
+        """The side input's version each window's output carries (``<count>-v<version>``)."""
+        found = []
+        for record in delivered(out):
+            count, _, value = str(record["payload"]).partition("-")
+            assert int(count) > 0 and value.startswith("v"), record
+            found.append(int(value[1:]))
+        return found
+
+    def a_later_value_seen() -> None:
+        run.check()
+        seen = set(versions())
+        assert len(seen) >= 2 and max(seen) >= 2, seen
+
+    try:
+        with PipelineRun(spec, tmp_path, spark=spark, trigger_seconds=0.25) as run:
+            started = _queries(run)
+            eventually(a_later_value_seen, 240, "windows with the first value and a later one", poll=1.0)
+            assert _queries(run) == started  # the same queries, never restarted
+            assert all(q.isActive for q in run.queries.values())
+        kept = json.loads((tmp_path / "side-inputs" / "myticker.json").read_text())
+        seen = versions()
+        # Every window carries a value the retriever broadcast; none is newer than the last one.
+        assert seen and min(seen) >= 1 and max(seen) <= kept["version"], (seen, kept["version"])
+        # The relay holds the value the run directory holds, and nothing older.
+        relay = SqliteStore(tmp_path / "pipeline.db").open(RELAY_BUFFER)
+        assert latest(relay) == {"myticker": (kept["version"], base64.b64decode(kept["value"]))}
+    finally:
+        shutil.rmtree(host_dir(host_key(str(tmp_path.absolute()))), ignore_errors=True)
+
+
+def test_an_accumulators_messages_carry_the_side_input_and_a_new_value_without_a_restart(spark, tmp_path):
+    # A pynumaflow accumulator handler (applyInPandasWithState's function, after the shuffle)
+    # answers each message with the side input's value as it read it.
+    group = {"window": {"accumulator": {"timeout": "1s"}}, "keyed": False}
+    spec = parse_pipeline({
+        "name": "si-accumulate",
+        "sideInputs": [{"name": "myticker", "pynumaflow": Counting, "trigger": {"schedule": "@every 2s"}}],
+        "vertices": [
+            {"name": "in", "source": {"generator": {"rate": 10, "msgSize": 8}}},
+            {"name": "acc", "udf": {"reduce": "tidal.examples.numaflow_side_inputs:accumulate_side_input",
+                                    "groupBy": group},
+             "sideInputs": ["myticker"]},
+            {"name": "out", "sink": {"file": {"path": "out.jsonl"}}},
+        ],
+        "edges": [{"from": "in", "to": "acc"}, {"from": "acc", "to": "out"}],
+    })  # fmt: skip
+    out = tmp_path / "out.jsonl"
+
+    def versions() -> list[int]:
+        found = []
+        for record in delivered(out):
+            value = str(record["payload"])
+            assert value.startswith("v"), record
+            found.append(int(value[1:]))
+        return found
+
+    def a_later_value_seen() -> None:
+        run.check()
+        seen = set(versions())
+        assert len(seen) >= 2 and max(seen) >= 2, seen
+
+    try:
+        with PipelineRun(spec, tmp_path, spark=spark, trigger_seconds=0.25) as run:
+            started = _queries(run)
+            eventually(a_later_value_seen, 240, "messages with the first value and a later one", poll=1.0)
+            assert _queries(run) == started
+        kept = json.loads((tmp_path / "side-inputs" / "myticker.json").read_text())
+        seen = versions()
+        assert seen and max(seen) <= kept["version"], (seen, kept["version"])
     finally:
         shutil.rmtree(host_dir(host_key(str(tmp_path.absolute()))), ignore_errors=True)

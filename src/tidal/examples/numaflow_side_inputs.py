@@ -14,6 +14,11 @@
   side-input e2e (``sideinput-sink.yaml``, whose Redis sink stores what it read): each message is
   accepted "on success" with the side input's value as the message, which the sink's
   ``onSuccess`` sink receives.
+- :class:`SideInputReducer`: a pynumaflow ``Reducer`` that reads a side input: each key's window
+  becomes ``<count>-<myticker>``, the number of its messages and the side input's value when the
+  window was reduced (Numaflow gives reduce vertices side inputs as it gives maps).
+- :func:`accumulate_side_input`: a pynumaflow accumulator handler that answers each message, as
+  it comes, with the side input ``myticker``'s value.
 """
 
 from __future__ import annotations
@@ -21,10 +26,17 @@ from __future__ import annotations
 import datetime
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import AsyncIterable, Iterator
+from typing import Any
 
 import pynumaflow.sideinput as sideinputsdk
+from pynumaflow.accumulator import Datum as AccumulatorDatum
+from pynumaflow.accumulator import Message as AccumulatorMessage
 from pynumaflow.mapper import Datum, Mapper, Message, Messages
+from pynumaflow.reducer import Datum as ReduceDatum
+from pynumaflow.reducer import Message as ReduceMessage
+from pynumaflow.reducer import Messages as ReduceMessages
+from pynumaflow.reducer import Metadata, Reducer
 from pynumaflow.sideinput import Response, SideInput
 from pynumaflow.sinker import Datum as SinkDatum
 from pynumaflow.sinker import Message as SinkMessage
@@ -35,6 +47,8 @@ __all__ = [
     "EvenOddTicker",
     "ExampleSideInput",
     "SideInputHandler",
+    "SideInputReducer",
+    "accumulate_side_input",
     "map_side_input",
     "read_side_input",
     "sink_side_input",
@@ -119,3 +133,28 @@ def sink_side_input(datums: Iterator[SinkDatum]) -> Responses:
     """Each message accepted "on success" with the side input ``myticker``'s value as the message."""
     value = read_side_input("myticker").strip()
     return Responses(*(SinkResponse.as_on_success(d.id, SinkMessage(value)) for d in datums))
+
+
+class SideInputReducer(Reducer):  # type: ignore[misc]
+    """Each key's window as ``<count>-<myticker>``: how many messages it had, and the side input
+    ``myticker``'s value as the handler read it, when the window closed."""
+
+    async def handler(
+        self, keys: list[str], datums: AsyncIterable[ReduceDatum], md: Metadata
+    ) -> ReduceMessages:
+        count = 0
+        async for _ in datums:
+            count += 1
+        value = f"{count}-".encode() + read_side_input("myticker").strip()
+        return ReduceMessages(ReduceMessage(value, keys=keys))
+
+
+async def accumulate_side_input(datums: AsyncIterable[AccumulatorDatum], output: Any) -> None:
+    """Each message, as it comes, answered with the side input ``myticker``'s value (its keys,
+    event time and id kept)."""
+    async for datum in datums:
+        value = read_side_input("myticker").strip()
+        message = AccumulatorMessage(
+            value, keys=datum.keys, event_time=datum.event_time, watermark=datum.watermark, id=datum.id
+        )
+        await output.put(message)

@@ -47,8 +47,8 @@ def side_input_problems(spec: PipelineSpec) -> list[errors.SpecError]:
                 errors.SpecError(
                     at,
                     f"a {v.kind} vertex cannot read side inputs on Tidal",
-                    "name side inputs on a vertex whose udf is pynumaflow (a map handler) or whose "
-                    "sink is pynumaflow; remove sideInputs here",
+                    "name side inputs on a vertex whose udf is pynumaflow (a map handler) or a "
+                    "reduce, or whose sink is pynumaflow; remove sideInputs here",
                 )
             )
     for name, k in defined.items():
@@ -64,10 +64,14 @@ def side_input_problems(spec: PipelineSpec) -> list[errors.SpecError]:
 
 
 def _reads_files(v: VertexSpec) -> bool:
-    """A vertex whose handler runs in the writer's task, after the task's side inputs are in place:
-    a pynumaflow map handler, or a pynumaflow sink."""
+    """A vertex whose handler Tidal hands its side inputs as files before it runs: a pynumaflow
+    map handler or sink (in the task whose partition carried the values), or a reduce vertex's
+    handler (after the shuffle, from the buffer backend: tidal.spark.batch.side_input_relay).
+    Not a source: its reader reads before any value could be placed, and Numaflow's sources are
+    user servers Tidal does not run as handlers; not SQL, DataFrame or plain Python steps, which
+    have no SIDE_INPUT_DIR_PATH to read."""
     if v.source is not None:
         return False
     if v.udf is not None:
-        return v.udf.pynumaflow is not None
+        return v.udf.pynumaflow is not None or v.udf.reduce is not None
     return v.sink is not None and v.sink.pynumaflow is not None

@@ -10,7 +10,8 @@ instance, or a function returning a ``Response``, as ``module:name``) and its tr
         trigger: {schedule: "*/5 * * * * *", timezone: America/Los_Angeles}
 
 A vertex lists the side inputs its handler reads (``sideInputs: [myticker]``); only a pynumaflow
-map handler or a pynumaflow sink can (they read files, as Numaflow's UDFs do). The cross-field
+map handler, a reduce vertex's handler or a pynumaflow sink can (they read files, as Numaflow's
+UDFs do). The cross-field
 checks, each naming the field and the fix, are :mod:`tidal.spec.side_input_checks`'s.
 """
 

@@ -104,6 +104,41 @@ def test_a_source_cannot_read_side_inputs():
     assert err.value.path == "vertices[0].sideInputs"
 
 
+REDUCER = "tidal.examples.numaflow_side_inputs:SideInputReducer"
+
+
+@pytest.mark.parametrize(
+    "window",
+    [
+        pytest.param({"fixed": {"length": "1s"}}, id="fixed"),
+        pytest.param({"sliding": {"length": "2s", "slide": "1s"}}, id="sliding"),
+        pytest.param({"session": {"timeout": "1s"}}, id="session"),
+        pytest.param({"accumulator": {"timeout": "1s"}}, id="accumulator"),
+    ],
+)
+def test_a_reduce_vertex_reads_side_inputs_as_numaflows_do(window):
+    spec = parse_pipeline(pipeline(udf={"reduce": REDUCER, "groupBy": {"window": window}}))
+    assert spec.vertex("map").side_inputs == ["myticker"]
+
+
+def test_a_sql_step_still_cannot_read_side_inputs():
+    with pytest.raises(errors.SpecError) as err:
+        parse_pipeline(pipeline(udf={"sql": "SELECT * FROM input"}))
+    found = [err.value, *err.value.others]
+    refused = [e for e in found if e.path == "vertices[1].sideInputs"]
+    assert refused and "a reduce" in refused[0].fix
+
+
+def test_a_numaflow_reduce_vertex_keeps_its_side_inputs_when_converted():
+    raw = yaml.safe_load((DATA / "simple_sideinput" / "pipeline.yaml").read_text())
+    udf = next(v for v in raw["spec"]["vertices"] if v.get("sideInputs"))
+    udf["udf"] = {"container": {"image": "my/reducer:v1"}, "groupBy": {"window": {"fixed": {"length": "5s"}}}}
+    spec = parse_pipeline(manifest.convert(raw, {"my/reducer": REDUCER}).data)
+    reduce = next(v for v in spec.vertices if v.side_inputs)
+    assert reduce.udf is not None and reduce.udf.reduce == REDUCER
+    assert reduce.side_inputs == ["myticker"]
+
+
 def test_numaflows_simple_sideinput_example_converts_to_its_tidal_handlers():
     data = yaml.safe_load((DATA / "simple_sideinput" / "pipeline.yaml").read_text())
     converted = manifest.convert(data)

@@ -89,7 +89,8 @@ class QueryConfig:
         max_delay: float = 0.0,  # watermark.maxDelay, added to a reduce's allowedLateness
         idle: IdleWatch | None = None,  # watermark.idleSource, for a reduce (tidal.spark.batch.idle)
         # The side inputs the query's vertices read (tidal.spark.batch.side_inputs): its batches
-        # wait until each has a value, and carry the values to the tasks.
+        # wait until each has a value, and carry the values to the tasks (a reduce's tasks fetch
+        # them: tidal.spark.batch.side_input_relay).
         side_inputs: tuple[str, ...] = (),
     ) -> None:
         if limits is None:

@@ -20,6 +20,10 @@ task, which runs the handler, reads rows only after that, in the same task. A fi
 an atomic rename and only by a newer version, so a task planned before a change never puts the
 old value back. :func:`point_pynumaflow` makes ``pynumaflow.sideinput.SIDE_INPUT_DIR_PATH`` that
 directory in the writer's process, so a Numaflow handler reads the file as it does on Numaflow.
+
+**Not for a reduce vertex.** Its handler runs after Spark's shuffle, maybe on a host none of the
+batch's partitions went to; its task fetches the values from the buffer backend instead
+(:mod:`tidal.spark.batch.side_input_relay`), and its reader carries none.
 """
 
 from __future__ import annotations
@@ -140,8 +144,8 @@ def carried(run_dir: str, names: tuple[str, ...]) -> Carried | None:
 def carry(config: QueryConfig, parts: Sequence[Any]) -> list[Any]:
     """A batch's partitions (dataclasses with a ``side`` field), each with the values of the side
     inputs its query's vertices read, as they are now: every reader's ``partitions`` ends here."""
-    if not config.side_inputs:
-        return list(parts)
+    if not config.side_inputs or config.reduce:
+        return list(parts)  # a reduce's handler runs after a shuffle: it fetches them (side_input_relay)
     side = carried(config.run_dir, config.side_inputs)
     return [replace(p, side=side) for p in parts]
 

@@ -48,6 +48,11 @@ deterministic handler emits the same messages, which go to the same writer task 
 append key ``<vertex>:b<batch>/t<partition>`` (de-duplicated by the buffers). Each message's id
 is ``<vertex>:<keys>@<window start ms>#<n>``: the key, the event time its window opened with, and
 its place among the window's messages, the same in every replay and unique across a key's windows.
+
+**Side inputs** reach the function from the buffer backend, once per task
+(:mod:`tidal.spark.batch.side_input_relay`): it runs after the shuffle. A handler that reads one
+is deterministic only while the value stays: a replay after a new value may emit other messages
+than the first run did, and only those past the count already written go on.
 """
 
 from __future__ import annotations
@@ -66,6 +71,7 @@ from pynumaflow.shared.asynciter import NonBlockingIterator
 from pyspark.sql.datasource import WriterCommitMessage
 
 from tidal.contracts import DROP
+from tidal.spark.batch import side_input_relay
 from tidal.spark.batch.config import QueryConfig
 from tidal.spark.batch.heap import freeze_imports
 from tidal.spark.batch.pieces import piece_size
@@ -231,6 +237,8 @@ class _Accumulate:
     def __call__(self, key: tuple[Any, ...], frames: Iterator[Any], state: Any) -> Iterator[Any]:
         import pandas as pd  # type: ignore[import-untyped]
 
+        if self.config.side_inputs:  # once per task, before the handler's module is imported
+            side_input_relay.arrive(self.config)
         freeze_imports()
         keys = json.loads(key[0])
         current = KeyState.decode(state.get if state.exists else None)

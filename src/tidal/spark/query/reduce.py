@@ -43,6 +43,10 @@ plain one as an iterator. Its messages go on with their keys; their event (sourc
 window's end minus 1 ms, as Numaflow sets it, so a reduce downstream windows them in the window
 they summarise, and a sink's delivery delay counts from the window's end. Output ids are
 ``<vertex>:<keys>@<start ms>-<end ms>`` (``.<k>`` when the handler returns several).
+
+**Side inputs.** The handler runs after the shuffle, on a host no reader task of the batch may
+have run on; before it runs, the task fetches the side inputs' current values from the buffer
+backend and writes them where pynumaflow reads them (:mod:`tidal.spark.batch.side_input_relay`).
 """
 
 from __future__ import annotations
@@ -57,7 +61,7 @@ from typing import Any
 from pyspark.sql.datasource import WriterCommitMessage
 
 from tidal.contracts import DROP
-from tidal.spark.batch import stores
+from tidal.spark.batch import side_input_relay, stores
 from tidal.spark.batch.config import QueryConfig
 from tidal.spark.batch.heap import freeze_imports
 from tidal.spark.batch.idle import CONTROL_KEY, CONTROL_MARK, is_control
@@ -190,6 +194,8 @@ class ReduceWriter(VertexWriter):
         partition = context.partitionId() if context else -1
         if not rows:
             return Written(0, partition, busy=time.perf_counter() - started)
+        if self.config.side_inputs:  # after the shuffle: no partition carried them to this host
+            side_input_relay.arrive(self.config)  # before the handler's module is imported
         handler = self._handler()
         vertex = self.config.vertex
         ids: list[str] = []

@@ -37,7 +37,7 @@ from tidal.isb.control import ControlStore
 from tidal.isb.durability import start_warnings
 from tidal.scaling import Decision, Rule
 from tidal.scaling.latency import DelaySample
-from tidal.spark.batch import rundir
+from tidal.spark.batch import rundir, side_input_relay
 from tidal.spark.batch.checkpoint_sync import checkpoint_of, repair_checkpoint
 from tidal.spark.batch.config import QueryConfig, input_buffer
 from tidal.spark.batch.driver_lock import DriverLock
@@ -184,6 +184,9 @@ class PipelineRun:
             from tidal.spark.run.side_inputs import SideInputManager
 
             self.side_inputs = SideInputManager(self.spec, self.run_dir)
+            if side_input_relay.relayed(self.spec):  # a reduce's handler runs after a shuffle
+                self.side_inputs.relay = side_input_relay.SideInputRelay(self.buffers).publish
+                self.side_inputs.republish()  # before any query plans a batch
         for line in self.plan.describe():
             log.info("chaining: %s", line)
         if self._spark is None:

@@ -1,5 +1,6 @@
 """The side-input manager: each retriever called on its schedule, in the driver, its new values
-kept in the run directory for the queries to carry to their tasks.
+kept in the run directory for the queries to carry to their tasks (and relayed through the
+buffer backend for reduce vertices, :mod:`tidal.spark.batch.side_input_relay`).
 
 Numaflow runs a side-input manager per side input (a Deployment with the retriever's container):
 it calls ``retrieve_handler()`` when it starts and at every firing of the trigger, and stores a
@@ -71,6 +72,9 @@ class SideInputManager:
         replicas: Callable[[str], int] | None = None,
     ) -> None:
         self.store = SideInputStore(run_dir)
+        # Given every current value before a new one is stored, when a reduce vertex reads side
+        # inputs (tidal.spark.batch.side_input_relay: its tasks run where no partition carried them).
+        self.relay: Callable[[dict[str, SideInputValue]], None] | None = None
         self.events = events
         self.replicas = replicas or (lambda vertex: 0)
         self.readers = {
@@ -111,9 +115,21 @@ class SideInputManager:
         new = after_response(self.store.read(name), no_broadcast, bytes(value or b""), now)
         if new is None:
             return False
+        if self.relay is not None:  # first: a batch planned with the new value finds it relayed
+            self.relay({**self.current(), name: new})
         self.store.write(name, new)
         self._record(name, new)
         return True
+
+    def current(self) -> dict[str, SideInputValue]:
+        """The values the side inputs have (those that have one)."""
+        return {n: v for n in self.calls if (v := self.store.read(n)) is not None}
+
+    def republish(self) -> None:
+        """Relay the values the run directory holds (a restart, before the queries start: the
+        backend may be new, or may predate the relay)."""
+        if self.relay is not None and (values := self.current()):
+            self.relay(values)
 
     def _record(self, name: str, value: SideInputValue) -> None:
         log.info("side input %s: version %d (%d bytes)", name, value.version, len(value.value))
