@@ -22,6 +22,7 @@ import yaml
 from pynumaflow.sideinput import Response, SideInput
 
 from tidal.isb.sqlite import SqliteStore
+from tidal.spark.batch.rundir import run_id
 from tidal.spark.batch.side_input_relay import RELAY_BUFFER, latest
 from tidal.spark.batch.side_inputs import host_dir, host_key
 from tidal.spark.run.pipeline import PipelineRun
@@ -81,7 +82,7 @@ def test_map_side_input_e2e_a_new_value_reaches_the_running_queries(spark, tmp_p
         status = json.loads((tmp_path / "status.json").read_text())
         assert status["side_inputs"]["myticker"]["version"] == kept["version"]
     finally:
-        shutil.rmtree(host_dir(host_key(str(tmp_path.absolute()))), ignore_errors=True)
+        shutil.rmtree(host_dir(host_key(str(tmp_path.absolute()), run_id(tmp_path))), ignore_errors=True)
 
 
 def _numaflow_example():
@@ -121,7 +122,7 @@ def test_numaflow_pythons_simple_sideinput_retriever_runs_unchanged(spark, tmp_p
         seen = values()
         assert all(v.startswith("an example: ") for v in seen), seen[:3]
     finally:
-        shutil.rmtree(host_dir(host_key(str(tmp_path.absolute()))), ignore_errors=True)
+        shutil.rmtree(host_dir(host_key(str(tmp_path.absolute()), run_id(tmp_path))), ignore_errors=True)
 
 
 def test_a_pynumaflow_sink_reads_the_side_input_too(spark, tmp_path):
@@ -147,7 +148,7 @@ def test_a_pynumaflow_sink_reads_the_side_input_too(spark, tmp_path):
             eventually(both_values_read, 120, "the sink's reads of both values")
             assert _queries(run) == started
     finally:
-        shutil.rmtree(host_dir(host_key(str(tmp_path.absolute()))), ignore_errors=True)
+        shutil.rmtree(host_dir(host_key(str(tmp_path.absolute()), run_id(tmp_path))), ignore_errors=True)
 
 
 class Counting(SideInput):
@@ -209,7 +210,7 @@ def test_a_reducers_windows_carry_the_side_input_and_a_new_value_without_a_resta
         relay = SqliteStore(tmp_path / "pipeline.db").open(RELAY_BUFFER)
         assert latest(relay) == {"myticker": (kept["version"], base64.b64decode(kept["value"]))}
     finally:
-        shutil.rmtree(host_dir(host_key(str(tmp_path.absolute()))), ignore_errors=True)
+        shutil.rmtree(host_dir(host_key(str(tmp_path.absolute()), run_id(tmp_path))), ignore_errors=True)
 
 
 def test_an_accumulators_messages_carry_the_side_input_and_a_new_value_without_a_restart(spark, tmp_path):
@@ -252,4 +253,4 @@ def test_an_accumulators_messages_carry_the_side_input_and_a_new_value_without_a
         seen = versions()
         assert seen and max(seen) <= kept["version"], (seen, kept["version"])
     finally:
-        shutil.rmtree(host_dir(host_key(str(tmp_path.absolute()))), ignore_errors=True)
+        shutil.rmtree(host_dir(host_key(str(tmp_path.absolute()), run_id(tmp_path))), ignore_errors=True)

@@ -153,6 +153,18 @@ def test_a_task_never_puts_an_older_value_back(tmp_path, host_root):
     assert (side_inputs.host_dir(key) / "t").read_bytes() == b"newer"
 
 
+def test_a_run_started_anew_at_the_same_path_is_not_held_back_by_the_old_runs_versions(tmp_path, host_root):
+    """``--reset`` (or a deleted run directory) starts versions at 1 again at the same path: the
+    run's id in the host directory's name keeps the old run's markers out of its way."""
+    old = side_inputs.host_key(str(tmp_path), "0123456789ab")
+    side_inputs.materialise(side_inputs.Carried(old, (("t", 7, b"old run"),)))
+    new = side_inputs.host_key(str(tmp_path), "ba9876543210")
+    assert new != old
+    side_inputs.materialise(side_inputs.Carried(new, (("t", 1, b"new run"),)))
+    assert (side_inputs.host_dir(new) / "t").read_bytes() == b"new run"
+    side_inputs.require(str(tmp_path), ("t",), "v", "ba9876543210")
+
+
 def test_pynumaflow_code_reads_the_runs_directory_and_a_task_without_values_is_refused(
     tmp_path, host_root, monkeypatch
 ):

@@ -92,6 +92,9 @@ class QueryConfig:
         # wait until each has a value, and carry the values to the tasks (a reduce's tasks fetch
         # them: tidal.spark.batch.side_input_relay).
         side_inputs: tuple[str, ...] = (),
+        # The run's id (tidal.spark.batch.rundir.run_id), read on the driver: it names the run's
+        # side-input directory on every host, where a task cannot read the run directory.
+        run_id: str = "",
     ) -> None:
         if limits is None:
             from tidal.spec.model import Limits
@@ -101,6 +104,7 @@ class QueryConfig:
         self.vertex = vertex
         self.db = db
         self.run_dir = run_dir
+        self.run_id = run_id
         self.input = input
         self.outputs = tuple(outputs)
         self.routes = tuple(routes) or (None,) * len(self.outputs)

@@ -110,7 +110,7 @@ def fetch(config: QueryConfig) -> side_inputs.Carried | None:
     if any(n not in found for n in config.side_inputs):
         return None
     values = tuple((n, found[n][0], found[n][1]) for n in config.side_inputs)
-    return side_inputs.Carried(side_inputs.host_key(config.run_dir), values)
+    return side_inputs.Carried(side_inputs.host_key(config.run_dir, config.run_id), values)
 
 
 _ARRIVED: dict[str, tuple[int, int, int]] = {}  # run dir → the task that last fetched, per process
@@ -122,7 +122,7 @@ def arrive(config: QueryConfig) -> None:
     host, once per task. Raises when a value is missing, naming the side inputs."""
     from pyspark import TaskContext
 
-    side_inputs.point_pynumaflow(config.run_dir)
+    side_inputs.point_pynumaflow(config.run_dir, config.run_id)
     context = TaskContext.get()
     task = (context.stageId(), context.partitionId(), context.attemptNumber()) if context else None
     if task is not None and _ARRIVED.get(config.run_dir) == task:

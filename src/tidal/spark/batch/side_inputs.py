@@ -121,9 +121,13 @@ def store(run_dir: str) -> SideInputStore:
     return found
 
 
-def host_key(run_dir: str) -> str:
-    """The name of a run's directory on every host: the same everywhere, another for each run."""
-    return hashlib.sha256(run_dir.encode()).hexdigest()[:16]
+def host_key(run_dir: str, run_id: str = "") -> str:
+    """The name of a run's directory on every host: the same everywhere, another for each run.
+    With the run's id (:func:`tidal.spark.batch.rundir.run_id`), so a run started anew at the same
+    path (``--reset``, or the directory deleted) does not meet the old run's version markers,
+    which would hold its values back until its versions passed the old ones."""
+    name = f"{run_dir}\0{run_id}" if run_id else run_dir
+    return hashlib.sha256(name.encode()).hexdigest()[:16]
 
 
 def host_dir(key: str) -> Path:
@@ -132,13 +136,13 @@ def host_dir(key: str) -> Path:
     return Path(root) / key
 
 
-def carried(run_dir: str, names: tuple[str, ...]) -> Carried | None:
+def carried(run_dir: str, names: tuple[str, ...], run_id: str = "") -> Carried | None:
     """What a batch's partitions carry: the current values of ``names`` (None when a value is
     missing: admission held the batch back, so this is a batch planned before, replayed)."""
     values = store(run_dir).current(names)
     if values is None:
         return None
-    return Carried(host_key(run_dir), tuple((n, v.version, v.value) for n, v in values.items()))
+    return Carried(host_key(run_dir, run_id), tuple((n, v.version, v.value) for n, v in values.items()))
 
 
 def carry(config: QueryConfig, parts: Sequence[Any]) -> list[Any]:
@@ -146,7 +150,7 @@ def carry(config: QueryConfig, parts: Sequence[Any]) -> list[Any]:
     inputs its query's vertices read, as they are now: every reader's ``partitions`` ends here."""
     if not config.side_inputs or config.reduce:
         return list(parts)  # a reduce's handler runs after a shuffle: it fetches them (side_input_relay)
-    side = carried(config.run_dir, config.side_inputs)
+    side = carried(config.run_dir, config.side_inputs, config.run_id)
     return [replace(p, side=side) for p in parts]
 
 
@@ -195,10 +199,10 @@ def _replace(path: Path, data: bytes) -> None:
     tmp.replace(path)
 
 
-def require(run_dir: str, names: tuple[str, ...], vertex: str) -> None:
+def require(run_dir: str, names: tuple[str, ...], vertex: str, run_id: str = "") -> None:
     """Refuse to run a handler without its side inputs on this host: a task whose partition
     carried none (a reader that does not call :func:`carry` and :func:`arrive`)."""
-    folder = host_dir(host_key(run_dir))
+    folder = host_dir(host_key(run_dir, run_id))
     missing = [n for n in names if not (folder / n).exists()]
     if missing:
         raise RuntimeError(
@@ -207,12 +211,12 @@ def require(run_dir: str, names: tuple[str, ...], vertex: str) -> None:
         )
 
 
-def point_pynumaflow(run_dir: str) -> Path:
+def point_pynumaflow(run_dir: str, run_id: str = "") -> Path:
     """Make pynumaflow's side-input directory this run's on this host, in this process: what
     ``pynumaflow.sideinput.SIDE_INPUT_DIR_PATH`` (and ``pynumaflow._constants``'s) says when a
     handler reads it. Called before the handler's module is imported, so a module that copies the
     constant at import (``from pynumaflow.sideinput import SIDE_INPUT_DIR_PATH``) gets it too."""
-    folder = host_dir(host_key(run_dir))
+    folder = host_dir(host_key(run_dir, run_id))
     try:
         import pynumaflow._constants as constants
         from pynumaflow import sideinput

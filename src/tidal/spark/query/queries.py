@@ -8,6 +8,7 @@ function and then each follower's in the same task, and writes the tail's output
 from __future__ import annotations
 
 from tidal.scaling.idle import IdleParams
+from tidal.spark.batch import rundir
 from tidal.spark.batch.config import QueryConfig, input_buffer
 from tidal.spark.batch.idle import IdleWatch, Upstream
 from tidal.spec import PipelineSpec
@@ -26,6 +27,7 @@ def query_config(
     if chain.head != vertex:
         raise ValueError(f"{vertex} runs in the query of its chain's head, {chain.head}")
     tail = spec.vertex(chain.tail)
+    reads = tuple(dict.fromkeys(n for m in chain.members for n in spec.vertex(m).side_inputs))
     return QueryConfig(
         pipeline=spec.name,
         vertex=vertex,
@@ -48,7 +50,8 @@ def query_config(
         followers=tuple((m, spec.vertex(m).udf) for m in chain.followers),
         rate_limit=spec.rate_limit(vertex),
         origins=tuple(dict.fromkeys(spec.inputs(vertex))),
-        side_inputs=tuple(dict.fromkeys(n for m in chain.members for n in spec.vertex(m).side_inputs)),
+        side_inputs=reads,
+        run_id=rundir.run_id(run_dir) if reads else "",
         max_delay=spec.watermark.max_delay,
         idle=idle_watch(spec, plan, vertex),
     )

@@ -151,7 +151,7 @@ class VertexWriter(DataSourceStreamArrowWriter):
         members = self.config.members
         dead: list[list[tuple[str, bytes, str]]] = [[] for _ in members]
         if self.config.side_inputs:  # before the handler's module is imported (it may copy the path)
-            side_inputs.point_pynumaflow(self.config.run_dir)
+            side_inputs.point_pynumaflow(self.config.run_dir, self.config.run_id)
         transforms = self.transforms()
         steps = [Step() for _ in members]
         sink = self.sink("sink")
@@ -164,7 +164,9 @@ class VertexWriter(DataSourceStreamArrowWriter):
         scope = prefix if tail == 0 else f"{self.config.tail}<{self.config.vertex}:"
         for kpart, a, b, t0 in pieces(iterator, step):
             if self.config.side_inputs and written == 0:  # the task's reader has written them by now
-                side_inputs.require(self.config.run_dir, self.config.side_inputs, self.config.vertex)
+                side_inputs.require(
+                    self.config.run_dir, self.config.side_inputs, self.config.vertex, self.config.run_id
+                )
             batch = self.messages(a, b, kpart, t0)
             ids, payloads, times = batch.column("id"), batch.column("payload"), batch.column("t")
             keys = batch.column("keys") if "keys" in batch.schema.names else None
