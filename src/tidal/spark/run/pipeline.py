@@ -48,7 +48,7 @@ from tidal.spark.query.vertex import past_start, start_vertex, stop_between_batc
 from tidal.spark.run.buffer_watch import start_buffer_watch
 from tidal.spark.run.controller_setup import build_controller
 from tidal.spark.run.restarts import QueryFailures
-from tidal.spark.run.status import VertexStatus, vertex_statuses
+from tidal.spark.run.status import StatusThroughOutages, VertexStatus
 from tidal.spark.run.vertical import VerticalWatch
 from tidal.spec import PipelineSpec, graph
 from tidal.spec.chains import folded, plan_chains
@@ -105,6 +105,7 @@ class PipelineRun:
         self._configs: dict[str, Any] = {}  # each query's configuration and planned frame, to start
         self._frames: dict[str, Any] = {}  # it again after a transient failure (tidal.spark.run.restarts)
         self._failures = QueryFailures(self._restart)  # restarts what failed for the machine's reasons
+        self._statuses = StatusThroughOutages()  # the last status, kept while the buffers are away
         self.controller: Controller | None = None
         self.control: ControlStore | None = None
         self.buffers: BufferStore | None = None
@@ -320,7 +321,7 @@ class PipelineRun:
             time.sleep(poll)
 
     def status(self) -> list[VertexStatus]:
-        return vertex_statuses(self)
+        return self._statuses.read(self)
 
     def delivered_delays(self, vertex: str, since: float) -> list[DelaySample]:
         """The delivery delays of the sink ``vertex``'s batches committed at or after ``since``."""

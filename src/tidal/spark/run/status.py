@@ -3,6 +3,7 @@ and the metrics all read :class:`VertexStatus`."""
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -11,11 +12,14 @@ from tidal.controller import Controller
 from tidal.isb.base import BufferStore
 from tidal.isb.control import ControlStore
 from tidal.scaling.latency import pooled
+from tidal.spark.run.restarts import unreachable
 from tidal.spark.run.vertical import VerticalWatch
 from tidal.spec import PipelineSpec
 from tidal.spec.chains import ChainPlan
 
-__all__ = ["DELAY_WINDOW", "VertexStatus", "delay_of", "vertex_statuses"]
+__all__ = ["DELAY_WINDOW", "StatusThroughOutages", "VertexStatus", "delay_of", "vertex_statuses"]
+
+log = logging.getLogger("tidal.pipeline")
 
 DELAY_WINDOW = 10.0  # seconds of delivered batches the live delay is taken over
 
@@ -165,3 +169,34 @@ def delay_of(control: ControlStore, vertex: str, now: float) -> dict[str, float]
     if not window.count:
         return {}
     return {"p50": window.p50, "p99": window.p99, "max": window.max, "count": float(window.count)}
+
+
+class StatusThroughOutages:
+    """The vertices' status, read at every poll of the run's wait loop, kept through a buffer
+    outage. Reading it opens the buffers; while their servers do not answer (a cut link, every
+    server down) the read fails, and the run must not stop for that: the controller holds and says
+    so (``metrics-unavailable``), the queries are restarted when the buffers answer again
+    (:mod:`tidal.spark.run.restarts`), and the live view shows the last status it read, with one
+    warning when the outage begins and one when it ends. Any other failure is raised."""
+
+    def __init__(self) -> None:
+        self.last: list[VertexStatus] = []
+        self.since: float | None = None  # when the current outage began
+
+    def read(self, run: _Run) -> list[VertexStatus]:
+        try:
+            statuses = vertex_statuses(run)
+        except Exception as exc:
+            if not (unreachable(str(exc)) or type(exc).__module__.startswith("nats")):
+                raise
+            if self.since is None:
+                self.since = time.time()
+                log.warning(
+                    "the buffers do not answer (%s: %s); showing the last status", type(exc).__name__, exc
+                )
+            return self.last
+        if self.since is not None:
+            log.warning("the buffers answer again after %.1f s", time.time() - self.since)
+            self.since = None
+        self.last = statuses
+        return statuses
