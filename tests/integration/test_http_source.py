@@ -440,3 +440,81 @@ def test_with_auth_token_requests_need_the_bearer_token_and_the_refused_are_coun
             again.start()
         finally:
             again.stop()
+
+
+T0 = 1_700_000_000  # a multiple of 10: the first window is [T0, T0 + 10 s)
+
+
+def keyed_counts(run_dir: Path) -> dict[tuple[str, int], int]:
+    """``(keys joined by ",", window start ms)`` → the count the reduce delivered (ids
+    ``count:<keys>@<start ms>-<end ms>``); fails on a key's window delivered twice."""
+    from tidal.testing import delivered as records
+
+    found: dict[tuple[str, int], int] = {}
+    for record in records(run_dir / "out.jsonl"):
+        key, _, bounds = str(record["id"]).removeprefix("count:").partition("@")
+        start = int(bounds.split("-")[0])
+        assert (key, start) not in found, f"window {key}@{start} delivered twice"
+        found[key, start] = int(record["payload"])
+    return found
+
+
+def test_x_numaflow_keys_are_what_a_keyed_reduce_downstream_groups_by(spark, tmp_path):
+    """Numaflow's clients key their messages with ``x-numaflow-keys``: a keyed reduce right after
+    the HTTP source counts each key's messages in its window, as Numaflow's would."""
+    data = {
+        "name": "keyed",
+        "controller": {"intervalSeconds": 0.5},
+        "vertices": [
+            {
+                "name": "in",
+                "source": {"http": {"bodies": "raw"}},
+                "replicas": 1,
+                "kpa": {"min-scale": 1, "target": 2, "window": "6s"},
+            },
+            {
+                "name": "count",
+                "udf": {
+                    "reduce": "tidal.examples.numaflow:ReduceCounter",
+                    "reduceArgs": [0],
+                    "groupBy": {"window": {"fixed": {"length": "10s"}}, "keyed": True, "allowedLateness": 0},
+                },
+            },
+            {"name": "out", "sink": {"file": {"path": "out.jsonl"}}},
+        ],
+        "edges": [{"from": "in", "to": "count"}, {"from": "count", "to": "out"}],
+    }
+    # (the header as a client sends it or None, how many): Numaflow's splitting, trimmed, empty
+    # items dropped; no header or an empty one: no keys, the empty key
+    sent = [("a", 5), ("b", 3), (" a , b,", 2), (None, 2), ("", 1)]
+    want = {("a", T0 * 1000): 5, ("b", T0 * 1000): 3, ("a,b", T0 * 1000): 2, ("", T0 * 1000): 3}
+    run = PipelineRun(parse_pipeline(data), tmp_path, spark=spark, trigger_seconds=0.25).start()
+    try:
+        path = run.requests["in"]
+        wait_ready(path, 1)
+        n = 0
+        for header, count in sent:
+            for _ in range(count):
+                headers = {"Content_Type": "text/plain", "x_numaflow_id": f"m-{n}"}
+                headers["x_numaflow_event_time"] = str(T0 * 1000 + n * 300)  # all in the first window
+                if header is not None:
+                    headers["x_numaflow_keys"] = header
+                status, answer = post(path.url, f"hello {n}".encode(), **headers)
+                assert status == 200, answer
+                n += 1
+        # one message far ahead moves the watermark past the first window: it closes
+        status, answer = post(
+            path.url, b"late", Content_Type="text/plain", x_numaflow_keys="close",
+            x_numaflow_event_time=str((T0 + 25) * 1000),
+        )  # fmt: skip
+        assert status == 200, answer
+
+        def first_window_counted() -> dict[tuple[str, int], int]:
+            run.check()
+            got = {k: v for k, v in keyed_counts(tmp_path).items() if k[1] == T0 * 1000}
+            assert len(got) >= len(want), f"{len(got)} of {len(want)} keys' windows delivered: {got}"
+            return got
+
+        assert eventually(first_window_counted, 300, "the first window's count per key") == want
+    finally:
+        run.stop()

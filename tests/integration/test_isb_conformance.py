@@ -210,6 +210,26 @@ def test_a_batch_key_is_stored_once_even_after_trim(backend):
     assert [(seq, mid, p) for seq, mid, p in buf.read(0, 10)] == [(4, "a", b"A2"), (5, "d", b"D")]
 
 
+def test_append_stores_keys_as_append_batch_does_and_a_replay_keeps_the_first_ones(backend):
+    """An HTTP source's ``x-numaflow-keys`` reach the buffer through ``append``: read back in
+    ``read_batch``'s keys column, per message, null for none, also on the replay path."""
+    _, _, store = backend
+    buf = store.create("appendkeys")
+    r = buf.append([b"a", b"b", b"c", b"d"], ["a", "b", "c", "d"], None, [["k1"], ["k1", "k2"], None, []])
+    assert (r.appended, r.duplicates) == (4, 0)
+    # a replay holding known ids (another request's keys for "b"): only "e" is new, with its keys
+    r = buf.append([b"b", b"e"], ["b", "e"], [5.0, 6.0], [["other"], ["k3"]])
+    assert (r.appended, r.duplicates) == (1, 1)
+    buf.append([b"f"], ["f"])  # without keys: none
+    batch = buf.read_batch(1, 6)
+    assert batch.column("id").to_pylist() == ["a", "b", "c", "d", "e", "f"]
+    assert batch.column("keys").to_pylist() == [["k1"], ["k1", "k2"], None, [], ["k3"], None]
+    assert batch.column("t").to_pylist()[4] == 6.0
+    with pytest.raises(TypeError, match="keys"):
+        buf.append([b"g", b"h"], ["g", "h"], None, [["k"]])
+    assert buf.last_seq() == 6  # the refused batch stored nothing
+
+
 def test_read_batch_is_arrow_and_matches_read_range_across_batches(backend):
     import pyarrow as pa
 

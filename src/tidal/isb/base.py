@@ -121,10 +121,16 @@ class Buffer(Protocol):
     def limits(self) -> BufferLimits: ...
 
     def append(
-        self, payloads: Sequence[bytes], ids: Sequence[str], times: Sequence[float] | None = None
+        self,
+        payloads: Sequence[bytes],
+        ids: Sequence[str],
+        times: Sequence[float] | None = None,
+        keys: Sequence[Sequence[str] | None] | None = None,
     ) -> AppendResult:
         """Append a batch atomically (messages entering the pipeline), their source ``times``
-        the event times a source gave them (None: now). An id already stored is skipped.
+        the event times a source gave them (None: now) and their ``keys`` (Numaflow's message
+        keys, one list or None per message, stored as ``append_batch`` stores them; None: none),
+        which an HTTP source's ``x-numaflow-keys`` gives them. An id already stored is skipped.
         Raises ``BufferFull`` (nothing stored) past ``max_length``."""
         ...
 

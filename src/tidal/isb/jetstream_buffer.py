@@ -105,14 +105,23 @@ class JetStreamBuffer:
     # -- append --------------------------------------------------------------------------------
 
     def append(
-        self, payloads: Sequence[bytes], ids: Sequence[str], times: Sequence[float] | None = None
+        self,
+        payloads: Sequence[bytes],
+        ids: Sequence[str],
+        times: Sequence[float] | None = None,
+        keys: Sequence[Sequence[str] | None] | None = None,
     ) -> AppendResult:
         check_batch(payloads, ids)
         if not payloads:
             return AppendResult(0, 0, 0, 0)
+        if keys is not None and len(keys) != len(ids):
+            raise TypeError(f"append: {len(keys)} keys but {len(ids)} ids (one list per message)")
         # They enter the pipeline here: at the event time their source gave them, else now.
         now = time.time()
         stamps = [{"Tidal-Time": repr(now if times is None else float(t))} for t in (times or payloads)]
+        for stamp, k in zip(stamps, keys or (), strict=False):
+            if k is not None:  # as append_batch stores them: JSON in Tidal-Keys, none without
+                stamp["Tidal-Keys"] = json.dumps(list(k))
         return self._store.run(self._append([bytes(p) for p in payloads], list(ids), None, stamps))
 
     def append_batch(

@@ -310,12 +310,18 @@ class SqliteBuffer:
             staged[0].unlink(missing_ok=True)  # still there when the batch was refused or known
 
     def append(
-        self, payloads: Sequence[bytes], ids: Sequence[str], times: Sequence[float] | None = None
+        self,
+        payloads: Sequence[bytes],
+        ids: Sequence[str],
+        times: Sequence[float] | None = None,
+        keys: Sequence[Sequence[str] | None] | None = None,
     ) -> AppendResult:
         check_batch(payloads, ids)
         if not ids:
             return AppendResult(0, 0, 0, 0)
-        return self._run(lambda db: self._append(db, payloads, ids, times))
+        if keys is not None and len(keys) != len(ids):  # before any id is claimed
+            raise TypeError(f"append: {len(keys)} keys but {len(ids)} ids (one list per message)")
+        return self._run(lambda db: self._append(db, payloads, ids, times, keys))
 
     def _append(
         self,
@@ -323,6 +329,7 @@ class SqliteBuffer:
         payloads: Sequence[bytes],
         ids: Sequence[str],
         times: Sequence[float] | None = None,
+        keys: Sequence[Sequence[str] | None] | None = None,
     ) -> AppendResult:
         n = len(ids)
         # Optimistic path: claim every id at once. When all are new (the normal case: a replay
@@ -335,10 +342,10 @@ class SqliteBuffer:
         # also proves the batch holds no repeats.
         if db.total_changes - before == n:
             db.execute("RELEASE claim")
-            return self._store_segment(db, segments.as_segment(ids, payloads, times), 0)
+            return self._store_segment(db, segments.as_segment(ids, payloads, times, keys), 0)
         db.execute("ROLLBACK TO claim")
         db.execute("RELEASE claim")
-        return self._append_with_duplicates(db, payloads, ids, now, times)
+        return self._append_with_duplicates(db, payloads, ids, now, times, keys)
 
     def _append_with_duplicates(
         self,
@@ -347,14 +354,16 @@ class SqliteBuffer:
         ids: Sequence[str],
         now: float,
         times: Sequence[float] | None = None,
+        keys: Sequence[Sequence[str] | None] | None = None,
     ) -> AppendResult:
-        """A batch with known ids (a replay) or repeated ids: store each new id once, in order."""
+        """A batch with known ids (a replay) or repeated ids: store each new id once, in order,
+        with its own time and keys."""
         seen: set[str] = set()
         for i in range(0, len(ids), _CHUNK):
             chunk = ids[i : i + _CHUNK]
             marks = ",".join("?" * len(chunk))
             seen.update(r[0] for r in db.execute(f"SELECT id FROM {self._ids} WHERE id IN ({marks})", chunk))
-        batch = segments.as_segment(ids, payloads, times if times is not None else [now] * len(ids))
+        batch = segments.as_segment(ids, payloads, times if times is not None else [now] * len(ids), keys)
         new = segments.first_unseen(batch, seen)
         duplicates = len(ids) - new.num_rows
         if not new.num_rows:

@@ -47,6 +47,7 @@ class _Pending:
     future: asyncio.Future[Stored]
     loop: asyncio.AbstractEventLoop
     event_time: float | None = None
+    keys: Sequence[str] = ()  # every message's (x-numaflow-keys); empty: none
 
 
 class GroupWriter:
@@ -62,12 +63,17 @@ class GroupWriter:
         self._thread.start()
 
     async def append(
-        self, payloads: Sequence[bytes], ids: Sequence[str], event_time: float | None = None
+        self,
+        payloads: Sequence[bytes],
+        ids: Sequence[str],
+        event_time: float | None = None,
+        keys: Sequence[str] = (),
     ) -> Stored:
         """Store one request's messages with the group; ``event_time`` (seconds) is their source
-        time, the time they are stored by default."""
+        time, the time they are stored by default; ``keys`` are every one of its messages' keys
+        (what a keyed reduce downstream groups them by), none when empty."""
         loop = asyncio.get_running_loop()
-        pending = _Pending(payloads, ids, loop.create_future(), loop, event_time)
+        pending = _Pending(payloads, ids, loop.create_future(), loop, event_time, keys)
         with self._cond:
             if self._closed:
                 raise RuntimeError("the receiver is stopping")
@@ -130,7 +136,10 @@ class GroupWriter:
         if any(item.event_time is not None for item in group):
             now = time.time()
             times = [now if item.event_time is None else item.event_time for item in group for _ in item.ids]
-        results = [buffer.append(payloads, ids, times) for buffer in self._buffers]
+        keys = None  # the common case, no request keyed: the buffer stores none, as before
+        if any(item.keys for item in group):
+            keys = [list(item.keys) if item.keys else None for item in group for _ in item.ids]
+        results = [buffer.append(payloads, ids, times, keys) for buffer in self._buffers]
         first = results[0]
         if first.duplicates == 0:
             return [Stored(len(item.ids), 0) for item in group]

@@ -14,8 +14,13 @@ its ``Content-Type``, is **one** message, its bytes as they came.
 
 Numaflow's headers work under both: ``x-numaflow-id`` is ``X-Message-Id``;
 ``x-numaflow-event-time`` (milliseconds since the epoch) is the messages' event time (their
-source time: what a reduce windows them by), now by default. ``x-numaflow-keys`` is refused with a
-400: Tidal's receivers do not carry keys yet, and dropping them would change a keyed reduce.
+source time: what a reduce windows them by), now by default. ``x-numaflow-keys`` is a
+comma-separated list of the messages' keys (what a keyed reduce groups by, a map's
+``datum.keys``), every message of the request the same; without it they have none. It is split
+as Numaflow's Rust HTTP source splits it (``parse_keys_from_header``): each item trimmed of
+whitespace, empty items dropped (``"a , b"`` → ``a``, ``b``; ``"a,,b"`` → ``a``, ``b``; ``""``
+and ``",,"`` → no keys), and a value with a character outside visible ASCII (space and tab
+allowed) refused with a 400, as Numaflow refuses it.
 
 Ids make retries safe. With ``Idempotency-Key: K`` the messages are ``K/0``, ``K/1``, …; the
 buffer stores each id once within its de-duplication window, so a retry of the same request
@@ -32,7 +37,7 @@ import json
 import re
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tidal.errors import BadRequest
 
@@ -55,6 +60,7 @@ class Parsed:
     payloads: list[bytes]
     ids: list[str]
     event_time: float | None = None  # x-numaflow-event-time, in seconds; None: when it is stored
+    keys: list[str] = field(default_factory=list)  # x-numaflow-keys, every message's; []: none
 
 
 def _compact(value: object) -> bytes:
@@ -104,16 +110,24 @@ def _event_time(headers: Mapping[str, str]) -> float | None:
     return int(value) / 1000.0
 
 
+def _keys(headers: Mapping[str, str]) -> list[str]:
+    """``x-numaflow-keys`` as Numaflow's HTTP source reads it: split on commas, each item trimmed,
+    empty ones dropped; [] without the header. A client of Numaflow's that sends ``a, b`` or a
+    trailing comma must get the same keys here, or a keyed reduce would group differently."""
+    value = headers.get(KEYS)
+    if value is None:
+        return []
+    if any(not (" " <= c <= "~" or c == "\t") for c in value):
+        raise BadRequest(400, f"the value of {KEYS} contains characters that are not printable ASCII")
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
 def parse(content_type: str, body: bytes, headers: Mapping[str, str], raw: bool = False) -> Parsed:
     """The request's messages and their ids, or :class:`BadRequest`; ``raw``: the body is one
     message, as it came (``source.http.bodies: raw``)."""
     headers = {k.lower(): v for k, v in headers.items()}  # HTTP's names are case-insensitive
-    if headers.get(KEYS) is not None:
-        raise BadRequest(
-            400, f"{KEYS} is not supported: Tidal's HTTP source does not carry keys yet; send the key in "
-            "the payload and set it in a map (Message(value, keys=[...]))",
-        )  # fmt: skip
     event_time = _event_time(headers)
+    keys = _keys(headers)
     if raw and not body:
         raise BadRequest(400, "the request holds no message (an empty body)")
     values: list[object] = [body] if raw else _values(content_type, body)
@@ -134,9 +148,10 @@ def parse(content_type: str, body: bytes, headers: Mapping[str, str], raw: bool 
                 400, f"X-Message-Id names one message, and the body holds {len(values)}: "
                 "use Idempotency-Key for a batch",
             )  # fmt: skip
-        return Parsed([_payload(values[0])], [message_id], event_time)
+        return Parsed([_payload(values[0])], [message_id], event_time, keys)
     prefix = key if key is not None else uuid.uuid4().hex
-    return Parsed([_payload(v) for v in values], [f"{prefix}/{i}" for i in range(len(values))], event_time)
+    ids = [f"{prefix}/{i}" for i in range(len(values))]
+    return Parsed([_payload(v) for v in values], ids, event_time, keys)
 
 
 def _payload(value: object) -> bytes:

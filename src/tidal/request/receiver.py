@@ -8,9 +8,9 @@ a worker host's address when its agent started it, :mod:`tidal.request.agent`):
   activator``), then passes the breaker (``containerConcurrency`` > 0: at most CC at once, a queue
   of 10 × CC behind them, 503 "pending request queue full" beyond, 503 too when the request's
   deadline, ``timeoutSeconds``, passes while it waits, and 500 on any other breaker error, as
-  Knative's ``ProxyHandler``; CC 0: no breaker). The
-  handler appends the messages to every output buffer of the source — with the other requests
-  waiting at that moment, as one group commit (:mod:`tidal.request.group_commit`) — and answers
+  Knative's ``ProxyHandler``; CC 0: no breaker). The handler appends the messages (with their
+  event time and ``x-numaflow-keys``) to every output buffer of the source — with the other
+  requests waiting at that moment, as one group commit (:mod:`tidal.request.group_commit`) — and answers
   200 with their ids **only after** the append committed. A buffer over its usage limit answers 429 with
   ``Retry-After`` before anything is written; a buffer that fills during the append answers 503
   — nothing half accepted: a retry with the same ``Idempotency-Key`` stores each message once.
@@ -184,7 +184,7 @@ class _Receiver:
         except BadRequest as bad:
             return _json(bad.status, {"error": bad.problem})
         try:
-            stored = await self.writer.append(parsed.payloads, parsed.ids, parsed.event_time)
+            stored = await self.writer.append(parsed.payloads, parsed.ids, parsed.event_time, parsed.keys)
         except Backpressure as full:
             return _json(429, {"error": str(full)}, {"Retry-After": "1"})
         except errors.BufferFull as full:

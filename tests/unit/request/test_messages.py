@@ -68,7 +68,7 @@ def test_numaflows_headers_name_the_message_and_its_event_time_case_insensitivel
     assert parse("application/json", b"7", {"x-numaflow-id": "a", "X-Message-Id": "a"}).ids == ["a"]
     for headers, words in [
         ({"x-numaflow-event-time": "yesterday"}, "milliseconds since 1970"),
-        ({"x-numaflow-keys": "k1,k2"}, "does not carry keys"),
+        ({"x-numaflow-keys": "caf\u00e9"}, "not printable ASCII"),
         ({"x-numaflow-id": "a", "X-Message-Id": "b"}, "not both"),
         ({"x-numaflow-id": "has space"}, "visible ASCII"),
     ]:
@@ -84,3 +84,26 @@ def test_a_post_to_another_vertexs_path_is_refused_naming_the_right_one():
     assert wrong_vertex("orders", "orders-http", "orders") is None  # an HTTP MonoVertex's receivers
     assert "POST to / or /vertices/in" in (wrong_vertex("out", "in") or "")
     assert wrong_vertex("orders", "orders-http") is not None  # no alias: only the vertex's own name
+
+
+@pytest.mark.parametrize(
+    ("header", "keys"),
+    [
+        pytest.param("key1", ["key1"], id="one"),
+        pytest.param("key1,key2,key3", ["key1", "key2", "key3"], id="several"),
+        pytest.param("key1 , key2 ,\tkey3", ["key1", "key2", "key3"], id="whitespace-trimmed"),
+        pytest.param("user 123,region-us", ["user 123", "region-us"], id="inner-space-kept"),
+        pytest.param("key1,,key2,", ["key1", "key2"], id="empty-items-dropped"),
+        pytest.param("", [], id="empty-header"),
+        pytest.param(" , ,,", [], id="only-commas-and-spaces"),
+    ],
+)
+def test_numaflow_keys_are_split_trimmed_and_empty_items_dropped_as_numaflow_does(header, keys):
+    """Numaflow's ``parse_keys_from_header`` (rust/extns/numaflow-http): the same cases."""
+    parsed = parse("application/json", b"[1, 2]", {"X-Numaflow-Keys": header})
+    assert parsed.keys == keys and len(parsed.payloads) == 2
+
+
+def test_without_the_keys_header_messages_have_no_keys():
+    assert parse("application/json", b"[1, 2]", {}).keys == []
+    assert parse("", b"raw", {"x-numaflow-id": "m"}, raw=True).keys == []
