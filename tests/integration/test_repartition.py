@@ -224,3 +224,53 @@ def test_a_failed_repartition_leaves_an_unfinished_batch_that_undoing_lets_the_q
     _run_batches(_rate_query(spark, rocks, ROCKSDB), 3)
     repartition(spark, rocks, 3)
     assert committed_partitions(rocks) == 3 and unfinished_repartition(rocks) is None
+
+
+def test_a_repartition_a_killed_driver_left_unfinished_is_completed_at_the_next_start_exactly_once(
+    spark, tmp_path
+):
+    """What a driver killed inside Spark's repartition leaves on disk, made certain rather than
+    timed: the vertex's query stopped between batches (the move's first step), Spark's repartition
+    batch planned and its state written, its commit not (``commits/<n>`` removed). Spark refuses to
+    start a query from there; the next run completes the move to the same count, as Spark asks."""
+    from tidal.isb.control import ControlStore
+    from tidal.spark.batch.state_partitions import last_batch
+    from tidal.spark.run.repartition import RECORD_KEY, repartition
+
+    lines, run_dir = tmp_path / "events.txt", tmp_path / "run"
+    out, checkpoint = run_dir / "out.jsonl", run_dir / "checkpoints" / "count"
+    _write(lines, STAGE_1)
+    spec = _spec(lines)
+    with PipelineRun(spec, run_dir, spark=spark, trigger_seconds=0.25) as run:
+        before_move = _expected(STAGE_1, T0 + 25)
+
+        def first_windows() -> None:
+            assert _counts(out) == before_move
+
+        eventually(first_windows, 240, "the windows before the move", run=run, poll=0.5)
+    control = ControlStore(run_dir / "pipeline.db", spec.buffers.durability)
+    control.set_meta(RECORD_KEY + "count", json.dumps({"count": 1, "moving_to": 2}))
+    control.close()
+    repartition(spark, checkpoint, 2)
+    batch = last_batch(checkpoint / "commits")
+    assert batch is not None
+    (checkpoint / "commits" / str(batch)).unlink()
+    (checkpoint / "commits" / f".{batch}.crc").unlink(missing_ok=True)
+    unfinished = unfinished_repartition(checkpoint)
+    assert unfinished is not None and (unfinished.before, unfinished.after) == (1, 2)
+
+    _write(lines, STAGE_2)
+    with PipelineRun(spec, run_dir, spark=spark, trigger_seconds=0.25) as run:
+        assert unfinished_repartition(checkpoint) is None and committed_partitions(checkpoint) == 2
+        every = _expected(STAGE_1 + STAGE_2, T0 + 100)
+
+        def every_window() -> None:
+            assert _counts(out) == every
+            progress = run.queries["count"].lastProgress
+            assert progress is not None
+            assert [op["numShufflePartitions"] for op in progress["stateOperators"]] == [2]
+
+        eventually(every_window, 240, "every window after the completed move", run=run, poll=0.5)
+    [move] = _moves(run_dir)
+    assert move["rule"] == "repartitioned" and move["inputs"]["by"] == "restart"
+    assert "driver stopped during Spark's repartition" in move["reason"]
