@@ -274,3 +274,52 @@ def test_a_repartition_a_killed_driver_left_unfinished_is_completed_at_the_next_
     [move] = _moves(run_dir)
     assert move["rule"] == "repartitioned" and move["inputs"]["by"] == "restart"
     assert "driver stopped during Spark's repartition" in move["reason"]
+
+
+def test_a_move_spark_refuses_leaves_the_vertex_on_its_old_count_with_spark_s_reason_and_a_back_off(
+    spark, tmp_path, monkeypatch
+):
+    """A checkpoint an older Tidal began keeps Spark's HDFS-backed state store, which Spark's
+    repartition refuses: the move is undone, the vertex runs on, exactly once, and says why."""
+    import tidal.spark.run.pipeline as pipeline_module
+
+    lines, run_dir = tmp_path / "events.txt", tmp_path / "run"
+    out, checkpoint = run_dir / "out.jsonl", run_dir / "checkpoints" / "count"
+    _write(lines, STAGE_1)
+    spec = _spec(lines)
+    with monkeypatch.context() as older_tidal:  # the state store reduce vertices had before #60
+        older_tidal.setattr(
+            pipeline_module,
+            "ROCKSDB",
+            "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
+        )
+        with PipelineRun(spec, run_dir, spark=spark, trigger_seconds=0.25) as run:
+            before_move = _expected(STAGE_1, T0 + 25)
+
+            def first_windows() -> None:
+                assert _counts(out) == before_move
+
+            eventually(first_windows, 240, "the windows before the move", run=run, poll=0.5)
+    with PipelineRun(spec, run_dir, spark=spark, trigger_seconds=0.25) as run:
+        server = start_api(run, run_dir, 0, "127.0.0.1", "token", Console(quiet=True))
+        try:
+            code, text = _scale(run_dir, "count", 2)
+            assert (
+                code == 1 and "UNSUPPORTED_PROVIDER" in text and "runs on its 1 partitions again" in text
+            ), text
+            assert committed_partitions(checkpoint) == 1 and unfinished_repartition(checkpoint) is None
+            code, text = _scale(run_dir, "count", 2)  # at once: the back-off refuses it, nothing stops
+            assert code == 1 and "last move failed" in text, text
+            _write(lines, STAGE_2)
+            every = _expected(STAGE_1 + STAGE_2, T0 + 100)
+
+            def every_window() -> None:
+                assert _counts(out) == every
+
+            eventually(every_window, 240, "every window after the refused move", run=run, poll=0.5)
+        finally:
+            server.stop()
+    [move] = _moves(run_dir)
+    assert move["rule"] == "repartition-failed" and move["inputs"]["partitions"] == 1
+    assert "HDFSBackedStateStoreProvider is not supported" in move["reason"]
+    assert move["inputs"]["pause_seconds"] > 0
