@@ -12,6 +12,10 @@ Routes (``/apis/tidal.dev/v1``; ``{p}`` the pipeline's name, ``{v}`` a vertex's)
 ``GET   /pipelines/{p}/vertices/{v}/scale`` the scale subresource (:mod:`tidal.api.scale`)
 ``PUT   /pipelines/{p}/vertices/{v}/scale`` write it: a whole ``Scale``
 ``PATCH /pipelines/{p}/vertices/{v}/scale`` write it: a merge patch or a JSON patch
+``GET   /pipelines/{p}/vertices/{v}/partitions``  a reduce vertex's state partitions
+``PATCH /pipelines/{p}/vertices/{v}/partitions``  ``{"spec": {"partitions": N}}``: move its state
+                                            to N partitions (:mod:`tidal.api.partitions`); the
+                                            answer comes once the vertex runs again
 
 Every write needs the run's bearer token (:mod:`tidal.api.auth`); reads do not. Errors are
 Kubernetes ``Status`` objects with the HTTP code, a ``reason`` and a message naming the field and
@@ -33,6 +37,7 @@ from typing import Any, Protocol
 
 from tidal import errors
 from tidal.api.auth import Caller, check_token, refuse_query_token
+from tidal.api.partitions import PartitionsView, partitions_from_body, partitions_object
 from tidal.api.scale import (
     API_GROUP,
     API_VERSION,
@@ -68,6 +73,10 @@ class Operable(Protocol):
     def set_scale(
         self, vertex: str, replicas: int, version: str | None, caller: Caller
     ) -> tuple[ScaleView, str]: ...
+
+    def partitions(self, vertex: str) -> PartitionsView: ...
+
+    def set_partitions(self, vertex: str, partitions: int, caller: Caller) -> tuple[PartitionsView, str]: ...
 
     def pause(self, caller: Caller, *, drain: bool = True, timeout: float = DRAIN_TIMEOUT) -> str: ...
 
@@ -163,6 +172,8 @@ class _Handler(BaseHTTPRequestHandler):
                          "items": [scale_object(v) for v in operable.scales()]}  # fmt: skip
         if parts[1] == "vertices" and len(parts) == 4 and parts[3] == "scale":
             return self._on_scale(method, parts[2], body, caller)
+        if parts[1] == "vertices" and len(parts) == 4 and parts[3] == "partitions":
+            return self._on_partitions(method, parts[2], body, caller)
         raise ApiError(404, "NotFound", f"no such route: {path}")
 
     # -- the pipeline: lifecycle and live edits -------------------------------------------------
@@ -260,6 +271,18 @@ class _Handler(BaseHTTPRequestHandler):
         view, after = operable.set_scale(vertex, replicas, version, caller)
         answer = scale_object(view)
         answer["metadata"]["annotations"]["tidal.dev/after-write"] = after
+        return 200, answer
+
+    def _on_partitions(self, method: str, vertex: str, body: bytes, caller: Caller) -> tuple[int, Any]:
+        operable = self.server.operable
+        if method == "GET":
+            return 200, partitions_object(operable.partitions(vertex))
+        if method not in ("PUT", "PATCH"):
+            raise ApiError(405, "MethodNotAllowed", f"{method} on partitions: GET, PUT or PATCH")
+        operable.partitions(vertex)  # 404 before parsing the body
+        view, done = operable.set_partitions(vertex, partitions_from_body(body), caller)
+        answer = partitions_object(view)
+        answer["status"]["message"] = done
         return 200, answer
 
     # -- answers -------------------------------------------------------------------------------

@@ -21,7 +21,9 @@ from rich.table import Table
 
 from tidal import errors
 
-__all__ = ["apply", "get_scale", "pause", "resume", "scale"]
+__all__ = ["apply", "get_scale", "partitions", "pause", "resume", "scale"]
+
+MOVE_TIMEOUT = 600.0  # a move answers once the vertex ran its first batch after it
 
 MANAGER = "tidal-cli"  # Kubernetes' fieldManager: who wrote it, in the run's events
 
@@ -46,8 +48,9 @@ def _api(run_dir: Path) -> tuple[str, str | None]:
 
 
 def _call(
-    run_dir: Path, method: str, path: str = "", body: Any = None, content_type: str = "application/json"
-) -> dict[str, Any]:
+    run_dir: Path, method: str, path: str = "", body: Any = None, content_type: str = "application/json",
+    timeout: float = 60.0,
+) -> dict[str, Any]:  # fmt: skip
     url, token = _api(run_dir)
     data = None if body is None else json.dumps(body).encode()
     sep = "&" if "?" in path else "?"
@@ -61,7 +64,7 @@ def _call(
     if token is not None and method != "GET":
         request.add_header("Authorization", f"Bearer {token}")
     try:
-        with urllib.request.urlopen(request, timeout=60) as response:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
             answer: dict[str, Any] = json.loads(response.read())
             return answer
     except urllib.error.HTTPError as exc:
@@ -95,6 +98,25 @@ def scale(run_dir: str | Path, vertex: str, replicas: int, console: Console | No
         )  # fmt: skip
         after = answer["metadata"]["annotations"].get("tidal.dev/after-write", "")
         console.print(f"{escape(vertex)} scaled to {answer['spec']['replicas']}: {escape(after)}")
+        return 0
+
+    return _run(console, act)
+
+
+def partitions(run_dir: str | Path, vertex: str, count: int, console: Console | None = None) -> int:
+    """``tidal scale RUN_DIR VERTEX --partitions N``: move a reduce vertex's state to ``N``
+    partitions; waits until the vertex runs again (:mod:`tidal.spark.run.repartition`)."""
+    console = console or Console()
+
+    def act() -> int:
+        console.print(f"moving {escape(vertex)}'s state to {count} partitions (its query pauses)")
+        answer = _call(
+            Path(run_dir), "PATCH", f"/vertices/{vertex}/partitions", {"spec": {"partitions": count}},
+            "application/merge-patch+json", timeout=MOVE_TIMEOUT,
+        )  # fmt: skip
+        console.print(
+            escape(answer["status"].get("message", f"{vertex}: {answer['spec']['partitions']} partitions"))
+        )
         return 0
 
     return _run(console, act)

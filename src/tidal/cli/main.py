@@ -117,10 +117,18 @@ def build_parser() -> argparse.ArgumentParser:
     convert.add_argument("manifest", help="the Numaflow manifest's YAML file")
     convert.add_argument("--handlers", default=None, metavar="FILE", help="as tidal run --handlers")
 
-    scale = sub.add_parser("scale", help="set a running vertex's replicas (its scale subresource)")
+    scale = sub.add_parser(
+        "scale",
+        help="set a running vertex's replicas (its scale subresource), or a reduce vertex's state partitions",
+    )
     scale.add_argument("run_dir")
     scale.add_argument("vertex")
-    scale.add_argument("--replicas", type=int, required=True, help="the replica count, within scale.min..max")
+    how = scale.add_mutually_exclusive_group(required=True)
+    how.add_argument("--replicas", type=int, help="the replica count, within scale.min..max")
+    how.add_argument(
+        "--partitions", type=int,
+        help="move a reduce vertex's state to this many partitions (its query pauses for the move)",
+    )  # fmt: skip
 
     get = sub.add_parser("get", help="read a running pipeline's scale subresources")
     get.add_argument("what", choices=["scale"])
@@ -245,6 +253,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command in ("scale", "get", "pause", "resume", "apply"):
         from tidal.cli import control
 
+        if args.command == "scale" and args.partitions is not None:
+            return control.partitions(args.run_dir, args.vertex, args.partitions)
         if args.command == "scale":
             return control.scale(args.run_dir, args.vertex, args.replicas)
         if args.command == "get":

@@ -67,6 +67,8 @@ class Rule(StrEnum):
     STATE_IGNORED = "state-ignored"  # ... or could not (damaged, or the vertex's settings changed)
     RETUNED = "retuned"  # a live edit (tidal apply) changed its scale block, policy or bounds
     RESTARTED = "restarted"  # its query failed for a transient reason and resumed from its checkpoint
+    REPARTITIONED = "repartitioned"  # a reduce vertex's state moved to another number of partitions
+    REPARTITION_FAILED = "repartition-failed"  # ... or Spark refused: it runs on its old count
     SIDE_INPUT = "side-input"  # a side input the vertex reads has a new value (not a scaling decision)
     KPA_ACTIVATION_TIMEOUT = "kpa-activation-timeout"
     # -- peers that tidal.sim compares against (not used by the runtime) ----------------------

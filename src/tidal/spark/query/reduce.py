@@ -16,8 +16,9 @@ SIGKILL) resumes from the last committed state, and a replayed batch produces th
 windows, which the output buffers de-duplicate (each task's appends are keyed
 ``<vertex>:b<batch>/t<partition>``). Exactly once.
 
-**Partitions** are fixed, as Numaflow's are: the state is split by key into ``partitions``
-shuffle partitions (recorded in the checkpoint at the first batch). What scales is the read
+**Partitions**: the state is split by key into ``partitions`` shuffle partitions (recorded in
+the checkpoint at the first batch), in RocksDB; a running vertex's can be moved to another count
+(:mod:`tidal.spark.run.repartition`), which Numaflow cannot. What scales on its own is the read
 side (replicas are the read tasks, as for every vertex) and the executors.
 
 **Watermark.** Spark's, one per input (each edge into the vertex: the id's first part names

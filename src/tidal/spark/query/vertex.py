@@ -14,7 +14,19 @@ from typing import Any
 
 from tidal.spark.batch.config import QueryConfig
 
-__all__ = ["failure_reason", "past_start", "start_vertex", "stop_between_batches"]
+__all__ = [
+    "ROCKSDB",
+    "STATE_STORE_KEY",
+    "failure_reason",
+    "past_start",
+    "start_vertex",
+    "stop_between_batches",
+]
+
+STATE_STORE_KEY = "spark.sql.streaming.stateStore.providerClass"
+# A reduce vertex's state store: Spark's offline repartition (tidal.spark.run.repartition) moves
+# RocksDB state only; it refuses the default HDFS-backed store (measured on 4.3.0).
+ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
 
 def start_vertex(
@@ -25,10 +37,13 @@ def start_vertex(
     trigger_seconds: float = 0.25,
     frame: Any = None,
     shuffle_partitions: int | None = None,
+    state_store: str | None = None,
 ) -> Any:
     """Start the query of ``config.vertex`` and return its ``StreamingQuery``. ``frame``: what
     a SQL or DataFrame step writes (:func:`tidal.spark.query.frames.plan_step`); other vertices
-    read ``tidal_vertex`` straight into its writer."""
+    read ``tidal_vertex`` straight into its writer. ``shuffle_partitions`` and ``state_store``
+    (a state store provider class): a stateful query's, taken into its checkpoint at its first
+    batch (Spark keeps the checkpoint's afterwards)."""
     options = config.options()
     context = spark.sparkContext
     if frame is None:
@@ -37,9 +52,17 @@ def start_vertex(
     context.setLocalProperty("spark.scheduler.pool", config.vertex)
     # A reduce vertex's partitions: the query takes the session's conf when it starts (and keeps
     # it in its checkpoint from the first batch on), so it is set around start() only.
-    previous = spark.conf.get("spark.sql.shuffle.partitions") if shuffle_partitions else None
-    if shuffle_partitions:
-        spark.conf.set("spark.sql.shuffle.partitions", str(shuffle_partitions))
+    around = {
+        key: value
+        for key, value in (
+            ("spark.sql.shuffle.partitions", shuffle_partitions),
+            (STATE_STORE_KEY, state_store),
+        )
+        if value
+    }
+    previous = {key: spark.conf.get(key, None) for key in around}
+    for key, value in around.items():
+        spark.conf.set(key, str(value))
     try:
         return (
             frame.writeStream.format("tidal_vertex")
@@ -51,8 +74,11 @@ def start_vertex(
         )
     finally:
         context.setLocalProperty("spark.scheduler.pool", None)
-        if previous is not None:
-            spark.conf.set("spark.sql.shuffle.partitions", previous)
+        for key, old in previous.items():
+            if old is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, old)
 
 
 def stop_between_batches(query: Any, timeout: float = 10.0) -> None:

@@ -31,6 +31,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from tidal.api.auth import Caller
+from tidal.api.partitions import PartitionsView, check_partitions
 from tidal.api.scale import ApiError, ScaleView, check_bounds
 from tidal.scaling import Rule
 from tidal.spark.batch.config import input_buffer
@@ -145,6 +146,44 @@ class RunOperations:
                 fieldManager=caller.manager,
             )
             return self.scale(vertex), after
+
+    # -- a reduce vertex's state partitions ------------------------------------------------------
+
+    def partitions(self, vertex: str) -> PartitionsView:
+        self.scale(vertex)  # 404 for a vertex the pipeline does not have
+        mover = self.run.partitions
+        reduce = mover is not None and vertex in mover.initial
+        cores, where = self.run.cores_allowed()
+        return PartitionsView(
+            pipeline=self.pipeline,
+            vertex=vertex,
+            reduce=reduce,
+            partitions=mover.count(vertex) if mover is not None and reduce else 0,
+            cores=cores,
+            where=where,
+            moving=mover is not None and mover.moving == vertex,
+            retry_in=mover.retry_in(vertex, time.time()) if mover is not None else 0.0,
+        )
+
+    def set_partitions(self, vertex: str, partitions: int, caller: Caller) -> tuple[PartitionsView, str]:
+        """Move ``vertex``'s state to ``partitions`` partitions; blocks until the vertex runs again.
+        A move Spark refused is answered 500 with Spark's reason (the vertex runs on its old count)."""
+        with self._busy:  # no pause or edit in the middle of a move
+            view = self.partitions(vertex)
+            check_partitions(view, partitions)
+            if self.phase() != "Running":
+                raise ApiError(
+                    409,
+                    "Conflict",
+                    f"pipeline {self.pipeline} is {self.phase()}: resume it first (tidal resume)",
+                )
+            move = self.run.move_partitions(vertex, partitions, caller.describe())
+        if not move.ok:
+            raise ApiError(500, "InternalError", f"{vertex}: {move.reason}")
+        pause = "" if move.pause is None else f"; the vertex paused {move.pause:.1f} s"
+        return self.partitions(
+            vertex
+        ), f"{vertex}'s state moved from {move.before} to {move.after} partitions{pause}"
 
     # -- lifecycle -----------------------------------------------------------------------------
 

@@ -44,9 +44,10 @@ from tidal.spark.batch.driver_lock import DriverLock
 from tidal.spark.batch.stores import open_store
 from tidal.spark.cluster.standalone import default_master_web
 from tidal.spark.query.queries import query_config
-from tidal.spark.query.vertex import past_start, start_vertex, stop_between_batches
+from tidal.spark.query.vertex import ROCKSDB, past_start, start_vertex, stop_between_batches
 from tidal.spark.run.buffer_watch import start_buffer_watch
 from tidal.spark.run.controller_setup import build_controller
+from tidal.spark.run.repartition import StatePartitions
 from tidal.spark.run.restarts import QueryFailures
 from tidal.spark.run.status import StatusThroughOutages, VertexStatus
 from tidal.spark.run.vertical import VerticalWatch
@@ -122,6 +123,7 @@ class PipelineRun:
         # Memory and cores per replica, per query (VPA's recommender): shown, not applied.
         self.side_inputs: SideInputManager | None = None  # the retrievers' thread (spec.sideInputs)
         self.vertical = VerticalWatch([v.name for v in self.control_spec.vertices])
+        self.partitions: StatePartitions | None = None  # the reduce vertices' state partitions and moves
 
     @property
     def on_cluster(self) -> bool:
@@ -133,6 +135,23 @@ class PipelineRun:
         replica's Python worker starts on this machine, so as many as it has cores; elsewhere
         executors bring their own cores, so all at once (``None``)."""
         return (os.cpu_count() or 1) if self._master.startswith("local") else None
+
+    def cores_allowed(self) -> tuple[int, str]:
+        """The most cores the run can have, and where that comes from: ``local[K]``'s ``K`` (the
+        machine's for ``local[*]``); on a cluster manager ``cluster.maxExecutors × executorCores``."""
+        master = self._master
+        if master.startswith("local"):
+            inside = master[len("local") :].strip("[]").split(",")[0]
+            if inside in ("", "*"):
+                count = 1 if inside == "" else os.cpu_count() or 1
+            else:
+                count = int(inside) if inside.isdigit() else 1
+            return count, f"master {master}"
+        cluster = self.spec.cluster
+        return (
+            cluster.max_executors * cluster.executor_cores,
+            f"cluster.maxExecutors {cluster.max_executors} × executorCores {cluster.executor_cores}",
+        )
 
     # -- set-up --------------------------------------------------------------------------------
 
@@ -181,6 +200,10 @@ class PipelineRun:
             if v.source is not None:  # the last stop closed it; a paused run stays closed
                 self.control.set_closing(v.name, self.control.phase() != "Running")
         configs = {v.name: self.query_config(v.name) for v in self.control_spec.vertices}
+        initial = {name: self.spec.vertex(name).partitions or 1 for name, c in configs.items() if c.reduce}
+        self.partitions = StatePartitions(
+            self.run_dir, initial, self.control, EventLog(self.run_dir / "events.jsonl")
+        )
         if self.spec.side_inputs:  # a retriever that cannot be imported stops the start here
             from tidal.spark.run.side_inputs import SideInputManager
 
@@ -277,14 +300,42 @@ class PipelineRun:
         config = self._configs[name]
         for mended in repair_checkpoint(checkpoint_of(self.run_dir, name)):
             log.warning("vertex %s: %s", name, mended)
+        partitions = None
+        if config.reduce and self.partitions is not None:  # a move a killed driver left half done
+            self.partitions.prepare(self._spark, name, self._replicas(name))
+            partitions = self.partitions.count(name)
         return start_vertex(
             self._spark,
             config,
             checkpoint_of(self.run_dir, name),
             trigger_seconds=self.trigger_seconds,
             frame=self._frames.get(name),
-            shuffle_partitions=(self.spec.vertex(name).partitions or 1) if config.reduce else None,
+            shuffle_partitions=partitions,
+            state_store=ROCKSDB if config.reduce else None,
         )
+
+    def _replicas(self, name: str) -> int:
+        return (
+            0
+            if self.control is None
+            else self.control.replicas(name, default=self.spec.vertex(name).replicas)
+        )
+
+    def move_partitions(self, name: str, partitions: int, by: str) -> Any:
+        """Move the reduce vertex ``name``'s state to ``partitions`` partitions while the run goes
+        on (:mod:`tidal.spark.run.repartition`); the :class:`~tidal.spark.run.repartition.Move`."""
+        assert self.partitions is not None
+
+        def start() -> Any:
+            with contextlib.suppress(Exception):
+                self.queries[name].stop()
+            self.queries[name] = self._start_query(name)
+            return self.queries[name]
+
+        return self.partitions.move(
+            name, partitions, spark=self._spark, query=lambda: self.queries[name], start=start,
+            replicas=self._replicas(name), by=by,
+        )  # fmt: skip
 
     def _restart(self, name: str, why: str, attempt: int) -> None:
         """Start ``name``'s failed query again from its checkpoint, with an event saying why."""
