@@ -26,8 +26,11 @@ class FaultLog:
         """``kind``: what happened ("receiver lost", "buffer server silent"); ``who``: the vertex it
         happened to, or ``(buffers)``; ``reason``: its cause, in words with the numbers."""
         line = {"at": time.time() if at is None else at, "kind": kind, "who": who, "reason": reason, **extra}
-        with self._lock, self.path.open("a") as f:
-            f.write(json.dumps(line) + "\n")
+        with self._lock, self.path.open("a+b") as f:
+            # A line a kill cut short (no newline) would swallow this one: both unreadable. End it
+            # first, so only the cut line is lost (readers skip it).
+            cut = f.seek(0, 2) > 0 and f.seek(-1, 2) >= 0 and f.read(1) != b"\n"
+            f.write((("\n" if cut else "") + json.dumps(line) + "\n").encode())
 
 
 def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
