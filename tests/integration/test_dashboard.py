@@ -253,3 +253,97 @@ def test_a_live_run_then_the_finished_run_from_disk(browser, tmp_path):
         shot(browser, "dashboard-finished")
     finally:
         dashboard.stop()
+
+
+def _finished_run_with_faults(run_dir: Path) -> None:
+    """A finished run's files as ``tidal run`` writes them, with three kinds of fault: a timed one
+    the chaos bench injected (lifted after 20 s), a buffer server silent then back, and an
+    executor lost (in ``executors.jsonl``), over 60 s of the map's series."""
+    run_dir.mkdir()
+    (run_dir / "pipeline.yaml").write_text(PIPELINE)
+    t0 = 1_790_000_000.0
+    rows = [
+        {"name": name, "at": t0 + i, "replicas": 1 + (i > 20), "desired": 1 + (i > 20), "rate": 100.0,
+         "pending": 50 * (i % 7), "processed": 100 * i}
+        for i in range(60)
+        for name in ("orders", "enrich", "archive")
+    ]  # fmt: skip
+    (run_dir / "series.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    decision = {"vertex": "enrich", "at": t0 + 20.5, "current": 1, "desired": 2, "rule": "scale-up",
+                "reason": "avg pending 300 over 2 s of processing", "inputs": {}}  # fmt: skip
+    (run_dir / "events.jsonl").write_text(json.dumps(decision) + "\n")
+    vertices = [{"name": n, "replicas": 1, "desired": 1} for n in ("orders", "enrich", "archive")]
+    status = {"at": t0 + 60, "started_at": t0, "state": "stopped", "pipeline": "waves", "vertices": vertices}
+    (run_dir / "status.json").write_text(json.dumps(status))
+
+    def fault(at: float, kind: str, who: str, reason: str, **extra: object) -> dict:
+        return {"at": t0 + at, "kind": kind, "who": who, "reason": reason, **extra}
+
+    faults = [
+        fault(21.0, "injected: outage", "(bench)", "the driver host's link down 20 s", lifted=t0 + 41.0),
+        fault(30.0, "buffer server silent", "(buffers)", "JetStream server n2 silent", server="n2"),
+        fault(34.0, "buffer server back", "(buffers)", "JetStream server n2 answers again", server="n2"),
+    ]
+    (run_dir / "faults.jsonl").write_text("".join(json.dumps(f) + "\n" for f in faults) + '{"at": 9')
+    lost = {
+        "kind": "lost",
+        "at": t0 + 50.0,
+        "id": "3",
+        "host": "w2",
+        "reason": "Executor heartbeat timed out",
+    }
+    (run_dir / "executors.jsonl").write_text(json.dumps(lost) + "\n")
+
+
+def test_a_runs_faults_are_bands_on_its_charts_and_rows_under_its_log(browser, tmp_path):
+    run_dir = tmp_path / "run"
+    _finished_run_with_faults(run_dir)
+    dashboard = Dashboard([run_dir]).start(0)
+    try:
+        browser.get(dashboard.url)
+
+        def bands_drawn() -> list:
+            bands = js(
+                browser,
+                "return [...document.querySelectorAll('#run-0 .chart .fault-band')].map(b => ({"
+                "kind: b.dataset.kind, span: b.classList.contains('span'),"
+                " width: Number(b.querySelector('rect') ? b.querySelector('rect').getAttribute('width') : 0),"
+                " title: b.querySelector('title').textContent}))",
+            )
+            # Three charts, three faults each: the buffer server's back is its band's end, not a fault.
+            assert len(bands) == 9, bands
+            kinds = {b["kind"] for b in bands}
+            assert kinds == {"injected: outage", "buffer server silent", "executor lost"}, kinds
+            for b in bands:
+                # A fault with a known end is a band as wide as it lasted; the executor lost a line.
+                assert b["span"] == (b["kind"] != "executor lost"), b
+                assert b["span"] is False or b["width"] > 2, b
+            outage = next(b for b in bands if b["kind"] == "injected: outage")
+            assert "the driver host's link down 20 s" in outage["title"] and "for 20 s" in outage["title"], (
+                outage
+            )
+            lost = next(b for b in bands if b["kind"] == "executor lost")
+            assert "executor 3 on w2: Executor heartbeat timed out" in lost["title"], lost
+            return bands
+
+        bands = eventually(bands_drawn, 60, "the faults drawn on the charts")
+        widths = {b["kind"]: b["width"] for b in bands if b["span"]}
+        assert widths["injected: outage"] > widths["buffer server silent"], widths  # 20 s against 4 s
+
+        def rows_listed() -> None:
+            rows = js(
+                browser,
+                "return [...document.querySelectorAll('#run-0 .fault-row')].map(r => [r.dataset.kind,"
+                " r.querySelector('.cause').textContent, r.title])",
+            )
+            # Every fault of both files, newest first, with its cause; the cut last line skipped.
+            assert [r[0] for r in rows] == [
+                "executor lost", "buffer server back", "buffer server silent", "injected: outage"
+            ], rows  # fmt: skip
+            assert rows[2][1] == "JetStream server n2 silent" and "for 4 s" in rows[2][2], rows
+            assert rows[0][1] == "executor 3 on w2: Executor heartbeat timed out", rows
+
+        eventually(rows_listed, 60, "the faults listed under the event log")
+        shot(browser, "dashboard-faults")
+    finally:
+        dashboard.stop()

@@ -164,8 +164,9 @@ def run_scenario(name: str, root: Path, seed: int = 0, total: int = TOTAL) -> di
                     time.sleep(rng.uniform(0.0, 1.5))  # a seeded moment inside the scale event
                     fault, driver = _inject(kind, rig, driver, start)
                     faults.append(fault)
+                    lifted = {} if fault.lifted is None else {"lifted": fault.lifted}  # the dashboard's band
                     FaultLog(run_dir / "faults.jsonl").record(
-                        f"injected: {fault.kind}", "(bench)", fault.cause, at=fault.at
+                        f"injected: {fault.kind}", "(bench)", fault.cause, at=fault.at, **lifted
                     )
                 time.sleep(0.5)
             time.sleep(2)  # anything doubled would show up now

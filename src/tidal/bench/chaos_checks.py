@@ -108,9 +108,11 @@ def replica_drops_in_scale_ups(
     """A scale-up lasts from a sample whose replicas rose while the vertex had a backlog until
     its pending is back under what it was when the rise began; in it, any later sample with
     fewer replicas than the one before is a drop. A drop inside a fault's window (injection to
-    lift, plus ``grace`` for the capacity it took to come back) is explained, not a violation."""
+    lift, plus ``grace`` for the capacity it took to come back) is explained, not a violation;
+    ``replicas_explained`` sums the replicas those drops took (for a fault that says how many it
+    took: the receivers a host took with it)."""
     rows = sorted((r for r in series if r.get("name") == vertex), key=lambda r: float(r["at"]))
-    out = Found({"scale_ups": 0, "drops_explained": 0})
+    out = Found({"scale_ups": 0, "drops_explained": 0, "replicas_explained": 0})
     rising_from: float | None = None  # the pending when the scale-up began
     for prev, row in itertools.pairwise(rows):
         pending = row.get("pending")
@@ -128,6 +130,7 @@ def replica_drops_in_scale_ups(
             fault = _covered(at, faults, grace)
             if fault is not None:
                 out.numbers["drops_explained"] += 1
+                out.numbers["replicas_explained"] += before - now
                 continue
             out.violations.append(
                 f"{vertex}: replicas {before} → {now} at {at:.1f} during a scale-up, no fault"

@@ -1,8 +1,9 @@
 """A client that does what docs/http.md tells HTTP-source clients to: retry with the same key.
 
-``python -m tidal.bench.retrying_client URL TOTAL RATE BATCH PROGRESS OUT`` sends ``TOTAL``
-requests of ``BATCH`` messages at ``RATE`` requests/s over 8 connections, request ``i`` with
-``Idempotency-Key: k-i``, and retries a non-2xx answer or a broken connection with the same key
+``python -m tidal.bench.retrying_client URL TOTAL RATE BATCH PROGRESS OUT [PREFIX [CONNECTIONS]]``
+sends ``TOTAL`` requests of ``BATCH`` messages at ``RATE`` requests/s over 8 connections (or
+``CONNECTIONS``), request ``i`` with ``Idempotency-Key: k-i`` (``PREFIX-i``: two clients at once
+keep their keys apart), and retries a non-2xx answer or a broken connection with the same key
 every 0.2 s, for up to 180 s. It writes how many were answered to ``PROGRESS`` as it goes (every
 25), and at the end ``OUT``: the requests answered and given up on, every failed attempt (when,
 and its status or error), the slowest request (retries included). Run on a rig's host by
@@ -47,11 +48,11 @@ def _attempt(url: str, body: bytes, key: str) -> int | str:
         return type(error).__name__
 
 
-def _send(url: str, i: int, batch: int, tally: _Tally) -> None:
+def _send(url: str, i: int, batch: int, tally: _Tally, prefix: str = "k") -> None:
     body = json.dumps([{"n": i, "j": j} for j in range(batch)]).encode()
     began = time.time()
     while time.time() - began < GIVE_UP_AFTER:
-        status = _attempt(url, body, f"k-{i}")
+        status = _attempt(url, body, f"{prefix}-{i}")
         if status == 200:
             with tally.lock:
                 tally.ok.append(i)
@@ -65,7 +66,10 @@ def _send(url: str, i: int, batch: int, tally: _Tally) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    url, total, rate, batch, progress, out = argv or sys.argv[1:]
+    args = argv or sys.argv[1:]
+    url, total, rate, batch, progress, out = args[:6]
+    prefix = args[6] if len(args) > 6 else "k"
+    connections = int(args[7]) if len(args) > 7 else CONNECTIONS
     tally, order, start = _Tally(), iter(range(int(total))), time.time()
 
     def worker() -> None:
@@ -75,13 +79,13 @@ def main(argv: list[str] | None = None) -> int:
             if i is None:
                 return
             time.sleep(max(0.0, start + i / float(rate) - time.time()))
-            _send(url, i, int(batch), tally)
+            _send(url, i, int(batch), tally, prefix)
             with tally.lock:
                 if len(tally.ok) % 25 == 0:
                     with open(progress, "w") as f:
                         f.write(str(len(tally.ok)))
 
-    threads = [threading.Thread(target=worker) for _ in range(CONNECTIONS)]
+    threads = [threading.Thread(target=worker) for _ in range(connections)]
     for t in threads:
         t.start()
     for t in threads:

@@ -31,6 +31,7 @@ BENCHMARKS = {
     "flow-control": "flow_control",
     "chaos": "chaos",
     "chaos-rounds": "chaos:main_three_rounds",
+    "chaos-receivers": "chaos_receivers",
 }
 
 

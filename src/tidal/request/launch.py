@@ -16,6 +16,8 @@ gone after 3 s of silence, since a false alarm costs one receiver started too ma
 from __future__ import annotations
 
 import contextlib
+import functools
+import http.client
 import json
 import logging
 import signal
@@ -23,9 +25,8 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
-from concurrent.futures import ThreadPoolExecutor
+import urllib.parse
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -50,6 +51,11 @@ START_TIMEOUT = 30.0  # seconds for a receiver to print its port
 LOST_AFTER = 3.0  # seconds without an answer from an agent before its host counts as lost
 LOST_CODE = -int(signal.SIGKILL)  # what a receiver on a lost host exited with, for the run
 _FRESH = 0.5  # seconds an agent's listing is reused before it is asked again
+# Seconds for an agent's host to take the connection, whatever the call's own timeout: a host cut
+# off answers no SYN, and a receiver's start (35 s to answer) sent to one blocked every start of
+# that scale-up, on the hosts left too, for 35 s (tidal bench chaos-receivers found it). The
+# activator's connect timeout, for the same reason.
+CONNECT_TIMEOUT = 2.0
 
 
 class Launcher:
@@ -94,17 +100,29 @@ class LocalLauncher(Launcher):
 
 
 def _call(url: str, body: dict[str, Any] | None, timeout: float, token: str | None = None) -> Any:
+    """One call to an agent: ``CONNECT_TIMEOUT`` to connect, then ``timeout`` for its answer. A
+    refusal (4xx, 5xx) is a ``RuntimeError`` with the agent's reason; no answer is an ``OSError``."""
     data = None if body is None else json.dumps(body).encode()
     headers = {"Content-Type": "application/json"}
     if token is not None:
         headers["Authorization"] = f"Bearer {token}"
-    method = "GET" if data is None else "POST"
-    request = urllib.request.Request(url, data=data, method=method, headers=headers)
+    parts = urllib.parse.urlsplit(url)
+    connect = min(timeout, CONNECT_TIMEOUT)
+    connection = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=connect)
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as answer:
-            return json.loads(answer.read())
-    except urllib.error.HTTPError as error:  # the agent's own answer: its reason, said on
-        raise RuntimeError(json.loads(error.read() or b"{}").get("error", str(error))) from None
+        connection.connect()
+        if connection.sock is not None:
+            connection.sock.settimeout(timeout)
+        connection.request("GET" if data is None else "POST", parts.path or "/", body=data, headers=headers)
+        answer = connection.getresponse()
+        payload = answer.read()
+    except http.client.HTTPException as exc:  # a garbled answer: no answer, for the callers
+        raise OSError(f"{url}: {type(exc).__name__}: {exc}") from None
+    finally:
+        connection.close()
+    if answer.status >= 400:  # the agent's own answer: its reason, said on
+        raise RuntimeError(json.loads(payload or b"{}").get("error", f"HTTP {answer.status}"))
+    return json.loads(payload)
 
 
 class AgentClient:
@@ -236,16 +254,36 @@ class AgentLauncher(Launcher):
             agent = min(up, key=lambda a: load[a.address])
             load[agent.address] += 1
             picks.append(agent)
+        # The starts run at once; while they do, the agents they wait on are polled, and the starts
+        # on a host called lost meanwhile are given up: a host cut off mid-start (inside a scale-up)
+        # answers nothing, and its start would hold this scale-up, and the run's look at its
+        # receivers, for the call's whole timeout (35 s, tidal bench chaos-receivers).
+        pool = ThreadPoolExecutor(max_workers=min(8, count))
+        calls = [(agent, pool.submit(_attempt, agent, config)) for agent in picks]
+        pool.shutdown(wait=False)
+        while not all(f.done() or a.lost for a, f in calls):
+            wait([f for _, f in calls if not f.done()], timeout=_FRESH, return_when=FIRST_COMPLETED)
+            for agent in {a for a, f in calls if not f.done()}:
+                agent.refresh()
         started = []
-        with ThreadPoolExecutor(max_workers=min(8, count)) as pool:
-            for agent, outcome in zip(picks, pool.map(lambda a: _attempt(a, config), picks), strict=True):
-                if isinstance(outcome, Child):
-                    started.append(outcome)
-                else:
-                    log.warning(
-                        "http source %s: no receiver on %s: %s", config.vertex, agent.address, outcome
-                    )
+        for agent, call in calls:
+            if not call.done():  # its host lost: a receiver it starts after all is stopped
+                call.add_done_callback(functools.partial(_stop_late, agent))
+                outcome: Child | str = f"its host was lost while the receiver started ({agent.address})"
+            else:
+                outcome = call.result()
+            if isinstance(outcome, Child):
+                started.append(outcome)
+            else:
+                log.warning("http source %s: no receiver on %s: %s", config.vertex, agent.address, outcome)
         return started
+
+
+def _stop_late(agent: AgentClient, call: Future[Child | str]) -> None:
+    """A receiver started on a host given up for lost: nobody routes to it, so it goes."""
+    outcome = call.result()
+    if isinstance(outcome, Child):
+        agent.signal(outcome.proc.pid, signal.SIGTERM)
 
 
 def _attempt(agent: AgentClient, config: ReceiverConfig) -> Child | str:

@@ -1,8 +1,9 @@
 """A run directory as the dashboard reads it: JSON-able values, errors as values, tails by offset.
 
 Everything is read from the files a run writes (``pipeline.yaml``, ``status.json``,
-``series.jsonl``, ``events.jsonl``), so a live run and a finished one look the same, and the
-dashboard needs nothing from the process that runs the pipeline. A run that is gone or a file
+``series.jsonl``, ``events.jsonl``, and the faults: ``faults.jsonl`` and the executors lost in
+``executors.jsonl``), so a live run and a finished one look the same, and the dashboard needs
+nothing from the process that runs the pipeline. A run that is gone or a file
 that is damaged becomes ``{"error": "..."}`` for the page to show, never an exception.
 """
 
@@ -13,7 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["RunReader", "Tail"]
+from tidal.controller.faults import FAULTS_FILE
+
+__all__ = ["RunReader", "Tail", "executor_faults"]
 
 
 @dataclass
@@ -47,6 +50,23 @@ class Tail:
         return rows
 
 
+def executor_faults(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The executors lost among ``executors.jsonl``'s records, as fault rows (``at``, ``kind``,
+    ``who``, ``reason``): a lost executor is a fault of the run as much as a receiver lost, but
+    the allocator keeps it with its own records (decisions, counts, start-ups), which the page
+    does not draw."""
+    return [
+        {
+            "at": r["at"],
+            "kind": "executor lost",
+            "who": "(executors)",
+            "reason": f"executor {r.get('id', '?')} on {r.get('host', '?')}: {r.get('reason', '')}",
+        }
+        for r in rows
+        if r.get("kind") == "lost" and "at" in r
+    ]
+
+
 @dataclass
 class RunReader:
     """One run directory, read for the dashboard."""
@@ -54,12 +74,24 @@ class RunReader:
     path: Path
     series: Tail = field(init=False)
     events: Tail = field(init=False)
+    faults: Tail = field(init=False)
+    executors: Tail = field(init=False)
     _status_mtime: float = -1.0
 
     def __post_init__(self) -> None:
         self.path = Path(self.path)
+        self._tails()
+
+    def _tails(self) -> None:
         self.series = Tail(self.path / "series.jsonl")
         self.events = Tail(self.path / "events.jsonl")
+        self.faults = Tail(self.path / FAULTS_FILE)
+        self.executors = Tail(self.path / "executors.jsonl")
+
+    def _new_faults(self) -> list[dict[str, Any]]:
+        """New faults of both files, in time order: what the page draws as bands on the charts."""
+        rows = self.faults.read() + executor_faults(self.executors.read())
+        return sorted((r for r in rows if isinstance(r.get("at"), int | float)), key=lambda r: r["at"])
 
     @property
     def name(self) -> str:
@@ -116,9 +148,8 @@ class RunReader:
         return record if isinstance(record, dict) else {"error": f"{path} is not a status record"}
 
     def snapshot(self) -> dict[str, Any]:
-        """Everything so far: the graph, the status, every series row and event."""
-        self.series = Tail(self.path / "series.jsonl")
-        self.events = Tail(self.path / "events.jsonl")
+        """Everything so far: the graph, the status, every series row, event and fault."""
+        self._tails()
         self._status_mtime = -1.0
         return {
             "run": self.name,
@@ -127,6 +158,7 @@ class RunReader:
             "status": self.status(),
             "series": self.series.read(),
             "events": self.events.read(),
+            "faults": self._new_faults(),
         }
 
     def updates(self) -> dict[str, Any] | None:
@@ -134,6 +166,7 @@ class RunReader:
         status = self.status(changed_only=True)
         series = self.series.read()
         events = self.events.read()
-        if status is None and not series and not events:
+        faults = self._new_faults()
+        if status is None and not series and not events and not faults:
             return None
-        return {"run": self.name, "status": status, "series": series, "events": events}
+        return {"run": self.name, "status": status, "series": series, "events": events, "faults": faults}

@@ -11,8 +11,8 @@ to 127.0.0.1 unless the caller asks for another address.
 Routes:
   ``/``                     the page (``static/index.html``, ``app.js``, ``app.css``)
   ``/api/runs``             the runs served: ``[{"id", "run", "path"}]``
-  ``/api/runs/<id>``        a snapshot of one run: graph, status, series, events
-  ``/api/runs/<id>/stream`` SSE: ``update`` events with what changed (status, new rows, new events)
+  ``/api/runs/<id>``        a snapshot of one run: graph, status, series, events, faults
+  ``/api/runs/<id>/stream`` SSE: ``update`` events with what changed (status, new rows, events, faults)
 """
 
 from __future__ import annotations

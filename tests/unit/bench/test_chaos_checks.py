@@ -38,6 +38,10 @@ def test_a_drop_during_a_scale_up_is_a_violation_unless_a_fault_covers_it():
     assert found.numbers["scale_ups"] == 1 and len(found.violations) == 1 and "3 → 2" in found.violations[0]
     covered = replica_drops_in_scale_ups(series, "work", [Fault("executor", 2.5, "executor 1 killed")])
     assert covered.held and covered.numbers["drops_explained"] == 1
+    # A host cut takes several replicas at once: one drop, the replicas it took summed.
+    series = [row(0, 2, 0), row(1, 5, 500), row(2, 2, 800), row(3, 4, 900), row(4, 4, 0)]
+    cut = replica_drops_in_scale_ups(series, "work", [Fault("receiver host", 1.5, "r2 cut")])
+    assert cut.held and cut.numbers["drops_explained"] == 1 and cut.numbers["replicas_explained"] == 3
 
 
 def test_a_scale_down_after_the_backlog_cleared_is_not_a_drop_in_a_scale_up():

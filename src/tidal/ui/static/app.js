@@ -22,15 +22,16 @@ const fmt = (x, digits = 0) => x === null || x === undefined || Number.isNaN(x) 
 // -- the model ---------------------------------------------------------------------------------
 
 function newRun(info) {
-  return { id: info.id, name: info.run, path: info.path, graph: null, status: null, series: [], events: [],
+  return { id: info.id, name: info.run, path: info.path, graph: null, status: null, series: [], events: [], faults: [],
            selected: null, decision: null, filterVertex: "", filterRule: "", dirty: true, receivedAt: 0 };
 }
 
 function apply(run, data, full) {
-  if (full) { run.graph = data.graph; run.series = []; run.events = []; }
+  if (full) { run.graph = data.graph; run.series = []; run.events = []; run.faults = []; }
   if (data.status) run.status = data.status;
   if (data.series) run.series.push(...data.series);
   if (data.events) run.events.push(...data.events);
+  if (data.faults) run.faults.push(...data.faults);
   run.receivedAt = performance.now();
   if (!run.selected && run.graph && run.graph.vertices) {
     const udf = run.graph.vertices.find(v => v.kind === "udf") || run.graph.vertices[0];
@@ -91,6 +92,8 @@ function panelContent(run) {
     el("p", { class: "vertical", text: verticalText(statusOf(run, run.selected)) }), charts(run)));
   out.push(el("section", { class: "decision-detail" }, el("h3", { text: "decision" }), detail(run)));
   out.push(el("section", {}, el("h3", { text: "why did it scale? — the event log" }), eventLog(run)));
+  if (run.faults.length)
+    out.push(el("section", {}, el("h3", { text: "faults — what happened to the run" }), faultLog(run)));
   return out;
 }
 
@@ -195,6 +198,18 @@ function chart(title, keys, points, t0, t1, opts = {}) {
   svg.append(el("svg:text", { class: "tick", x: L - 4, y: T + 8, "text-anchor": "end", text: fmt(ymax / 1.1) }));
   svg.append(el("svg:text", { class: "tick", x: L - 4, y: H - B, "text-anchor": "end", text: "0" }));
   svg.append(el("svg:text", { class: "tick", x: W - R, y: H - 4, "text-anchor": "end", text: `${fmt(t1 - t0)} s` }));
+  // Faults under the lines: a band from the fault to its end where one is known, else a line.
+  for (const f of opts.faults || []) {
+    if (f.at > t1 || (f.until ?? f.at) < t0) continue;
+    const a = x(Math.max(f.at, t0)), b = f.until === null ? a : x(Math.min(f.until, t1));
+    const band = el("svg:g", { class: `fault-band ${f.until === null ? "instant" : "span"}`, "data-kind": f.kind,
+                               "data-who": f.who },
+      f.until === null ? el("svg:line", { x1: a, y1: T, x2: a, y2: H - B })
+                       : el("svg:rect", { x: a, y: T, width: Math.max(2, b - a), height: H - B - T }),
+      el("svg:text", { x: a + 3, y: T + 10, text: f.kind }),
+      el("svg:title", { text: faultTitle(f) }));
+    svg.append(band);
+  }
   for (const k of keys) {
     let d = "", last = null;
     for (const p of points) {
@@ -220,6 +235,7 @@ function charts(run) {
   // Holds first, changes on top of them: a change is what a person clicks.
   const ordered = [...decisions.filter(d => d.desired === d.current), ...decisions.filter(d => d.desired !== d.current)];
   const width = (document.getElementById(`run-${run.id}`).clientWidth || 640) - 36;
+  const faults = faultSpans(run);
   const markers = (svg, x, y) => ordered.forEach((d, i) => {
     const kind = d.desired > d.current ? "up" : d.desired < d.current ? "down" : "hold";
     svg.append(el("svg:circle", { class: `decision-marker ${kind}`, cx: x(Math.min(d.at, t1)), cy: y(d.desired),
@@ -230,12 +246,13 @@ function charts(run) {
   });
   return el("div", { class: "charts" },
     chart("messages/s", [{ field: "arrival", label: "arriving", color: "#14a3b8", width: 1.2 },
-                         { field: "rate", label: "processing (lookback avg)", color: "#2f6fde" }], points, t0, t1, { width }),
-    chart("pending now", [{ field: "pending", label: "pending", color: "#e08a1a" }], points, t0, t1, { width }),
+                         { field: "rate", label: "processing (lookback avg)", color: "#2f6fde" }], points, t0, t1, { width, faults }),
+    chart("pending now", [{ field: "pending", label: "pending", color: "#e08a1a" }], points, t0, t1, { width, faults }),
     chart("replicas", [{ field: "replicas", label: "replicas", color: "#1d2430", step: true },
                        { field: "desired", label: "desired", color: "#98a2b3", step: true, dash: "4 3" }],
-          points, t0, t1, { markers, width }),
-    el("div", { class: "muted", text: "dots are decisions: click one to see its rule, inputs and reason" }));
+          points, t0, t1, { markers, width, faults }),
+    el("div", { class: "muted", text: "dots are decisions: click one to see its rule, inputs and reason; "
+      + "shaded bands (a line: no known end) are faults, hover one for its cause" }));
 }
 
 function detail(run) {
@@ -270,6 +287,41 @@ function eventLog(run) {
     el("tbody", {}, ...rows));
   return el("div", {}, filters, el("div", { class: "muted", text: `${shown.length} of ${run.events.length} decisions` }),
             el("div", { class: "scroll" }, table));
+}
+
+// What happened *to* the run (faults.jsonl, executors lost): each fault with when it ended, where
+// that is known — a timed fault's ``lifted``, a buffer server silent until it is ``back`` — else
+// null (drawn as a line: a receiver lost, a process killed).
+const ENDS = { "buffer server silent": "buffer server back" };
+function faultSpans(run) {
+  const out = [];
+  run.faults.forEach((f, i) => {
+    if (Object.values(ENDS).includes(f.kind)) return;  // the end of another fault, not one itself
+    let until = typeof f.lifted === "number" ? f.lifted : null;
+    if (until === null && ENDS[f.kind]) {
+      const end = run.faults.slice(i + 1).find(g => g.kind === ENDS[f.kind] && g.server === f.server);
+      if (end) until = end.at;
+    }
+    out.push({ at: f.at, until, kind: f.kind, who: f.who, reason: f.reason, row: f });
+  });
+  return out;
+}
+const faultTitle = f => `${f.kind} (${f.who}): ${f.reason}`
+  + (f.until !== null && f.until !== undefined ? ` — for ${fmt(f.until - f.at, 1)} s` : "");
+
+function faultLog(run) {
+  const times = [...run.events.map(e => e.at), ...run.faults.map(f => f.at)];
+  const start = Math.min(...times), ends = new Map(faultSpans(run).map(s => [s.row, s.until]));
+  const rows = [...run.faults].reverse().map(f => el("tr", { class: "fault-row", "data-kind": f.kind, "data-who": f.who,
+      title: faultTitle({ ...f, until: ends.get(f) ?? null }) },
+    el("td", { text: fmt(f.at - start, 1) }), el("td", { text: f.who }), el("td", { text: f.kind }),
+    el("td", { text: typeof ends.get(f) === "number" ? `${fmt(ends.get(f) - f.at, 1)} s` : "" }),
+    el("td", { class: "cause", text: f.reason })));
+  const table = el("table", { class: "events faults" },
+    el("thead", {}, el("tr", {}, ...["t (s)", "who", "fault", "lasted", "cause"].map(h => el("th", { text: h })))),
+    el("tbody", {}, ...rows));
+  return el("div", {}, el("div", { class: "muted", text: `${run.faults.length} faults` }),
+            el("div", { class: "scroll faults-scroll" }, table));
 }
 
 // -- wiring --------------------------------------------------------------------------------------
