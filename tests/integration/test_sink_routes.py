@@ -93,6 +93,11 @@ def test_a_sink_refusing_40_percent_of_writes_puts_each_message_in_primary_or_fa
     assert Path(tmp_path / "sinks" / "out.sink" / "routes.pickle").exists()  # the routing, recorded
 
 
+# 30 s of load at 400/s: the sink fails for six lookbacks, so the controller sees it and says so
+# (4,000 messages, 10 s, once ended before a single sink-failing decision in CI).
+TOTAL = 12_000
+
+
 def test_a_vertex_whose_sink_refuses_30_percent_of_writes_is_not_scaled_up_and_loses_nothing(spark, tmp_path):
     """The issue's case: a sink failing 30 % of its writes while the pending before it grows.
     Numaflow's rules scale it up on that pending; Tidal's hold it (rule sink-failing), and every
@@ -104,7 +109,7 @@ def test_a_vertex_whose_sink_refuses_30_percent_of_writes_is_not_scaled_up_and_l
             "limits": {"readBatchSize": 20},
             "controller": {"intervalSeconds": 0.5},
             "vertices": [
-                {"name": "in", "source": {"generator": {"rate": 400, "maxMessages": 4000, "msgSize": 20}}},
+                {"name": "in", "source": {"generator": {"rate": 400, "maxMessages": TOTAL, "msgSize": 20}}},
                 {
                     "name": "out",
                     "scale": {"min": 1, "max": 4, "lookbackSeconds": 5, "scaleUpCooldownSeconds": 1},
@@ -136,13 +141,13 @@ def test_a_vertex_whose_sink_refuses_30_percent_of_writes_is_not_scaled_up_and_l
         run.check()
         replicas.append(run.control.replicas("out"))
         ours, theirs = read_primary(), ids_of(delivered(tmp_path / "fallback.jsonl"))
-        assert len(set(ours) | set(theirs)) >= 4000, (len(ours), len(theirs))
+        assert len(set(ours) | set(theirs)) >= TOTAL, (len(ours), len(theirs))
 
     with PipelineRun(spec, tmp_path, spark=spark, trigger_seconds=0.25) as run:
         eventually(everything_delivered, 400, "every message in the primary or the fallback")
         decisions = [d for d in run.controller.events.read() if d.vertex == "out"]
     ours, theirs = read_primary(), ids_of(delivered(tmp_path / "fallback.jsonl"))
-    assert len(ours) + len(theirs) == 4000 and not set(ours) & set(theirs)
+    assert len(ours) + len(theirs) == TOTAL and not set(ours) & set(theirs)
     why = [(d.rule, d.current, d.desired, d.reason) for d in decisions]
     # The controller held the failing sink, saying why (with the hold off, Numaflow's rules took it
     # to its max of 4 and no decision names the sink). How far the hold keeps the replicas down
