@@ -22,8 +22,8 @@ from tidal.spark.batch.state_partitions import (
 )
 from tidal.spark.run.pipeline import PipelineRun
 from tidal.spec import Pipeline
-from tidal.testing import delivered
 
+from .test_reduce import _tidal_counts, _write
 from .waits import eventually
 
 pytestmark = pytest.mark.spark
@@ -42,11 +42,6 @@ STAGE_1 = [*_events(T0, range(1, 31)), *_events(T0 + 10, range(31, 48)), (T0 + 2
 STAGE_2 = [*_events(T0 + 21, range(49, 66)), *_events(T0 + 30, range(66, 80)), (T0 + 100, 80)]
 # After the run is started again: window T0+100's rest and one that closes it.
 STAGE_3 = [*_events(T0 + 101, range(81, 92)), (T0 + 200, 92)]
-
-
-def _write(path: Path, events: list[tuple[float, int]]) -> None:
-    with path.open("a") as f:
-        f.writelines(f"{t} {value}\n" for t, value in events)
 
 
 def _expected(events: list[tuple[float, int]], closed_before: float) -> dict[tuple[str, int], int]:
@@ -81,16 +76,6 @@ def _spec(lines: Path):
     )
 
 
-def _counts(out: Path) -> dict[tuple[str, int], int]:
-    found: dict[tuple[str, int], int] = {}
-    for record in delivered(out):
-        key, _, bounds = record["id"].removeprefix("count:").partition("@")
-        start = int(bounds.split("-")[0]) // 1000
-        assert (key, start) not in found, f"window {key}@{start} delivered twice"
-        found[key, start] = int(record["payload"])
-    return found
-
-
 def _scale(run_dir: Path, vertex: str, partitions: int) -> tuple[int, str]:
     done = subprocess.run(
         [sys.executable, "-m", "tidal", "scale", str(run_dir), vertex, "--partitions", str(partitions)],
@@ -117,7 +102,7 @@ def test_a_move_from_1_to_2_partitions_mid_run_delivers_every_window_once_with_t
             before_move = _expected(STAGE_1, T0 + 25)
 
             def first_windows() -> None:
-                assert _counts(out) == before_move
+                assert _tidal_counts(out) == before_move
 
             eventually(first_windows, 240, "the windows before the move", run=run, poll=0.5)
             for vertex, asked, says in [
@@ -138,7 +123,7 @@ def test_a_move_from_1_to_2_partitions_mid_run_delivers_every_window_once_with_t
             every = _expected(STAGE_1 + STAGE_2, T0 + 100)
 
             def every_window() -> None:
-                assert _counts(out) == every
+                assert _tidal_counts(out) == every
 
             eventually(every_window, 240, "every window after the move", run=run, poll=0.5)
         finally:
@@ -157,7 +142,7 @@ def test_a_move_from_1_to_2_partitions_mid_run_delivers_every_window_once_with_t
         every = _expected(STAGE_1 + STAGE_2 + STAGE_3, T0 + 200)
 
         def after_restart() -> None:
-            assert _counts(out) == every
+            assert _tidal_counts(out) == every
             progress = run.queries["count"].lastProgress
             assert progress is not None
             assert [op["numShufflePartitions"] for op in progress["stateOperators"]] == [2]
@@ -245,7 +230,7 @@ def test_a_repartition_a_killed_driver_left_unfinished_is_completed_at_the_next_
         before_move = _expected(STAGE_1, T0 + 25)
 
         def first_windows() -> None:
-            assert _counts(out) == before_move
+            assert _tidal_counts(out) == before_move
 
         eventually(first_windows, 240, "the windows before the move", run=run, poll=0.5)
     control = ControlStore(run_dir / "pipeline.db", spec.buffers.durability)
@@ -265,7 +250,7 @@ def test_a_repartition_a_killed_driver_left_unfinished_is_completed_at_the_next_
         every = _expected(STAGE_1 + STAGE_2, T0 + 100)
 
         def every_window() -> None:
-            assert _counts(out) == every
+            assert _tidal_counts(out) == every
             progress = run.queries["count"].lastProgress
             assert progress is not None
             assert [op["numShufflePartitions"] for op in progress["stateOperators"]] == [2]
@@ -297,7 +282,7 @@ def test_a_move_spark_refuses_leaves_the_vertex_on_its_old_count_with_spark_s_re
             before_move = _expected(STAGE_1, T0 + 25)
 
             def first_windows() -> None:
-                assert _counts(out) == before_move
+                assert _tidal_counts(out) == before_move
 
             eventually(first_windows, 240, "the windows before the move", run=run, poll=0.5)
     with PipelineRun(spec, run_dir, spark=spark, trigger_seconds=0.25) as run:
@@ -314,7 +299,7 @@ def test_a_move_spark_refuses_leaves_the_vertex_on_its_old_count_with_spark_s_re
             every = _expected(STAGE_1 + STAGE_2, T0 + 100)
 
             def every_window() -> None:
-                assert _counts(out) == every
+                assert _tidal_counts(out) == every
 
             eventually(every_window, 240, "every window after the refused move", run=run, poll=0.5)
         finally:
