@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -127,10 +128,46 @@ def repair_checkpoint(checkpoint: Path) -> list[str]:
             )
         torn[0][1].unlink()
         done.append(f"removed {torn[0][1]}, cut short by a crash; Spark replays its batch")
+    done.extend(_clear_unplanned(checkpoint))
     metadata = checkpoint / "metadata"
     if metadata.exists() and not _query_id(metadata):
         write_durably(metadata, json.dumps({"id": str(uuid.uuid4())}, separators=(",", ":")))
         done.append(f"wrote {metadata} again, cut short by a crash; the query keeps its offsets")
+    return done
+
+
+def _clear_unplanned(checkpoint: Path) -> list[str]:
+    """Empty ``offsets/``, ``commits/`` and ``state/`` of a checkpoint that holds no planned batch.
+
+    With no entry in ``offsets/`` Spark starts the query at batch 0, and since Spark 4.1 it first
+    checks that these three folders are empty (``spark.sql.streaming.verifyCheckpointDirectoryEmpty
+    OnStart``), counting any file: it then refuses with ``STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY``.
+    A crash leaves files there: the temporary ``.0.<uuid>.tmp`` of an ``offsets/0`` never renamed
+    into place, a state schema written while batch 0 was being planned, or what remained after the
+    newest entry, cut short, was removed above. None of them holds a message: a batch's tasks run
+    only once its offsets entry exists (under ``sync``, once it is synced), so with no entry no
+    task ran. Removing them is what lets the query start at batch 0 as it would have."""
+    offsets = checkpoint / "offsets"
+    if not offsets.is_dir() or any(e.name.isdigit() for e in os.scandir(offsets)):
+        return []
+    done: list[str] = []
+    for folder in (offsets, checkpoint / "commits", checkpoint / "state"):
+        if not folder.is_dir():
+            continue
+        left = sorted(e.name for e in os.scandir(folder))
+        if not left:
+            continue
+        for name in left:
+            path = folder / name
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+        sync_dir(folder)
+        done.append(
+            f"removed {', '.join(left)} from {folder}: a crash left them before the query planned"
+            " its first batch, and Spark starts batch 0 only on empty folders"
+        )
     return done
 
 
