@@ -407,3 +407,42 @@ def test_jetstream_publishes_a_batch_again_when_no_server_took_it(nats_server, m
     finally:
         store.drop("late")
         store.close()
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "jetstream"])
+def test_a_batch_replayed_after_its_messages_were_committed_and_the_store_restarted_is_skipped(
+    kind, tmp_path
+):
+    """A driver restart replays the batch whose Spark commit did not survive, after a downstream
+    commit purged its messages. JetStream forgets a purged message's ``Nats-Msg-Id`` when its
+    server restarts (nats-io/nats-server #3272): without Tidal's own markers the batch was
+    appended again (CI, stop 66: 150 ids delivered twice after a power cut)."""
+    from tidal.isb.natsd import NatsServer
+
+    server = NatsServer(tmp_path / "nats").start() if kind == "jetstream" else None
+    where = str(tmp_path / "pipeline.db") if server is None else str(server.url)
+    try:
+        store = isb_workers.open_store(kind, where)
+        buf = store.create("b")
+        ids = [f"m{i}" for i in range(5)]
+        assert buf.append_batch("up/7:0-5", ids, [i.encode() for i in ids]).appended == 5
+        buf.commit(5)  # downstream read and committed them: purged
+        store.close()
+        if server is not None:
+            server.stop()
+            server = NatsServer(tmp_path / "nats").start()
+            where = str(server.url)
+        store = isb_workers.open_store(kind, where)
+        buf = store.open("b")
+        again = buf.append_batch("up/7:0-5", ids, [i.encode() for i in ids])
+        assert (again.appended, again.duplicates) == (0, 5)
+        assert buf.stats().pending == 0
+        fresh = buf.append_batch("up/8:5-6", ["m5"], [b"m5"])  # a new batch still goes in
+        assert fresh.appended == 1 and buf.stats().pending == 1
+        store.drop("b")  # and a buffer made again under the same name starts with no batches
+        buf = store.create("b")
+        assert buf.append_batch("up/7:0-5", ids, [i.encode() for i in ids]).appended == 5
+        store.close()
+    finally:
+        if server is not None:
+            server.stop()

@@ -494,7 +494,8 @@ def nats_lost(run_dir: Path) -> dict[str, int]:
         nc = await nats.connect(server.url)
         try:
             infos = await nc.jetstream().streams_info()
-            return {i.config.name: i.state.num_deleted for i in infos if i.state.num_deleted}
+            buffers = [i for i in infos if i.config.name.startswith("TIDAL_")]  # not the batch markers
+            return {i.config.name: i.state.num_deleted for i in buffers if i.state.num_deleted}
         finally:
             await nc.close()
 

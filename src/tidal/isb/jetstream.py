@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 from tidal import errors
 from tidal.isb.background_loop import BackgroundLoop
 from tidal.isb.base import DEFAULT_DEDUP_WINDOW_SECONDS, BufferLimits
+from tidal.isb.jetstream_appended import AppendedBatches
 from tidal.isb.jetstream_buffer import JetStreamBuffer
 from tidal.isb.jetstream_config import (
     FAILOVER_SECONDS,
@@ -131,6 +132,7 @@ class JetStreamStore:
             # A peer still offline once the fail-over time is up: refused, naming the fix.
             raise refused(exc, self.replicas, name, self.url) from None
         check_replicas(made, self.replicas, name, self.url)
+        self.call(AppendedBatches(self, name).ensure)
         return JetStreamBuffer(self, name, stream, limits)
 
     def replica_view(self, name: str) -> tuple[str | None, dict[str, float]]:
@@ -184,6 +186,7 @@ class JetStreamStore:
             self.run(delete())
         except NotFoundError:
             raise errors.BufferNotFound(name) from None
+        self.run(AppendedBatches(self, name).forget())  # a buffer made again starts with no batches
 
     def close(self) -> None:
         if self._nc is not None and self._pid == os.getpid():

@@ -7,12 +7,14 @@ The calls are synchronous; a private event loop thread per process runs the nats
   each), so the server stores a chunk whole or refuses it whole; before publishing, the stream's
   length is checked so a batch that would pass ``max_length`` is refused whole with
   ``BufferFull``. Ids go in ``Nats-Msg-Id`` (the server de-duplicates within its duplicate
-  window, also after the original was purged). The server refuses an atomic batch containing any
+  window, also after the original was purged, but only until it restarts: it rebuilds its ids
+  from the messages it still stores). The server refuses an atomic batch containing any
   known id, so such a batch falls back to acknowledged single publishes, and the server skips
   exactly the duplicates. Batches over 1000 messages are atomic per 1000-message chunk.
 * **append_batch** (per-batch de-duplication): each message's ``Nats-Msg-Id`` is
   ``<key>#<i>`` and its own id travels in a ``Tidal-Id`` header; the server then skips a
-  replayed batch message by message. Messages stay one stream message each: JetStream's
+  replayed batch message by message; and a marker per batch (:mod:`tidal.isb.jetstream_appended`)
+  recognises a replay after the server restarted. Messages stay one stream message each: JetStream's
   sequences are the buffer's sequences, and ``max_msgs`` bounds messages, not batches.
 * **read**: batched direct get by sequence (stateless, replayable).
 * **commit**: purge the stream below ``seq + 1``; the stream's first sequence is the commit point.
@@ -36,6 +38,7 @@ import pyarrow as pa
 from tidal import errors
 from tidal.isb import segments
 from tidal.isb.base import AppendResult, BufferLimits, BufferStats, Message, check_batch
+from tidal.isb.jetstream_appended import AppendedBatches
 from tidal.isb.jetstream_config import REQUEST_TIMEOUT
 
 T = TypeVar("T")
@@ -45,6 +48,7 @@ class Store(Protocol):
     """What a buffer uses of its :class:`~tidal.isb.jetstream.JetStreamStore` (no import back)."""
 
     pipeline: str
+    replicas: int
 
     @property
     def nc(self) -> Any: ...
@@ -75,6 +79,7 @@ class JetStreamBuffer:
         self._stream = stream
         self._subject = f"tidal.{store.pipeline}.{name}"
         self._limits = limits
+        self._appended = AppendedBatches(store, name)
 
     @property
     def name(self) -> str:
@@ -142,7 +147,19 @@ class JetStreamBuffer:
             {"Tidal-Time": repr(t)} if k is None else {"Tidal-Time": repr(t), "Tidal-Keys": json.dumps(k)}
             for t, k in zip(batch.column(2).to_pylist(), batch.column(3).to_pylist(), strict=True)
         ]
-        return self._store.run(self._append(batch.column(1).to_pylist(), id_list, dedup, stamps))
+        return self._store.run(self._append_new(key, batch.column(1).to_pylist(), id_list, dedup, stamps))
+
+    async def _append_new(
+        self, key: str, payloads: list[bytes], ids: list[str], dedup: list[str], stamps: list[dict[str, str]]
+    ) -> AppendResult:
+        """Batch ``key``, unless its marker says the buffer holds it already (:mod:`jetstream_appended`:
+        the server's own ids do not survive its restart once the messages were purged)."""
+        held = await self._appended.count(key)
+        if held is not None:
+            return AppendResult(0, 0, 0, held)
+        result = await self._append(payloads, ids, dedup, stamps)
+        await self._appended.record(key, len(ids))
+        return result
 
     async def _append(
         self,
