@@ -85,6 +85,43 @@ def test_a_restart_keeps_the_cooldown_and_never_takes_a_backlogged_vertex_to_zer
         assert first.desired == before  # the killed driver's last scaling still holds the count
 
 
+def test_after_a_restart_a_scale_down_waits_one_lookback_and_a_scale_up_does_not(tmp_path):
+    """A restarted driver decides from its first tick, before Spark's warm-up is over
+    (``Controller.resumed``): its window has the restart's hole, so for one lookback (10 s here) a
+    scale-down is held and says why, while the backlog still scales up at once."""
+    rig = Rig(tmp_path, work_pipeline(min=0))
+    rig.append("work", 30_000)
+    t = _drive(rig, 1000.0, 15)
+    rig.process("work", per_replica=100_000)  # drained: the controller starts scaling down
+    t = _drive(rig, t, 12, work=0)
+    held = rig.replicas("work")
+    assert held > 0
+    restored, events = _twin(rig, tmp_path, "restored")
+    restored.actuator = rig.control  # it runs the pipeline now
+    restored.restore(rig.controller.snapshot(), t)
+    assert restored.resumed
+    for _ in range(9):
+        t += 1
+        restored.tick(t)
+        assert rig.replicas("work") == held, restored.decisions()["work"]
+    settling = [d for d in events.read() if d.vertex == "work" and d.rule == Rule.METRICS_SETTLING]
+    assert settling and "the driver's restart" in settling[0].reason
+    for _ in range(30):
+        t += 1
+        restored.tick(t)
+    assert rig.replicas("work") < held  # past the lookback: the idle vertex goes down
+
+    rig.append("work", 60_000)  # a burst right after another restart: no hold on the way up
+    again, _ = _twin(rig, tmp_path, "again")
+    again.actuator = rig.control
+    again.restore(restored.snapshot(), t)
+    before = rig.replicas("work")
+    for _ in range(3):
+        t += 1
+        again.tick(t)
+    assert rig.replicas("work") > before, again.decisions()["work"]
+
+
 @pytest.mark.parametrize(
     ("damage", "why"),
     [

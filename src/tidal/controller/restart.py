@@ -67,6 +67,7 @@ _KEPT = (
     "active_at",
     "outage_since",
     "numbers_back_at",
+    "hole",
 )
 
 

@@ -51,6 +51,7 @@ class VertexState:
     active_at: float | None = None  # when it last processed something or had messages pending
     outage_since: float | None = None  # its numbers could not be read from then (a metric outage)
     numbers_back_at: float | None = None  # when they came back after the last outage
+    hole: str = "the metric outage"  # what left the hole numbers_back_at ends (or a driver restart)
 
 
 def watch_progress(
@@ -123,6 +124,9 @@ def outage_note(v: VertexState, now: float, exc: Exception) -> Decision:
 def hold_down_after_outage(v: VertexState, decision: Decision, now: float) -> Decision:
     """A scale-down (or to zero) within one lookback of a metric outage's end is held: the window
     its averages come from still has the outage's hole, so they are the numbers from before it.
+    A driver restart leaves the same hole (:meth:`Controller.restore`: nothing was sampled while
+    no driver ran, and its queries process nothing until Spark has warmed up): Knative's
+    autoscaler, restarted, likewise does not scale down before it holds a stable window again.
     Found on the chaos bench: a map held at 2 through a 30 s outage went to 1 the first tick its
     numbers came back (an averaged pending of 369 from before the outage, against 1,300 waiting),
     and back to 2 five seconds later. A scale-up is not held: missing data never asks for less."""
@@ -135,8 +139,8 @@ def hold_down_after_outage(v: VertexState, decision: Decision, now: float) -> De
         decision.current,
         decision.current,
         Rule.METRICS_SETTLING,
-        f"{decision.reason}; held: the lookback ({v.lookback_seconds:g} s) still spans the metric "
-        f"outage that ended {now - back:.0f} s ago",
+        f"{decision.reason}; held: the lookback ({v.lookback_seconds:g} s) still spans "
+        f"{v.hole} that ended {now - back:.0f} s ago",
         {**decision.inputs, "numbersBackAt": back},
         recommended=decision.recommended,
     )

@@ -252,7 +252,7 @@ class PipelineRun:
         if self.allocator is not None:  # an idle vertex's replicas hold no executor
             self.allocator.idle_for = self.controller.idle_for
             self.allocator.progress = self.controller.progress  # does one more executor pay?
-        self.controller.start(ready=self.warm)
+        self.controller.start(ready=None if self.controller.resumed else self.warm)
         log.info(
             "pipeline %s running: %d vertices in %d queries, run directory %s%s",
             self.spec.name,
