@@ -44,7 +44,10 @@ from tidal.bench.chaos_checks import Fault
 
 __all__ = ["SCENARIOS", "main", "main_three_rounds", "run_scenario"]
 
-RATE, PEAK, STEP_AT, TOTAL = 100, 400, 15.0, 15_000
+# The step must need a second replica of ``work`` on any box, or no scale event comes for the
+# faults to land in: at 400/s one replica of slow_upper (1 ms a message) kept up on 2026-11-28,
+# and two rounds of three injected nothing.
+RATE, PEAK, STEP_AT, TOTAL = 100, 800, 15.0, 24_000
 OUTAGE_S = 30.0
 TICK = 0.5  # the pipeline's controller.intervalSeconds
 TARGET_S = 15.0  # the delivery-delay target whose share is reported
@@ -187,6 +190,9 @@ def run_scenario(name: str, root: Path, seed: int = 0, total: int = TOTAL) -> di
         "resumed": checks.resumption(events, [f for f in faults if f.kind == "driver"], TICK),
         "outage_held": checks.outage_holds(events, [f for f in faults if f.kind == "outage"], TICK),
     }
+    if scenario.get("fault"):  # checks that saw no fault prove nothing: a run without one fails
+        missed = [] if faults else [f"the {scenario['fault']} fault was never injected: no scale-up of work"]
+        found["injected"] = checks.Found({"faults": len(faults)}, missed)
     recovered = checks.recovery(faults, [s.at for s in delays], series, "work")
     windows = [(f.at, f.until + (r["recovery_s"] or 0.0)) for f, r in zip(faults, recovered, strict=True)]
     png = _plot(work, name, seed, series, executors["count"], delays, faults, recovered)
