@@ -103,6 +103,15 @@ class BatchLedger:
             "count INTEGER NOT NULL, PRIMARY KEY (vertex, replica))"
         )
 
+    def busy_after(self, vertex: str, after: int) -> list[tuple[int, float]]:
+        """``(batch_id, busy seconds)`` of ``vertex``'s committed batches past ``after`` that read
+        messages, in order: the state-partition policy's measure of a reduce's stateful stage."""
+        rows = self._store.db.execute(
+            "SELECT batch_id, busy FROM batches WHERE vertex=? AND batch_id>? AND rows > 0 ORDER BY batch_id",
+            (vertex, after),
+        ).fetchall()
+        return [(int(r[0]), float(r[1])) for r in rows]
+
     def usage(
         self, vertex: str, after: int = -1
     ) -> list[tuple[int, float, float | None, float | None, float, int]]:

@@ -69,6 +69,7 @@ class Rule(StrEnum):
     RESTARTED = "restarted"  # its query failed for a transient reason and resumed from its checkpoint
     REPARTITIONED = "repartitioned"  # a reduce vertex's state moved to another number of partitions
     REPARTITION_FAILED = "repartition-failed"  # ... or Spark refused: it runs on its old count
+    STATE_PARTITIONS = "state-partitions"  # the partition policy's verdict (its rule in the inputs)
     SIDE_INPUT = "side-input"  # a side input the vertex reads has a new value (not a scaling decision)
     KPA_ACTIVATION_TIMEOUT = "kpa-activation-timeout"
     # -- peers that tidal.sim compares against (not used by the runtime) ----------------------

@@ -41,7 +41,7 @@ from tidal.spec.endpoints import (
 )
 from tidal.spec.rate_limit import RateLimitSpec, VertexLimits
 from tidal.spec.records import IDENTIFIER, RecordsSpec, ReferenceSpec
-from tidal.spec.reduce import GroupBySpec
+from tidal.spec.reduce import GroupBySpec, StatePartitionsSpec
 from tidal.spec.routing import ForwardConditions
 from tidal.spec.side_inputs import SideInputSpec
 from tidal.spec.watermark import WatermarkSpec
@@ -263,6 +263,7 @@ class VertexSpec(_Model):
     # A reduce vertex's partitions: fixed once it has run, as Numaflow's are (its state is
     # partitioned by key into them); what scales is the read tasks and the executors.
     partitions: int | None = Field(None, ge=1, le=1024)
+    state_partitions: StatePartitionsSpec | None = None  # moved by Tidal within these bounds
     limits: VertexLimits | None = None  # its own rateLimit (tidal.spec.rate_limit)
     side_inputs: list[str] = Field(default_factory=list)  # the side inputs it reads (tidal.spec.side_inputs)
 
@@ -281,6 +282,15 @@ class VertexSpec(_Model):
                 "partitions is a reduce vertex's (its windows' state is split into them); a buffer "
                 "between other vertices is one partition: remove partitions"
             )
+        if (bounds := self.state_partitions) is not None:
+            if self.udf is None or self.udf.reduce is None:
+                raise ValueError("statePartitions is a reduce vertex's: remove it")
+            start = self.partitions or 1
+            if not bounds.min <= start <= bounds.max:
+                raise ValueError(
+                    f"partitions {start} is outside statePartitions [{bounds.min}, {bounds.max}]: "
+                    "start within the bounds"
+                )
         if self.limits is not None and self.limits.rate_limit is not None:
             if self.udf is not None and self.udf.reduce is not None:
                 raise ValueError(

@@ -135,3 +135,21 @@ class GroupBySpec(Model):
     @classmethod
     def _duration(cls, value: Any) -> Any:
         return seconds(value)
+
+
+class StatePartitionsSpec(Model):
+    """``statePartitions: {min, max, cooldownSeconds}`` on a reduce vertex: Tidal moves its state
+    between ``min`` and ``max`` partitions by itself (:mod:`tidal.scaling.state_partitions`; the
+    vertex's ``partitions`` is the count it starts with). Numaflow has no such field: its reduce
+    partitions are fixed. Without it a reduce vertex keeps its count unless moved by hand
+    (``tidal scale RUN_DIR VERTEX --partitions N``)."""
+
+    min: int = Field(1, ge=1, le=1024)
+    max: int = Field(ge=1, le=1024)
+    cooldown_seconds: float = Field(60.0, ge=0, le=86_400)  # the floor; a move's learnt pause raises it
+
+    @model_validator(mode="after")
+    def _ordered(self) -> StatePartitionsSpec:
+        if self.min > self.max:
+            raise ValueError(f"statePartitions: min {self.min} is above max {self.max}: make min <= max")
+        return self

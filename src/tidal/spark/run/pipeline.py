@@ -47,6 +47,7 @@ from tidal.spark.query.queries import query_config
 from tidal.spark.query.vertex import ROCKSDB, past_start, start_vertex, stop_between_batches
 from tidal.spark.run.buffer_watch import start_buffer_watch
 from tidal.spark.run.controller_setup import build_controller
+from tidal.spark.run.partition_scaler import PartitionScaler, start_partition_scaler
 from tidal.spark.run.repartition import StatePartitions
 from tidal.spark.run.restarts import QueryFailures
 from tidal.spark.run.status import StatusThroughOutages, VertexStatus
@@ -124,6 +125,7 @@ class PipelineRun:
         self.side_inputs: SideInputManager | None = None  # the retrievers' thread (spec.sideInputs)
         self.vertical = VerticalWatch([v.name for v in self.control_spec.vertices])
         self.partitions: StatePartitions | None = None  # the reduce vertices' state partitions and moves
+        self.partition_scaler: PartitionScaler | None = None
 
     @property
     def on_cluster(self) -> bool:
@@ -253,6 +255,7 @@ class PipelineRun:
             self.allocator.idle_for = self.controller.idle_for
             self.allocator.progress = self.controller.progress  # does one more executor pay?
         self.controller.start(ready=None if self.controller.resumed else self.warm)
+        self.partition_scaler = start_partition_scaler(self)  # statePartitions: moves by itself
         log.info(
             "pipeline %s running: %d vertices in %d queries, run directory %s%s",
             self.spec.name,
@@ -420,6 +423,8 @@ class PipelineRun:
         ``keep_spark``: leave the Spark session running and return it (for the next spec)."""
         if self._released:
             return None
+        if self.partition_scaler is not None:  # no move may begin while the queries stop
+            self.partition_scaler.stop()
         for path in self.requests.values():  # HTTP sources: the activator and receivers close first
             path.stop()
         sources = [v.name for v in self.spec.vertices if v.source is not None]

@@ -56,6 +56,7 @@ log = logging.getLogger("tidal.pipeline")
 
 BACKOFF_SECONDS = 60.0  # after a failed move, no other move of that vertex before this
 FIRST_BATCH_SECONDS = 300.0  # how long a move waits for the restarted query's first batch
+PAUSES_KEPT = 5  # moves whose pauses the learnt pause is the median of
 STOP_ATTEMPTS = 3  # stops that may cut a batch short before the move gives up
 RECORD_KEY = "partitions:"  # + vertex: {"count": n, "moving_to": m | null} in the control store
 
@@ -117,6 +118,8 @@ class StatePartitions:
         self._lock = threading.Lock()  # one move at a time
         self._failed_at: dict[str, float] = {}
         self.moving: str | None = None
+        self.moved_at: dict[str, float] = {}  # when each vertex's last move (done or not) ended
+        self._pauses: dict[str, list[float]] = {}  # the pauses its last moves cost, newest last
 
     # -- reading ---------------------------------------------------------------------------------
 
@@ -127,6 +130,15 @@ class StatePartitions:
         """The partitions ``vertex``'s query runs with at its next start."""
         found = committed_partitions(self.checkpoint(vertex))
         return found if found is not None else self.initial.get(vertex, 1)
+
+    def learnt_pause(self, vertex: str) -> float | None:
+        """The pause a move of ``vertex`` costs: the median of its last :data:`PAUSES_KEPT`
+        moves' (any vertex's when it has none yet; None before the run's first move)."""
+        seen = self._pauses.get(vertex) or [p for ps in self._pauses.values() for p in ps]
+        if not seen:
+            return None
+        ordered = sorted(seen[-PAUSES_KEPT:])
+        return ordered[len(ordered) // 2]
 
     def retry_in(self, vertex: str, now: float) -> float:
         """Seconds before another move of ``vertex`` is allowed (0: now)."""
@@ -249,6 +261,10 @@ class StatePartitions:
                 f"; the query runs on its {after} partitions again, no new move for {BACKOFF_SECONDS:g} s"
             )
         move = Move(vertex, before, partitions, after, ok, reason, pause, took)
+        self.moved_at[vertex] = time.time()
+        if pause is not None:
+            self._pauses.setdefault(vertex, []).append(pause)
+            del self._pauses[vertex][:-PAUSES_KEPT]
         self._event(move, replicas, by)
         return move
 
