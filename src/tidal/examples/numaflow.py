@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 import uuid
 from collections.abc import AsyncIterable, Iterator
 from datetime import datetime
@@ -237,6 +238,25 @@ class ReduceCounter(Reducer):  # type: ignore[misc]  # pynumaflow ships no type 
         self.counter = 0
         async for _ in datums:
             self.counter += 1
+        return ReduceMessages(ReduceMessage(str(self.counter).encode(), keys=keys))
+
+
+class SlowReduceCounter(ReduceCounter):
+    """:class:`ReduceCounter` with ``cost`` seconds of work per message (a lookup, a model): a
+    keyed aggregation whose stateful stage is the bottleneck, which more state partitions speed
+    up (the partition policy's tests and ``tidal bench reduce``)."""
+
+    def __init__(self, counter: int, cost: float = 0.005) -> None:
+        super().__init__(counter)
+        self.cost = cost
+
+    async def handler(
+        self, keys: list[str], datums: AsyncIterable[ReduceDatum], md: Metadata
+    ) -> ReduceMessages:
+        self.counter = 0
+        async for _ in datums:
+            self.counter += 1
+        time.sleep(self.cost * self.counter)  # blocking on purpose: the task's slot is busy
         return ReduceMessages(ReduceMessage(str(self.counter).encode(), keys=keys))
 
 

@@ -157,9 +157,10 @@ class ControlStore(BatchLedger):
         return int(row[0]) if row else default
 
     def set_closing(self, vertex: str, closing: bool) -> None:
-        """Mark a source as closing: its reader admits nothing more, so the batch in flight is
-        the last and a stop that follows lands between two batches (a stop mid-batch leaves what
-        the tasks wrote downstream uncounted by the source until the replay)."""
+        """Mark a vertex as closing: its reader admits nothing more, so the batch in flight is
+        the last and a stop that follows lands between two batches (a source the run stops: a
+        stop mid-batch leaves what the tasks wrote downstream uncounted by the source until the
+        replay; a reduce whose state is moved: Spark repartitions only after a finished batch)."""
         self.set_meta(f"closing:{vertex}", "1" if closing else "")
 
     def closing(self, vertex: str) -> bool:

@@ -133,15 +133,19 @@ class Pipeline:
         allowed_lateness: float | str = 0,
         args: Sequence[Any] = (),
         partitions: int | None = None,
+        state_partitions: Mapping[str, Any] | None = None,
         **kw: Any,
     ) -> Pipeline:
         """A reduce vertex (:mod:`tidal.spec.reduce`): ``handler`` a pynumaflow ``Reducer``
         class (built with ``args``) or reduce function; ``window`` e.g. ``{"fixed": {"length":
-        "10s"}}``; ``partitions`` its fixed state partitions."""
+        "10s"}}``; ``partitions`` its state partitions at the start; ``state_partitions``
+        (``{"min": 1, "max": 4}``) lets the partition policy move them."""
         group = {"window": dict(window), "keyed": keyed, "allowedLateness": allowed_lateness}
         self._udf("reduce", name, handler, reduceArgs=list(args), groupBy=group, **_snake_to_camel(kw))
         if partitions is not None:
             self._vertices[-1]["partitions"] = partitions
+        if state_partitions is not None:
+            self._vertices[-1]["statePartitions"] = dict(state_partitions)
         return self
 
     def sql(self, name: str, query: str, **kw: Any) -> Pipeline:
