@@ -110,11 +110,11 @@ def output_room(
 
 def admit(config: QueryConfig, start: int, available: int) -> Admission:
     """The next micro-batch: at most replicas × readBatchSize past ``start``, no more than the
-    outputs have room for; ``start`` itself (idle) at replicas 0, under back pressure, or for
-    a vertex the run is closing (a source it stops, a reduce whose state it moves). In an output other vertices write too (a join's input), what
-    the batch may write is claimed in the same transaction as the room is read, so no other
-    writer plans on the same room; the claim stands until this vertex's next admission (its
-    batch has landed by then)."""
+    outputs have room for; ``start`` itself (idle) at replicas 0, under back pressure, or for a
+    vertex the run is closing (a source it stops, a reduce whose state it moves). In an output
+    other vertices write too (a join's input), what the batch may write is claimed in the same
+    transaction as the room is read, so no other writer plans on the same room; the claim stands
+    until this vertex's next admission (its batch has landed by then)."""
     control = stores.control(config)
     replicas = control.replicas(config.vertex, default=1)
     shared = [
