@@ -49,3 +49,18 @@ def test_the_cluster_benchmarks_latency_pipeline_keeps_one_query_per_vertex() ->
 
     plan = plan_chains(parse_pipeline(yaml.safe_load(LATENCY_PIPELINE)))
     assert plan.signature == "" and {plan.head_of("gen"), plan.head_of("out")} == {"gen", "out"}
+
+
+def test_every_reduce_elastic_job_is_a_valid_pipeline_with_its_partitions(tmp_path) -> None:
+    """The three jobs of ``tidal bench reduce-elastic``: only the elastic one lets the policy move."""
+    import yaml
+
+    from tidal.bench import reduce_elastic
+    from tidal.spec import parse_pipeline
+
+    for job, settings in reduce_elastic.JOBS.items():
+        spec = parse_pipeline(yaml.safe_load(reduce_elastic.spec_text(job)))
+        count = spec.vertex("count")
+        assert count.partitions == settings["partitions"], job
+        assert (count.state_partitions is not None) == (job == "elastic"), job
+    assert reduce_elastic.partition_seconds(1, [(10.0, 2), (30.0, 1)], 0.0, 40.0) == 10 + 40 + 10

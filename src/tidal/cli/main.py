@@ -26,6 +26,7 @@ BENCHMARKS = {
     "http": "http",
     "latency": "latency",
     "reduce": "reduce",
+    "reduce-elastic": "reduce_elastic",
     "hosts": "hosts",
     "receivers": "receiver_hosts",
     "flow-control": "flow_control",

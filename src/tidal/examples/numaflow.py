@@ -139,6 +139,14 @@ def number(keys: list[str], datum: Datum) -> Messages:
     return Messages(Message(str(int(parts[1])).encode() if len(parts) > 1 else datum.value))
 
 
+def by_bucket(keys: list[str], datum: Datum) -> Messages:
+    """The generator's message keyed by its number modulo 16 (``b7``): enough keys for a keyed
+    reduce to spread over several state partitions (``tidal bench reduce-elastic``)."""
+    parts = datum.value.split()
+    n = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
+    return Messages(Message(datum.value, keys=[f"b{n % 16}"]))
+
+
 def fallback_sink(datums: Iterator[SinkDatum]) -> Responses:
     """Numaflow's e2e ``fb-sink-log`` (``TestFallbackSink``): answers every message "fallback",
     so the sink's ``fallback`` receives each one."""
