@@ -7,6 +7,9 @@ tests: the machines are shared and noisy, so numbers go into ``docs/``, not into
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -35,6 +38,16 @@ def wait_for(condition: Callable[[], bool], what: str, deadline_s: float = DEADL
         if time.monotonic() > give_up:
             raise TimeoutError(f"benchmark: {what} within {deadline_s:g} s")
         time.sleep(0.2)
+
+
+def stop_driver(proc: subprocess.Popen[Any], timeout: float = 180.0) -> None:
+    """Stop a ``tidal run`` a benchmark started (its own session): SIGTERM, so it stops between
+    batches and writes its report; SIGKILL to its whole group if it has not within ``timeout``."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
 
 
 def delivered_ids(path: Path) -> list[str]:

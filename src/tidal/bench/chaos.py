@@ -38,7 +38,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tidal.bench import RESULTS, delivered_ids, rig_refusal, write_result
+from tidal.bench import RESULTS, delivered_ids, rig_refusal, stop_driver, write_result
 from tidal.bench import chaos_checks as checks
 from tidal.bench.chaos_checks import Fault
 
@@ -174,11 +174,7 @@ def run_scenario(name: str, root: Path, seed: int = 0, total: int = TOTAL) -> di
                 time.sleep(0.5)
             time.sleep(2)  # anything doubled would show up now
         finally:
-            driver.send_signal(signal.SIGTERM)
-            try:
-                driver.wait(timeout=180)
-            except subprocess.TimeoutExpired:
-                os.killpg(driver.pid, signal.SIGKILL)
+            stop_driver(driver)
         ids = delivered_ids(run_dir / "out.jsonl")
         series = list(read_series(run_dir))
         delays = [s for v in read_delays(run_dir).values() for s in v]

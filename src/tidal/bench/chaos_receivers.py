@@ -23,7 +23,6 @@ import json
 import os
 import random
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -31,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tidal.bench import RESULTS, delivered_ids, rig_refusal, write_result
+from tidal.bench import RESULTS, delivered_ids, rig_refusal, stop_driver, write_result
 from tidal.bench import chaos_checks as checks
 from tidal.bench.chaos_checks import Fault
 from tidal.bench.receiver_hosts import AGENT_PORT, _series, _wait
@@ -213,11 +212,7 @@ def run_receiver_cut(root: Path, seed: int = 0) -> dict[str, Any]:
             )
             time.sleep(2)  # anything doubled would show up now
         finally:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=180)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
+            stop_driver(proc)
         ids = delivered_ids(sink)
         rows = _receiver_rows(run_dir)
         delays = [s for v in read_delays(run_dir).values() for s in v]

@@ -27,8 +27,6 @@ numbers go to ``docs/benchmarks.md``.
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -36,7 +34,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tidal.bench import RESULTS, write_result
+from tidal.bench import RESULTS, stop_driver, write_result
 
 __all__ = ["JOBS", "main", "run_job"]
 
@@ -169,11 +167,7 @@ def run_job(job: str, root: Path) -> dict[str, Any]:
                 time.sleep(1.0)
             ended = time.time()
         finally:
-            driver.send_signal(signal.SIGTERM)
-            try:
-                driver.wait(timeout=180)
-            except subprocess.TimeoutExpired:
-                os.killpg(driver.pid, signal.SIGKILL)
+            stop_driver(driver)
     windows = _windows(run_dir / "out.jsonl")
     events = _events(run_dir)
     moves = [e for e in events if e["rule"] in ("repartitioned", "repartition-failed")]

@@ -261,11 +261,9 @@ class SlowReduceCounter(ReduceCounter):
     async def handler(
         self, keys: list[str], datums: AsyncIterable[ReduceDatum], md: Metadata
     ) -> ReduceMessages:
-        self.counter = 0
-        async for _ in datums:
-            self.counter += 1
+        counted = await super().handler(keys, datums, md)
         time.sleep(self.cost * self.counter)  # blocking on purpose: the task's slot is busy
-        return ReduceMessages(ReduceMessage(str(self.counter).encode(), keys=keys))
+        return counted
 
 
 async def reduce_sum(keys: list[str], datums: AsyncIterable[ReduceDatum], md: Metadata) -> ReduceMessages:
