@@ -131,3 +131,7 @@ def test_a_closing_source_admits_nothing_and_a_reopened_one_admits_again(setup, 
     assert admit(base, 10, 100_000).end == 810  # only sources close: the rest drains
     control.set_closing("v", False)
     assert admit(source, 10, 100_000).end == 810
+    control.set_holding("v", True)  # a reduce whose state is being moved: any vertex holds
+    assert admit(base, 10, 100_000).end == 10 and admit(source, 10, 100_000).end == 10
+    control.set_holding("v", False)
+    assert admit(base, 10, 100_000).end == 810

@@ -157,14 +157,23 @@ class ControlStore(BatchLedger):
         return int(row[0]) if row else default
 
     def set_closing(self, vertex: str, closing: bool) -> None:
-        """Mark a vertex as closing: its reader admits nothing more, so the batch in flight is
-        the last and a stop that follows lands between two batches (a source the run stops: a
-        stop mid-batch leaves what the tasks wrote downstream uncounted by the source until the
-        replay; a reduce whose state is moved: Spark repartitions only after a finished batch)."""
+        """Mark a source as closing: its reader admits nothing more, so the batch in flight is
+        the last and a stop that follows lands between two batches (a stop mid-batch leaves what
+        the tasks wrote downstream uncounted by the source until the replay)."""
         self.set_meta(f"closing:{vertex}", "1" if closing else "")
 
     def closing(self, vertex: str) -> bool:
         return bool(self.meta(f"closing:{vertex}"))
+
+    def set_holding(self, vertex: str, holding: bool) -> None:
+        """Hold any vertex's reader: it admits nothing more, so its query reaches a gap between
+        batches (a reduce whose state is being moved: Spark repartitions only after a finished
+        batch, and a backlog read back to back never leaves a gap). Unlike ``closing``, which
+        only a source honours, so a pause drains the rest of the pipeline."""
+        self.set_meta(f"holding:{vertex}", "1" if holding else "")
+
+    def holding(self, vertex: str) -> bool:
+        return bool(self.meta(f"holding:{vertex}"))
 
     def set_batch_range(
         self, vertex: str, first: int, last: int, parts: Sequence[tuple[int, int]] = ()

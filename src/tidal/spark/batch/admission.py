@@ -111,7 +111,7 @@ def output_room(
 def admit(config: QueryConfig, start: int, available: int) -> Admission:
     """The next micro-batch: at most replicas × readBatchSize past ``start``, no more than the
     outputs have room for; ``start`` itself (idle) at replicas 0, under back pressure, or for a
-    vertex the run is closing (a source it stops, a reduce whose state it moves). In an output
+    source the run is closing, or a vertex it holds (a reduce whose state it moves). In an output
     other vertices write too (a join's input), what the batch may write is claimed in the same
     transaction as the room is read, so no other writer plans on the same room; the claim stands
     until this vertex's next admission (its batch has landed by then)."""
@@ -122,9 +122,8 @@ def admit(config: QueryConfig, start: int, available: int) -> Admission:
         for name, discards, others in zip(config.outputs, config.discard, config.shared, strict=True)
         if others and not discards
     ]
-    # Closing: a source the run is stopping, or a reduce whose state is being moved (its query
-    # must reach a gap between batches, which a backlog read back to back never leaves).
-    if replicas <= 0 or control.closing(config.vertex):
+    closing = config.source is not None and control.closing(config.vertex)  # a source it stops
+    if replicas <= 0 or closing or control.holding(config.vertex):  # held: a reduce being moved
         if shared:
             with control.claiming() as claims:
                 claims.claim(shared, config.vertex, 0)

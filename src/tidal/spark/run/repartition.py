@@ -162,7 +162,7 @@ class StatePartitions:
         (abandon it if Spark fails again), and note a move the kill cut before Spark's call."""
         if self.moving == vertex:  # the move itself starts the query again: nothing was cut
             return
-        self.control.set_closing(vertex, False)  # a driver killed mid-move left its reader closed
+        self.control.set_holding(vertex, False)  # a driver killed mid-move left its reader held
         checkpoint = self.checkpoint(vertex)
         record = self._record(vertex)
         unfinished = unfinished_repartition(checkpoint)
@@ -237,11 +237,11 @@ class StatePartitions:
         # Its reader admits nothing more: the batch in flight is the last, and the stop follows
         # it. Without this a vertex with a backlog runs batches back to back and the stop waited
         # for the backlog to drain (27 s in the policy's test, up to FIRST_BATCH_SECONDS).
-        self.control.set_closing(vertex, True)
+        self.control.set_holding(vertex, True)
         try:
             cut = self._stop_between_batches(query, start, checkpoint)
         finally:
-            self.control.set_closing(vertex, False)
+            self.control.set_holding(vertex, False)
         ok, reason, took = False, cut or "", 0.0
         if cut is None:
             began = time.monotonic()
