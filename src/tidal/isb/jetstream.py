@@ -57,6 +57,7 @@ class JetStreamStore:
         self._loop = BackgroundLoop.get()
         self._nc: Any = None
         self._pid = os.getpid()
+        self._markers_made = False  # the pipeline's batch-marker stream (one for all its buffers)
         self._connect()
 
     def _connect(self) -> None:
@@ -132,7 +133,9 @@ class JetStreamStore:
             # A peer still offline once the fail-over time is up: refused, naming the fix.
             raise refused(exc, self.replicas, name, self.url) from None
         check_replicas(made, self.replicas, name, self.url)
-        self.call(AppendedBatches(self, name).ensure)
+        if not self._markers_made:  # one stream per pipeline: made once, not once per buffer
+            self.call(AppendedBatches(self, name).ensure)
+            self._markers_made = True
         return JetStreamBuffer(self, name, stream, limits)
 
     def replica_view(self, name: str) -> tuple[str | None, dict[str, float]]:
