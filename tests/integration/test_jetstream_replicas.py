@@ -5,6 +5,7 @@ every message through the loss of the host of one server."""
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 
 import pytest
@@ -119,3 +120,54 @@ def test_a_range_read_from_a_replica_behind_its_leader_is_read_again_never_skipp
         url = start_nats_cluster([rig["n1"], rig["n2"], rig["n3"]], tmp_path, probe_from=rig["driver"])
         done = rig["driver"].run([sys.executable, "-c", READ_BACK, url], timeout=300)
         assert done.returncode == 0, done.stderr[-3000:]
+
+
+# Run on the driver's host: a batch appended, the marker stream's leader told; then, at once
+# after the loss of that leader's host (a line on stdin), a new batch and the first one again.
+MARKERS = """
+import json, sys
+from tidal.isb.jetstream import JetStreamStore
+from tidal.isb.jetstream_appended import appended_stream
+store = JetStreamStore(sys.argv[1], "marked", replicas=3)
+buffer = store.create("orders")
+first = [f"m{i}" for i in range(500)]
+assert buffer.append_batch("batch-1", first, [i.encode() for i in first]).appended == 500
+info = store.run(store.nc.jsm().stream_info(appended_stream("marked")))
+print(json.dumps({"leader": info.cluster.leader}), flush=True)
+sys.stdin.readline()
+second = [f"m{i}" for i in range(500, 1000)]
+new = buffer.append_batch("batch-2", second, [i.encode() for i in second])
+again = buffer.append_batch("batch-1", first, [i.encode() for i in first])
+got = [m[1] for m in buffer.read(0, 10_000)]
+print(json.dumps({"new": new.appended, "again": [again.appended, again.duplicates], "ids": got}))
+store.close()
+"""
+
+
+@pytest.mark.skipif(unavailable() is not None, reason=f"no multi-host rig here: {unavailable()}")
+def test_a_batch_appended_while_the_marker_streams_leader_is_lost_waits_for_the_new_one(tmp_path):
+    """Each batch leaves a marker (tidal.isb.jetstream_appended) in a stream with the buffers'
+    replicas. Losing the host of its leader left no server to take a marker for a few seconds,
+    and the publish's "no response from stream" failed the vertex's task and stopped the run (CI,
+    tests/integration/test_hosts.py). The marker is tried again through the election: the next
+    batch is appended once, and the first one, replayed, is still known."""
+    rig = Rig(["driver", "n1", "n2", "n3"])
+    with rig:
+        servers = [rig["n1"], rig["n2"], rig["n3"]]
+        url = start_nats_cluster(servers, tmp_path, probe_from=rig["driver"])
+        client = rig["driver"].popen(
+            [sys.executable, "-c", MARKERS, url],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert client.stdout is not None and client.stdin is not None
+        leader = json.loads(client.stdout.readline() or "{}").get("leader")
+        assert leader, client.stderr.read() if client.stderr else ""
+        assert next(h for h in servers if f"nats-{h.name}" == leader).kill()
+        out, err = client.communicate("go\n", timeout=120)
+        assert client.returncode == 0, err
+        done = json.loads(out.splitlines()[-1])
+        assert done["new"] == 500 and done["again"] == [0, 500], done
+        assert done["ids"] == [f"m{i}" for i in range(1000)]  # every message once, in order

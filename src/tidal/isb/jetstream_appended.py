@@ -16,17 +16,35 @@ per buffer, a replay long after a cut is still recognised, which the server's tw
 never did). A batch whose marker is there is answered as duplicates without publishing. The
 marker is written after the batch's last message is acknowledged: a crash between the two leaves
 the server's in-memory ids as the only guard, for the few milliseconds of one more publish.
+
+**Fail-over.** The marker stream has the buffers' replicas, and when a server dies it elects a
+leader like theirs: for a few seconds a marker's publish finds "no response from stream" (CI saw
+it stop a run on the multi-host rig, a worker host and its server lost). Reading and writing a
+marker are idempotent (one per subject, the same count), so both are tried again through the
+fail-over errors (:func:`~tidal.isb.jetstream_config.failing_over`) for :data:`MARKER_SECONDS`;
+past that the error fails the task, and the query's restart (the buffers unreachable) replays it.
+A marker never read is never taken as absent: that would publish the batch again unguarded.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
-from typing import Any, Protocol
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol, TypeVar
 
-__all__ = ["KEPT", "AppendedBatches", "appended_stream"]
+from tidal.isb.jetstream_config import failing_over
+
+__all__ = ["KEPT", "MARKER_SECONDS", "AppendedBatches", "appended_stream"]
+
+T = TypeVar("T")
 
 KEPT = 100_000  # markers of all the pipeline's buffers, ~100 bytes each on the server's disk
+# How long a marker's read or write is tried again through a fail-over: a Raft election takes a
+# few seconds; both together stay within the store's wait for one append (3 × REQUEST_TIMEOUT).
+MARKER_SECONDS = 8.0
 
 
 def appended_stream(pipeline: str) -> str:
@@ -76,26 +94,32 @@ class AppendedBatches:
     async def count(self, key: str) -> int | None:
         """How many messages batch ``key`` held when it was appended; None if it was not (or
         longer ago than the window)."""
-        from nats.errors import NoRespondersError
         from nats.js.errors import NotFoundError
 
-        try:
-            msg = await self._store.nc.jsm().get_msg(self._stream, subject=self._subject(key), direct=True)
-        except (NotFoundError, NoRespondersError):  # no marker; no stream yet (an older run's buffer)
-            return None
-        return int(msg.data or b"0")
+        async def read() -> int | None:
+            try:
+                jsm = self._store.nc.jsm()
+                msg = await jsm.get_msg(self._stream, subject=self._subject(key), direct=True)
+            except NotFoundError:  # no marker
+                return None
+            return int(msg.data or b"0")
+
+        return await _through_failover(read)
 
     async def record(self, key: str, messages: int) -> None:
         """Say batch ``key`` (``messages`` long) is in the buffer; acknowledged, so durable."""
-        from nats.errors import NoRespondersError
+        from nats.js.errors import NoStreamResponseError
 
-        js = self._store.nc.jetstream()
         subject, data = self._subject(key), str(messages).encode()
+
+        async def publish() -> None:
+            await self._store.nc.jetstream().publish(subject, data)
+
         try:
-            await js.publish(subject, data)
-        except NoRespondersError:  # a buffer made before this stream existed (an older run)
+            await _through_failover(publish)
+        except NoStreamResponseError:  # still none: the stream may be gone (deleted by hand)
             await self.ensure()
-            await js.publish(subject, data)
+            await publish()
 
     async def forget(self) -> None:
         """Drop every marker of this buffer (the buffer itself is being dropped)."""
@@ -103,3 +127,15 @@ class AppendedBatches:
 
         with contextlib.suppress(NotFoundError):
             await self._store.nc.jsm().purge_stream(self._stream, subject=f"{self._prefix}.>")
+
+
+async def _through_failover(make: Callable[[], Awaitable[T]], seconds: float = MARKER_SECONDS) -> T:
+    """``make()`` awaited, and again while the cluster fails over, for up to ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            return await make()
+        except Exception as exc:
+            if not failing_over(exc) or time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.25)

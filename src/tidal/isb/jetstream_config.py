@@ -103,11 +103,12 @@ def failing_over(exc: BaseException) -> bool:
     import concurrent.futures
 
     import nats.errors
-    from nats.js.errors import ServiceUnavailableError
+    from nats.js.errors import NoStreamResponseError, ServiceUnavailableError
 
     transient = (
         nats.errors.TimeoutError,
         nats.errors.NoRespondersError,
+        NoStreamResponseError,  # a JetStream publish's "no responders": the stream has no leader yet
         nats.errors.ConnectionReconnectingError,
         nats.errors.StaleConnectionError,
         ServiceUnavailableError,

@@ -24,6 +24,9 @@ def test_three_restarts_per_vertex_in_ten_minutes_then_none():
 def test_the_buffers_unreachable_is_an_outage_not_a_wrong_pipeline():
     assert unreachable("TimeoutError: nats: timeout")
     assert unreachable("NoServersError: nats: no servers available for connection")
+    # A stream electing a leader for longer than the buffer's own retries (a server lost):
+    assert unreachable("NoStreamResponseError: nats: no response from stream")
+    assert unreachable("NoRespondersError: nats: no responders available for request")
     assert not unreachable("UdfError: vertex 'x' failed on message 'm1': ValueError: timeout")
     assert not transient("TimeoutError: nats: timeout")  # not spent from the budget of three
 

@@ -49,7 +49,16 @@ TRANSIENT = (
 BUDGET = 3
 WINDOW_SECONDS = 600.0
 # What nats.py says when no server of the buffers' answers (a timeout, no server, a closed link).
-UNREACHABLE = ("nats: timeout", "nats: no servers available", "nats: connection closed", "NoServersError")
+# "No responders" / "no response from stream": no server serves the stream now (its replicas are
+# electing a leader after one was lost, for longer than the buffer's own retries wait).
+UNREACHABLE = (
+    "nats: timeout",
+    "nats: no servers available",
+    "nats: connection closed",
+    "NoServersError",
+    "nats: no responders available",
+    "nats: no response from stream",
+)
 OUTAGE_SECONDS = 300.0
 OUTAGE_RETRY_SECONDS = 5.0
 
