@@ -118,11 +118,14 @@ def test_raising_replicas_brings_executors_that_run_the_next_batches_lowering_ki
     # A relative --run-dir: the executors, in their own working directories, must still find it.
     proc = tidal(*run_args(spec, Path("run"), cluster.master), cwd=tmp_path)
     try:
-        # Standalone launches executors up to spark.cores.max at the start (Spark gives it no
-        # initial limit without dynamic allocation): the allocator kills the extra one. Settle first.
+        # The master starts the run at minExecutors (1), not at spark.cores.max (4, as it did
+        # before the session's first executor limit, tidal.spark.cluster.session): the allocator
+        # grows it to 3 for 3 replicas and no 4th executor is ever launched for nothing.
         wait_for(lambda: registered(run_dir) == 3, 120, "3 executors for 3 replicas", proc)
         time.sleep(8)
-        wait_for(lambda: registered(run_dir) == 3, 60, "the extra executor killed", proc)
+        start = read_executor_log(run_dir)
+        assert max(c["executors"] for c in start["count"]) == 3, start["count"]
+        assert not [d for d in start["decision"] if d["rule"] == "shrink"], start["decision"]
         # Every step is Python: the executors' JVMs compile with C1 only (tidal.spark.cluster.jit).
         commands = executor_commands(cluster.pids)
         assert commands and all("-XX:TieredStopAtLevel=1" in c for c in commands), commands

@@ -35,11 +35,15 @@ def test_a_master_that_is_not_spark_url_is_refused():
         parse_pipeline({**BASE, "cluster": {"master": "yarn"}})
 
 
-def test_the_session_gets_dynamic_allocation_off_and_the_executor_size():
-    cluster = {"executorCores": 2, "maxExecutors": 3, "executorMemory": "2g"}
+def test_the_session_starts_at_min_executors_and_gets_the_executor_size():
+    # Spark's dynamic allocation is on only so that the master starts the application at
+    # minExecutors, not at spark.cores.max; take_over_executors stops its manager at once.
+    cluster = {"executorCores": 2, "minExecutors": 1, "maxExecutors": 3, "executorMemory": "2g"}
     spec = parse_pipeline({**BASE, "cluster": cluster})
     conf = cluster_conf(spec.cluster)
-    assert conf["spark.dynamicAllocation.enabled"] == "false"
+    assert conf["spark.dynamicAllocation.enabled"] == "true"
+    first = conf["spark.dynamicAllocation.initialExecutors"]
+    assert first == conf["spark.dynamicAllocation.minExecutors"] == "1"
     assert conf["spark.executor.cores"] == "2" and conf["spark.executor.memory"] == "2g"
     assert conf["spark.cores.max"] == "6"
 

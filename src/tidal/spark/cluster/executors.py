@@ -349,12 +349,12 @@ def start_allocator(
     controller sets for the vertices of ``control_spec`` that run as tasks (an HTTP source's
     replicas are receiver processes, not tasks: no executors). With the standalone master's web
     UI (``master_web``), executors that die before registering are found on its workers."""
-    from tidal.spark.cluster.session import check_no_dynamic_allocation
+    from tidal.spark.cluster.session import take_over_executors
     from tidal.spec.graph import http_sources
 
     served = set(http_sources(spec))
     vertices = {v.name: v.replicas for v in control_spec.vertices if v.name not in served}
-    check_no_dynamic_allocation(spark)
+    take_over_executors(spark)
     c = spec.cluster
     bounds = ExecutorBounds.of(c)
 

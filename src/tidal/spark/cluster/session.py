@@ -12,7 +12,13 @@ from pyspark.sql import SparkSession
 if TYPE_CHECKING:
     from tidal.spec import PipelineSpec
 
-__all__ = ["build_session", "cluster_conf", "executor_java_options", "pipeline_session"]
+__all__ = [
+    "build_session",
+    "cluster_conf",
+    "executor_java_options",
+    "pipeline_session",
+    "take_over_executors",
+]
 
 log = logging.getLogger("tidal.pipeline")  # the run's log: its set-up lines beside the rest
 
@@ -104,14 +110,31 @@ def check_master(master: str, timeout: float = 3.0) -> None:
 
 
 def cluster_conf(cluster: Any, master: str = "", jit: str = "") -> dict[str, str]:
-    """Spark settings for a pipeline on a cluster manager (``cluster:`` in the spec): Spark's
-    dynamic allocation off (Tidal requests and kills executors), executor size, at most
-    ``maxExecutors`` executors' cores, the driver's ``PYTHONPATH`` for the executors (the
-    pipeline's UDF modules), and the executors' Java options (:func:`executor_java_options`),
-    unless the spec's own ``conf`` sets them."""
+    """Spark settings for a pipeline on a cluster manager (``cluster:`` in the spec): the first
+    executor limit (below), executor size, at most ``maxExecutors`` executors' cores, the driver's
+    ``PYTHONPATH`` for the executors (the pipeline's UDF modules), and the executors' Java options
+    (:func:`executor_java_options`), unless the spec's own ``conf`` sets them.
+
+    **The first executor limit.** A standalone master launches an executor for every core of
+    ``spark.cores.max`` as soon as an application registers, unless the application starts with
+    an executor limit, which Spark sets (to 0) only when dynamic allocation is on
+    (``StandaloneSchedulerBackend``): a run with ``maxExecutors: 4`` started with four executors
+    and paid ~17 executor-seconds for them before the allocator could kill the extra ones
+    (docs/benchmarks.md, the idle trace). So the session is made with Spark's dynamic allocation
+    on, its first target ``minExecutors``, and :func:`take_over_executors` stops Spark's
+    allocation manager as soon as the session exists: from then on only Tidal asks for and
+    kills executors, as before. (Shuffle tracking is on only because Spark refuses dynamic
+    allocation without it or a shuffle service; Tidal's queries shuffle only in a reduce's
+    stateful stage, whose state is in the checkpoint, not in an executor's shuffle files.)"""
+    first = str(cluster.min_executors)
     conf = {
         **cluster.conf,
-        "spark.dynamicAllocation.enabled": "false",
+        "spark.dynamicAllocation.enabled": "true",
+        "spark.dynamicAllocation.shuffleTracking.enabled": "true",
+        "spark.dynamicAllocation.minExecutors": first,
+        "spark.dynamicAllocation.initialExecutors": first,
+        "spark.executor.instances": first,  # else Spark warns that 0 is below minExecutors
+        "spark.dynamicAllocation.maxExecutors": str(cluster.max_executors),
         "spark.executor.cores": str(cluster.executor_cores),
         "spark.executor.memory": cluster.executor_memory,
         "spark.cores.max": str(cluster.executor_cores * cluster.max_executors),
@@ -133,12 +156,15 @@ def executor_java_options(master: str, jit: str = "") -> str:
     return " ".join(o for o in (cds.executor_options(master), jit) if o)
 
 
-def check_no_dynamic_allocation(spark: SparkSession) -> None:
-    """Spark's dynamic allocation may come from ``spark-defaults.conf``: refuse it there too."""
-    from tidal import errors
-
-    if spark.sparkContext.getConf().get("spark.dynamicAllocation.enabled", "false").lower() == "true":
-        raise errors.ClusterError(
-            "spark.dynamicAllocation.enabled is true in this Spark session (spark-defaults.conf or "
-            "--conf): Spark would ignore Tidal's executor requests. Set it to false."
-        )
+def take_over_executors(spark: SparkSession) -> bool:
+    """Stop Spark's dynamic allocation manager, once it has set the master's first executor limit
+    (:func:`cluster_conf`), so that only Tidal's allocator requests and kills executors; True
+    when there was one to stop. Its listeners stay registered and only keep counts; its
+    scheduling thread, the one that asks for and removes executors, ends here, before any
+    query has run a task (so it has not yet changed its target). Also a session whose
+    ``spark-defaults.conf`` turned dynamic allocation on is taken over this way."""
+    manager = spark.sparkContext._jsc.sc().executorAllocationManager()
+    if manager.isEmpty():
+        return False
+    manager.get().stop()
+    return True

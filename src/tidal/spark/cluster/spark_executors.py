@@ -57,8 +57,11 @@ class SparkExecutors:
         return bool(self._jsc.requestTotalExecutors(n, 0, empty))
 
     def kill(self, ids: list[str]) -> bool:
-        """``SparkContext.killExecutors``: True when the cluster manager acknowledged the request
-        (Spark also lowers its target by as many)."""
+        """The scheduler backend's ``killExecutors`` (what ``SparkContext.killExecutors`` calls,
+        lowering Spark's target by as many, forced): True when the cluster manager acknowledged
+        the request. Not ``SparkContext``'s own, which refuses once the session was made with
+        dynamic allocation on, as Tidal's is for its first executor limit (:mod:`session`)."""
         convert = self._jvm.scala.jdk.javaapi.CollectionConverters
         seq = convert.asScala(self._jvm.java.util.ArrayList(ids)).toSeq()
-        return bool(self._jsc.killExecutors(seq))
+        killed = self._jsc.schedulerBackend().killExecutors(seq, True, False, True)
+        return not bool(killed.isEmpty())
