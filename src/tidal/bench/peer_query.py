@@ -29,6 +29,8 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import os
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -177,7 +179,14 @@ def run(master: str, shape: dict[str, Any], duration: float, out: Path, *, max_e
     # C1 only), for this job's too: its executors start as fast.
     java = {"spark.driver.extraJavaOptions": cds.driver_options(),
             "spark.executor.extraJavaOptions": executor_java_options(master, QUICK_OPTIONS)}  # fmt: skip
+    # Spark's Python workers (and the driver's data-source runners) must run this interpreter,
+    # as build_session makes them for Tidal's jobs: without it, a bench started outside make
+    # ran them on the system's python, the source's runner failed to import pyarrow, and the
+    # job delivered nothing for its whole duration.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     builder = SparkSession.builder.appName("tidal-peer-dynamic-allocation").master(master)
+    builder = builder.config("spark.pyspark.python", sys.executable)
     for key, value in {**dynamic_allocation_conf(max_executors, executor_cores, idle_timeout),
                        "spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2",
                        **{k: v for k, v in java.items() if v}}.items():  # fmt: skip
@@ -196,12 +205,15 @@ def run(master: str, shape: dict[str, Any], duration: float, out: Path, *, max_e
         .trigger(processingTime=f"{int(TRIGGER_S * 1000)} milliseconds").queryName("peer").start()
     )  # fmt: skip
     try:
-        time.sleep(duration)
+        query.awaitTermination(max(1, round(duration)))  # returns at once if the query fails
     finally:
+        failed = query.exception()
         query.stop()
         ended = time.time()
         watch.stop()
         spark.stop()
+    if failed is not None:  # a job that delivered nothing must not read as a cheap one
+        raise RuntimeError(f"the dynamic-allocation query failed: {failed}")
     delays = pooled(_read_probe(probe, began, ended + 60), ended)
     executor_s, core_s, changes = watch.seconds(began, ended)
     result = {
