@@ -29,8 +29,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import os
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -172,6 +170,7 @@ def run(master: str, shape: dict[str, Any], duration: float, out: Path, *, max_e
     from tidal.bench.latency import LatencyProbe, _read_probe
     from tidal.scaling.latency import pooled
     from tidal.spark.cluster import cds
+    from tidal.spark.cluster.interpreter import spark_python
     from tidal.spark.cluster.jit import QUICK_OPTIONS
     from tidal.spark.cluster.session import executor_java_options
 
@@ -179,14 +178,10 @@ def run(master: str, shape: dict[str, Any], duration: float, out: Path, *, max_e
     # C1 only), for this job's too: its executors start as fast.
     java = {"spark.driver.extraJavaOptions": cds.driver_options(),
             "spark.executor.extraJavaOptions": executor_java_options(master, QUICK_OPTIONS)}  # fmt: skip
-    # Spark's Python workers (and the driver's data-source runners) must run this interpreter,
-    # as build_session makes them for Tidal's jobs: without it, a bench started outside make
-    # ran them on the system's python, the source's runner failed to import pyarrow, and the
-    # job delivered nothing for its whole duration.
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    # Spark's Python processes run this interpreter, as for Tidal's jobs: started outside make,
+    # this job ran them on the system's python and delivered nothing for its whole duration.
     builder = SparkSession.builder.appName("tidal-peer-dynamic-allocation").master(master)
-    builder = builder.config("spark.pyspark.python", sys.executable)
+    builder = builder.config("spark.pyspark.python", spark_python())
     for key, value in {**dynamic_allocation_conf(max_executors, executor_cores, idle_timeout),
                        "spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2",
                        **{k: v for k, v in java.items() if v}}.items():  # fmt: skip

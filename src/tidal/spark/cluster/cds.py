@@ -90,12 +90,13 @@ def build(root: Path | None = None) -> Path:
     to Python and back, a DataFrame job), and keep the classes it loaded as the archive."""
     from pyspark.sql import SparkSession
 
+    from tidal.spark.cluster.interpreter import spark_python
+
     path = archive_path(root)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     tmp.unlink(missing_ok=True)
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    spark_python()
     spark = (
         SparkSession.builder.master("local[2]")
         .appName("tidal-cds")

@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import SparkSession
 
+from tidal.spark.cluster.interpreter import spark_python
+
 if TYPE_CHECKING:
     from tidal.spec import PipelineSpec
 
@@ -41,8 +43,7 @@ def build_session(
     """
     from tidal.spark.cluster import cds
 
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    python = spark_python()
     java = f"-Dlog4j2.level=ERROR {cds.driver_options()}".strip()  # the class-data archive, if built
     builder = (
         SparkSession.builder.master(master)
@@ -53,7 +54,7 @@ def build_session(
         .config("spark.driver.bindAddress", os.environ["SPARK_LOCAL_IP"])
         .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
         .config("spark.scheduler.mode", "FAIR")
-        .config("spark.pyspark.python", sys.executable)
+        .config("spark.pyspark.python", python)
         # PySpark's daemon with the thread-free part of every worker's imports done before it
         # forks (tidal.spark.query.daemon): each new Python worker is ready sooner.
         .config("spark.python.daemon.module", "tidal.spark.query.daemon")
