@@ -70,6 +70,7 @@ class Rule(StrEnum):
     REPARTITIONED = "repartitioned"  # a reduce vertex's state moved to another number of partitions
     REPARTITION_FAILED = "repartition-failed"  # ... or Spark refused: it runs on its old count
     STATE_PARTITIONS = "state-partitions"  # the partition policy's verdict (its rule in the inputs)
+    SHUFFLE_PARTITIONS = "shuffle-partitions"  # a step's shuffle count followed its replicas (or why not)
     SIDE_INPUT = "side-input"  # a side input the vertex reads has a new value (not a scaling decision)
     KPA_ACTIVATION_TIMEOUT = "kpa-activation-timeout"
     # -- peers that tidal.sim compares against (not used by the runtime) ----------------------

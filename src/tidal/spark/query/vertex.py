@@ -18,6 +18,7 @@ __all__ = [
     "ROCKSDB",
     "STATE_STORE_KEY",
     "failure_reason",
+    "first_batch_after",
     "past_start",
     "start_vertex",
     "stop_between_batches",
@@ -46,6 +47,10 @@ def start_vertex(
     batch (Spark keeps the checkpoint's afterwards)."""
     options = config.options()
     context = spark.sparkContext
+    # Spark looks a Python data source up in the calling thread's active session: a thread of
+    # Tidal's own (the shuffle follower, a move) has none, and start() then fails with
+    # DATA_SOURCE_NOT_FOUND: tidal_vertex (measured on 4.3.0).
+    spark._jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
     if frame is None:
         frame = spark.readStream.format("tidal_vertex").options(**options).load()
     # A local property is per thread and a query's thread inherits it when it starts.
@@ -91,6 +96,18 @@ def stop_between_batches(query: Any, timeout: float = 10.0) -> None:
     while query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline:
         time.sleep(0.05)
     query.stop()
+
+
+def first_batch_after(query: Any, after: int, since: float, timeout: float) -> float | None:
+    """Seconds from ``since`` (a ``time.monotonic()``) to ``query``'s first batch past batch
+    ``after``: the pause a restart cost. None when none came within ``timeout`` (no input)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and query.isActive:
+        progress = query.lastProgress
+        if progress is not None and int(progress["batchId"]) > after:
+            return time.monotonic() - since
+        time.sleep(0.05)
+    return None
 
 
 def past_start(query: Any) -> bool:

@@ -50,6 +50,7 @@ from tidal.spark.run.controller_setup import build_controller
 from tidal.spark.run.partition_scaler import PartitionScaler, start_partition_scaler
 from tidal.spark.run.repartition import StatePartitions
 from tidal.spark.run.restarts import QueryFailures
+from tidal.spark.run.shuffle_follower import ShuffleFollower
 from tidal.spark.run.status import StatusThroughOutages, VertexStatus
 from tidal.spark.run.vertical import VerticalWatch
 from tidal.spec import PipelineSpec, graph
@@ -126,6 +127,7 @@ class PipelineRun:
         self.vertical = VerticalWatch([v.name for v in self.control_spec.vertices])
         self.partitions: StatePartitions | None = None  # the reduce vertices' state partitions and moves
         self.partition_scaler: PartitionScaler | None = None
+        self.shuffles: ShuffleFollower | None = None  # the steps' shuffle partitions follow their replicas
 
     @property
     def on_cluster(self) -> bool:
@@ -234,6 +236,10 @@ class PipelineRun:
 
         # A step's SQL or schema error stops the run here, before any query starts.
         frames, self._refreshers = plan_steps(self._spark, configs)
+        self.shuffles = ShuffleFollower(
+            self, [n for n in frames if not configs[n].reduce], EventLog(self.run_dir / "events.jsonl"),
+            replicas=self._replicas,
+        )  # fmt: skip
         from tidal.spark.sources.http import start_request_path
 
         served = set(graph.http_sources(self.spec))  # request paths, not queries
@@ -256,6 +262,8 @@ class PipelineRun:
             self.allocator.progress = self.controller.progress  # does one more executor pay?
         self.controller.start(ready=None if self.controller.resumed else self.warm)
         self.partition_scaler = start_partition_scaler(self)  # statePartitions: moves by itself
+        self.shuffles.paused = lambda: bool(self.controller and self.controller.paused)
+        self.shuffles.start(lambda: float(self.spec.controller.interval_seconds))
         log.info(
             "pipeline %s running: %d vertices in %d queries, run directory %s%s",
             self.spec.name,
@@ -307,6 +315,8 @@ class PipelineRun:
         if config.reduce and self.partitions is not None:  # a move a killed driver left half done
             self.partitions.prepare(self._spark, name, self._replicas(name))
             partitions = self.partitions.count(name)
+        elif self.shuffles is not None and name in self.shuffles.steps:  # a step: its replicas' count
+            partitions = self.shuffles.count(name)
         return start_vertex(
             self._spark,
             config,
@@ -329,22 +339,22 @@ class PipelineRun:
         on (:mod:`tidal.spark.run.repartition`); the :class:`~tidal.spark.run.repartition.Move`."""
         assert self.partitions is not None
 
-        def start() -> Any:
-            with contextlib.suppress(Exception):
-                self.queries[name].stop()
-            self.queries[name] = self._start_query(name)
-            return self.queries[name]
-
         return self.partitions.move(
-            name, partitions, spark=self._spark, query=lambda: self.queries[name], start=start,
+            name, partitions, spark=self._spark, query=lambda: self.queries[name],
+            start=lambda: self.start_again(name),
             replicas=self._replicas(name), by=by,
         )  # fmt: skip
 
-    def _restart(self, name: str, why: str, attempt: int) -> None:
-        """Start ``name``'s failed query again from its checkpoint, with an event saying why."""
+    def start_again(self, name: str) -> Any:
+        """Start ``name``'s query again from its checkpoint (stopped first if it still runs)."""
         with contextlib.suppress(Exception):
             self.queries[name].stop()
         self.queries[name] = self._start_query(name)
+        return self.queries[name]
+
+    def _restart(self, name: str, why: str, attempt: int) -> None:
+        """Start ``name``'s failed query again from its checkpoint, with an event saying why."""
+        self.start_again(name)
         log.warning("vertex %s: %s", name, why)
         if self.controller is not None and self.control is not None:
             replicas = self.control.replicas(name, default=self.spec.vertex(name).replicas)
@@ -423,8 +433,9 @@ class PipelineRun:
         ``keep_spark``: leave the Spark session running and return it (for the next spec)."""
         if self._released:
             return None
-        if self.partition_scaler is not None:  # no move may begin while the queries stop
-            self.partition_scaler.stop()
+        for mover in (self.partition_scaler, self.shuffles):  # no move may begin while the queries stop
+            if mover is not None:
+                mover.stop()
         for path in self.requests.values():  # HTTP sources: the activator and receivers close first
             path.stop()
         sources = [v.name for v in self.spec.vertices if v.source is not None]

@@ -48,7 +48,7 @@ from tidal.spark.batch.state_partitions import (
     last_batch,
     unfinished_repartition,
 )
-from tidal.spark.query.vertex import stop_between_batches
+from tidal.spark.query.vertex import first_batch_after, stop_between_batches
 
 __all__ = ["BACKOFF_SECONDS", "FIRST_BATCH_SECONDS", "Move", "StatePartitions", "repartition", "spark_reason"]
 
@@ -262,7 +262,7 @@ class StatePartitions:
         self._save(vertex, after, None)
         last = last_batch(checkpoint / "commits")
         restarted = start()
-        pause = self._first_batch(restarted, -1 if last is None else last, stopped)
+        pause = first_batch_after(restarted, -1 if last is None else last, stopped, FIRST_BATCH_SECONDS)
         if not ok:
             self._failed_at[vertex] = time.time()
             reason += (
@@ -294,17 +294,6 @@ class StatePartitions:
                     break
                 time.sleep(0.1)
         return f"the query could not be stopped between two batches in {STOP_ATTEMPTS} attempts"
-
-    @staticmethod
-    def _first_batch(query: Any, after: int, since: float) -> float | None:
-        """Seconds from ``since`` to the query's first batch past ``after`` (None: none came)."""
-        deadline = time.monotonic() + FIRST_BATCH_SECONDS
-        while time.monotonic() < deadline and query.isActive:
-            progress = query.lastProgress
-            if progress is not None and int(progress["batchId"]) > after:
-                return time.monotonic() - since
-            time.sleep(0.05)
-        return None
 
     def _event(self, move: Move, replicas: int, by: str) -> None:
         rule = Rule.REPARTITIONED if move.ok else Rule.REPARTITION_FAILED

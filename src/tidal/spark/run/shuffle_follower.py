@@ -1,0 +1,193 @@
+"""A stateless step's shuffle partitions follow its replicas, by a restart (issue #60, part 3).
+
+The rule is :func:`tidal.scaling.shuffle_partitions.decide_shuffle` (pure); this is its edge:
+for every SQL or DataFrame step, at the controller's interval and on a thread of its own (a
+restart stops the step for seconds, the controller goes on meanwhile):
+
+- **measure**: whether the running query's last executed plan shuffles into the count it was
+  started with (Spark's ``lastExecution``: a ``repartition(n)`` with its own ``n``, or a
+  broadcast join, has no such shuffle and is never restarted), the replicas, the cores;
+- **act**: stop the query between two batches (its reader admits nothing more first, so the
+  batch in flight is the last), start it again from its checkpoint with the new
+  ``spark.sql.shuffle.partitions`` (SPARK-53942: a stateless query takes it at its restart),
+  and time the pause to its first batch. Exactly once holds as for any restart: the next batch
+  starts from the offsets the last one committed, and a batch cut short replays under the same
+  ids into buffers that de-duplicate.
+
+Every restart is an event (rule ``shuffle-partitions``, ``shuffleRule: follow``, with the
+counts and the pause), and so is every change of verdict, so ``tidal events`` answers "why
+does this step run N tasks after its shuffle?". A step's first start takes its replicas'
+count (clamped to the cores); a driver started again does the same.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import statistics
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from tidal.controller import EventLog
+from tidal.scaling import Decision, Rule
+from tidal.scaling.shuffle_partitions import ShuffleDecision, ShuffleLoad, decide_shuffle
+from tidal.spark.query.vertex import first_batch_after, stop_between_batches
+
+__all__ = ["FIRST_BATCH_SECONDS", "ShuffleFollower", "shuffle_counts"]
+
+log = logging.getLogger("tidal.pipeline")
+
+FIRST_BATCH_SECONDS = 60.0  # how long a restart waits for the query's first batch to time the pause
+PAUSES_KEPT = 5  # restarts whose pauses the learnt pause is the median of
+# An exchange that splits rows into a count (a broadcast exchange copies them whole: not one).
+_EXCHANGE = re.compile(r"(?<![A-Za-z])Exchange (?:hashpartitioning|rangepartitioning)\(.*?, (\d+)\)")
+
+
+def shuffle_counts(plan: str) -> list[int]:
+    """The partition counts of the shuffles in an executed plan's text."""
+    return [int(n) for n in _EXCHANGE.findall(plan)]
+
+
+def last_plan(query: Any) -> str | None:
+    """The text of the query's last executed plan (None before its first batch, or when gone)."""
+    try:
+        execution = query._jsq.streamingQuery().lastExecution()
+        return None if execution is None else str(execution.executedPlan().toString())
+    except Exception:  # stopped, or Py4J gone with the session: no plan to read
+        return None
+
+
+class ShuffleFollower:
+    """The shuffle partitions of ``run``'s SQL and DataFrame steps, and their restarts."""
+
+    def __init__(
+        self,
+        run: Any,  # a PipelineRun: queries, control, cores_allowed, start_again
+        steps: list[str],
+        events: EventLog,
+        replicas: Callable[[str], int],
+        paused: Callable[[], bool] = lambda: False,
+    ) -> None:
+        self.run = run
+        self.steps = list(steps)
+        self.events = events
+        self.replicas = replicas
+        self.paused = paused
+        self._counts: dict[str, int] = {}
+        self._changed_at: dict[str, float] = {}
+        self._pauses: dict[str, list[float]] = {}
+        self._said: dict[str, str] = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def count(self, step: str) -> int:
+        """The shuffle partitions ``step``'s query starts with: its last count, else its replicas'."""
+        if step not in self._counts:
+            cores = self.run.cores_allowed()[0]
+            self._counts[step] = max(1, min(self.replicas(step), max(1, cores)))
+        return self._counts[step]
+
+    def learnt_pause(self, step: str) -> float | None:
+        pauses = self._pauses.get(step)
+        return statistics.median(pauses) if pauses else None
+
+    def load(self, step: str) -> ShuffleLoad:
+        query = self.run.queries.get(step)
+        plan = None if query is None else last_plan(query)
+        current = self.count(step)
+        shuffles = None if plan is None else current in shuffle_counts(plan)
+        return ShuffleLoad(
+            partitions=current,
+            replicas=self.replicas(step),
+            cores=self.run.cores_allowed()[0],
+            shuffles=shuffles,
+            last_change_at=self._changed_at.get(step),
+            pause=self.learnt_pause(step),
+        )
+
+    def tick(self, now: float) -> list[ShuffleDecision]:
+        out = []
+        for step in self.steps:
+            decision = decide_shuffle(self.load(step), now)
+            self._say(step, decision, now)
+            if decision.changed:
+                self.restart(step, decision)
+            out.append(decision)
+        return out
+
+    def restart(self, step: str, decision: ShuffleDecision) -> float | None:
+        """Start ``step``'s query again with ``decision.desired`` shuffle partitions; the pause."""
+        before = self.count(step)
+        query = self.run.queries[step]
+        last = int((query.lastProgress or {}).get("batchId", -1))
+        stopped = time.monotonic()
+        self.run.control.set_holding(step, True)
+        try:
+            stop_between_batches(query, timeout=FIRST_BATCH_SECONDS)
+        finally:
+            self.run.control.set_holding(step, False)
+        self._counts[step] = decision.desired
+        try:
+            restarted = self.run.start_again(step)
+        except Exception as exc:  # the step must not stay stopped: back on its old count
+            self._counts[step] = before
+            self._changed_at[step] = time.time()  # and not tried again before the cooldown
+            log.warning("vertex %s: restart on %d shuffle partitions failed (%s); back on %d",
+                        step, decision.desired, exc, before)  # fmt: skip
+            self.run.start_again(step)
+            return None
+        pause = first_batch_after(restarted, last, stopped, FIRST_BATCH_SECONDS)
+        self._changed_at[step] = time.time()
+        if pause is not None:
+            self._pauses.setdefault(step, []).append(pause)
+            del self._pauses[step][:-PAUSES_KEPT]
+        replicas = self.replicas(step)
+        reason = decision.reason + (
+            f"; paused {pause:.1f} s" if pause is not None else "; no batch since (no input)"
+        )
+        inputs = {**decision.inputs, "shuffleRule": decision.rule, "shufflePartitionsBefore": before,
+                  "shufflePartitionsAfter": decision.desired,
+                  "pause_seconds": None if pause is None else round(pause, 3)}  # fmt: skip
+        decided = Decision(step, time.time(), replicas, replicas, Rule.SHUFFLE_PARTITIONS, reason, inputs)
+        self.events.record(decided, news=True)
+        self._said[step] = "restarted"
+        log.info("vertex %s: %s", step, reason)
+        return pause
+
+    def _say(self, step: str, decision: ShuffleDecision, now: float) -> None:
+        if decision.changed or decision.rule == "unplanned" or self._said.get(step) == decision.rule:
+            return
+        self._said[step] = decision.rule
+        replicas = self.replicas(step)
+        inputs = {**decision.inputs, "shuffleRule": decision.rule}
+        self.events.record(
+            Decision(step, now, replicas, replicas, Rule.SHUFFLE_PARTITIONS,
+                     f"shuffle partitions: {decision.reason}", inputs),
+            news=True,
+        )  # fmt: skip
+
+    # -- the thread ------------------------------------------------------------------------------
+
+    def start(self, interval: Callable[[], float]) -> ShuffleFollower:
+        if not self.steps:
+            return self
+
+        def loop() -> None:
+            while not self._stop.wait(interval()):
+                if self.paused():
+                    continue
+                try:
+                    self.tick(time.time())
+                except Exception:  # the rule must not stop the pipeline; the traceback is logged
+                    log.exception("shuffle partitions: following the replicas failed")
+
+        self._thread = threading.Thread(target=loop, name="tidal-shuffles", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 30.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
