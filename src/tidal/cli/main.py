@@ -27,6 +27,7 @@ BENCHMARKS = {
     "latency": "latency",
     "reduce": "reduce",
     "reduce-elastic": "reduce_elastic",
+    "reduce-pause": "reduce_pause",
     "hosts": "hosts",
     "receivers": "receiver_hosts",
     "flow-control": "flow_control",

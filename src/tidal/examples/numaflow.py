@@ -147,6 +147,14 @@ def by_bucket(keys: list[str], datum: Datum) -> Messages:
     return Messages(Message(datum.value, keys=[f"b{n % 16}"]))
 
 
+def by_number(keys: list[str], datum: Datum) -> Messages:
+    """The generator's message keyed by its own number (``k1234``): a key per message, so a keyed
+    reduce's state holds as many keys as messages (``tidal bench reduce-pause``)."""
+    parts = datum.value.split()
+    n = parts[1].decode() if len(parts) > 1 else "0"
+    return Messages(Message(datum.value, keys=[f"k{n}"]))
+
+
 def fallback_sink(datums: Iterator[SinkDatum]) -> Responses:
     """Numaflow's e2e ``fb-sink-log`` (``TestFallbackSink``): answers every message "fallback",
     so the sink's ``fallback`` receives each one."""
