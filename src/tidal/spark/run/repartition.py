@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from tidal.controller import EventLog
+from tidal.failpoints import failpoint
 from tidal.isb.control import ControlStore
 from tidal.scaling import Decision, Rule
 from tidal.spark.batch.checkpoint_sync import checkpoint_of
@@ -189,6 +190,12 @@ class StatePartitions:
             self._event(
                 Move(vertex, before, unfinished.after, after, ok, why, None, took), replicas, "restart"
             )
+        elif record.get("moving_to") is not None and self.count(vertex) == int(record["moving_to"]):
+            count = self.count(vertex)  # the checkpoint's: Spark's repartition was done
+            why = "completed: the driver stopped after Spark's repartition, before the move's end"
+            self._event(
+                Move(vertex, int(record["count"]), count, count, True, why, None, 0.0), replicas, "restart"
+            )
         elif record.get("moving_to") is not None:
             count = self.count(vertex)
             why = (
@@ -233,6 +240,7 @@ class StatePartitions:
         checkpoint = self.checkpoint(vertex)
         before = self.count(vertex)
         self._save(vertex, before, partitions)
+        failpoint("move:recorded")
         stopped = time.monotonic()
         # Its reader admits nothing more: the batch in flight is the last, and the stop follows
         # it. Without this a vertex with a backlog runs batches back to back and the stop waited
@@ -243,10 +251,12 @@ class StatePartitions:
         finally:
             self.control.set_holding(vertex, False)
         ok, reason, took = False, cut or "", 0.0
+        failpoint("move:stopped")
         if cut is None:
             began = time.monotonic()
             try:
                 repartition(spark, checkpoint, partitions)
+                failpoint("move:repartitioned")
                 ok, reason = (
                     True,
                     f"state moved from {before} to {partitions} partitions by Spark's repartition",
@@ -260,8 +270,10 @@ class StatePartitions:
             took = time.monotonic() - began
         after = self.count(vertex)
         self._save(vertex, after, None)
+        failpoint("move:saved")
         last = last_batch(checkpoint / "commits")
         restarted = start()
+        failpoint("move:restarted")
         pause = first_batch_after(restarted, -1 if last is None else last, stopped, FIRST_BATCH_SECONDS)
         if not ok:
             self._failed_at[vertex] = time.time()
