@@ -53,6 +53,8 @@ def test_a_shuffling_steps_partitions_follow_its_replicas_by_a_restart_exactly_o
             assert len(restarts) == 1, restarts
             plan = last_plan(run.queries["price"])
             assert plan is not None and set(shuffle_counts(plan)) == {2}, plan
+            # ... and runs in both: adaptive execution would coalesce these small batches into one task
+            assert "coalesced" not in plan, plan
             return restarts[0]
 
         restart = eventually(

@@ -115,3 +115,50 @@ def test_a_change_is_bounded_worth_its_restart_and_settles_at_once(
     # One restart settles it: on the new count, with the replicas unchanged, nothing more to do.
     again = ShuffleLoad(decision.desired, replicas, cores, True, last_change_at=None, pause=pause)
     assert not decide_shuffle(again, now).changed
+
+
+class _Run:
+    """What the follower reads of a run, on a real control store and checkpoint directories."""
+
+    def __init__(self, tmp_path) -> None:
+        from tidal.isb.control import ControlStore
+
+        self.run_dir = tmp_path
+        self.control = ControlStore(tmp_path / "pipeline.db", "sync")
+        self.queries: dict = {}
+
+    def cores_allowed(self) -> tuple[int, str]:
+        return 8, "master local[8]"
+
+
+def _checkpoint(run_dir, planned: int, committed: int) -> None:
+    for log, last in (("offsets", planned), ("commits", committed)):
+        (run_dir / "checkpoints" / "price" / log).mkdir(parents=True, exist_ok=True)
+        for batch in range(last + 1):
+            (run_dir / "checkpoints" / "price" / log / str(batch)).write_text("v1\n")
+
+
+def _follower(run, replicas: int):
+    from tidal.controller import EventLog
+    from tidal.spark.run.shuffle_follower import ShuffleFollower
+
+    return ShuffleFollower(
+        run, ["price"], EventLog(run.run_dir / "events.jsonl"), replicas=lambda _: replicas
+    )
+
+
+def test_a_driver_starts_a_step_on_its_replicas_count_and_keeps_it(tmp_path):
+    run = _Run(tmp_path)
+    _checkpoint(tmp_path, planned=4, committed=4)
+    assert _follower(run, replicas=3).count("price") == 3
+    assert _follower(run, replicas=12).count("price") == 8  # at most the cores
+
+
+def test_a_batch_a_crash_cut_short_replays_on_the_count_it_was_planned_with(tmp_path):
+    """Its writer tasks key their appends by task: on another count its rows would go to other
+    tasks than their first attempt's, and some would be written twice, others never."""
+    run = _Run(tmp_path)
+    _checkpoint(tmp_path, planned=4, committed=4)
+    assert _follower(run, replicas=2).count("price") == 2
+    _checkpoint(tmp_path, planned=5, committed=4)  # the driver died inside batch 5
+    assert _follower(run, replicas=6).count("price") == 2

@@ -17,6 +17,7 @@ on 100 k keys, ≤ 30 s on 1 M keys, on this box. Run: ``tidal bench reduce-paus
 
 from __future__ import annotations
 
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -101,29 +102,42 @@ def run_size(keys: int, root: Path) -> dict[str, Any]:
                 "state_mb": round(state_bytes / 1e6, 1),
                 "pause_s": round(move.pause or 0.0, 2),
                 "repartition_s": round(move.repartition_seconds, 2),
+                "stop_s": round(move.stop_seconds, 2),
                 "fill_s": round(filled, 1),
             })  # fmt: skip
             row = rows[-1]
             print(f"  {keys:,} keys: {move.before} → {move.after} paused {row['pause_s']} s "
-                  f"(repartition {row['repartition_s']} s; {state_rows:,} rows)", flush=True)  # fmt: skip
+                  f"(stop {row['stop_s']} s, repartition {row['repartition_s']} s; {state_rows:,} rows)",
+                  flush=True)  # fmt: skip
     return {"keys": keys, "moves": rows}
 
 
-def main(out: Path = RESULTS, sizes: tuple[int, ...] = SIZES) -> int:
+def main(out: Path = RESULTS, sizes: tuple[int, ...] = SIZES, rounds: int = 3) -> int:
+    """Every size ``rounds`` times (a fresh run each); each move's medians over the rounds."""
     root = Path(tempfile.mkdtemp(prefix="tidal-bench-reduce-pause-"))
     results = []
-    for keys in sizes:
-        print(f"… {keys:,} keys", flush=True)
-        results.append(run_size(keys, root))
+    for round_ in range(1, rounds + 1):
+        for keys in sizes:
+            print(f"… round {round_}: {keys:,} keys", flush=True)
+            results.append({**run_size(keys, root / f"round-{round_}"), "round": round_})
     goal = {100_000: 10.0, 1_000_000: 30.0}
     print()
-    print("| keys in the state | move | state rows at the move | pause | of it Spark's repartition | goal |")
-    print("|---|---|---|---|---|---|")
-    for result in results:
-        for m in result["moves"]:
-            target = goal.get(m["keys"])
-            print(f"| {m['keys']:,} | {m['from']} → {m['to']} | {m['state_rows']:,} | {m['pause_s']} s "
-                  f"| {m['repartition_s']} s | {f'≤ {target:g} s' if target else '—'} |")  # fmt: skip
-    path = write_result("reduce-pause", {"results": results}, out)
+    print("| keys in the state | move | pause (median; rounds) | stop | Spark's repartition | restart to its first batch | goal |")  # noqa: E501  # fmt: skip
+    print("|---|---|---|---|---|---|---|")
+    for keys in sizes:
+        for partitions in MOVES:
+            moves = [m for r in results if r["keys"] == keys for m in r["moves"] if m["to"] == partitions]
+            if not moves:
+                continue
+            pause = statistics.median(m["pause_s"] for m in moves)
+            stop = statistics.median(m["stop_s"] for m in moves)
+            spark = statistics.median(m["repartition_s"] for m in moves)
+            rest = statistics.median(m["pause_s"] - m["stop_s"] - m["repartition_s"] for m in moves)
+            target = goal.get(keys)
+            each = " / ".join(f"{m['pause_s']:.1f}" for m in moves)
+            print(f"| {keys:,} | {moves[0]['from']} → {partitions} | **{pause:.1f} s** ({each}) "
+                  f"| {stop:.1f} s | {spark:.1f} s "
+                  f"| {rest:.1f} s | {f'≤ {target:g} s' if target else '—'} |")  # fmt: skip
+    path = write_result("reduce-pause", {"rounds": rounds, "results": results}, out)
     print(f"wrote {path}")
     return 0

@@ -39,12 +39,14 @@ def start_vertex(
     frame: Any = None,
     shuffle_partitions: int | None = None,
     state_store: str | None = None,
+    conf: dict[str, str] | None = None,
 ) -> Any:
     """Start the query of ``config.vertex`` and return its ``StreamingQuery``. ``frame``: what
     a SQL or DataFrame step writes (:func:`tidal.spark.query.frames.plan_step`); other vertices
     read ``tidal_vertex`` straight into its writer. ``shuffle_partitions`` and ``state_store``
     (a state store provider class): a stateful query's, taken into its checkpoint at its first
-    batch (Spark keeps the checkpoint's afterwards)."""
+    batch (Spark keeps the checkpoint's afterwards). ``conf``: more SQL settings for this query
+    alone (a query takes the session's settings when it starts)."""
     options = config.options()
     context = spark.sparkContext
     # Spark looks a Python data source up in the calling thread's active session: a thread of
@@ -62,6 +64,7 @@ def start_vertex(
         for key, value in (
             ("spark.sql.shuffle.partitions", shuffle_partitions),
             (STATE_STORE_KEY, state_store),
+            *(conf or {}).items(),
         )
         if value
     }

@@ -50,7 +50,7 @@ from tidal.spark.run.controller_setup import build_controller
 from tidal.spark.run.partition_scaler import PartitionScaler, start_partition_scaler
 from tidal.spark.run.repartition import StatePartitions
 from tidal.spark.run.restarts import QueryFailures
-from tidal.spark.run.shuffle_follower import ShuffleFollower
+from tidal.spark.run.shuffle_follower import STEP_CONF, ShuffleFollower
 from tidal.spark.run.status import StatusThroughOutages, VertexStatus
 from tidal.spark.run.vertical import VerticalWatch
 from tidal.spec import PipelineSpec, graph
@@ -311,12 +311,12 @@ class PipelineRun:
         config = self._configs[name]
         for mended in repair_checkpoint(checkpoint_of(self.run_dir, name)):
             log.warning("vertex %s: %s", name, mended)
-        partitions = None
+        partitions, conf = None, None
         if config.reduce and self.partitions is not None:  # a move a killed driver left half done
             self.partitions.prepare(self._spark, name, self._replicas(name))
             partitions = self.partitions.count(name)
         elif self.shuffles is not None and name in self.shuffles.steps:  # a step: its replicas' count
-            partitions = self.shuffles.count(name)
+            partitions, conf = self.shuffles.count(name), STEP_CONF
         return start_vertex(
             self._spark,
             config,
@@ -325,6 +325,7 @@ class PipelineRun:
             frame=self._frames.get(name),
             shuffle_partitions=partitions,
             state_store=ROCKSDB if config.reduce else None,
+            conf=conf,
         )
 
     def _replicas(self, name: str) -> int:

@@ -51,7 +51,15 @@ from tidal.spark.batch.state_partitions import (
 )
 from tidal.spark.query.vertex import first_batch_after, stop_between_batches
 
-__all__ = ["BACKOFF_SECONDS", "FIRST_BATCH_SECONDS", "Move", "StatePartitions", "repartition", "spark_reason"]
+__all__ = [
+    "BACKOFF_SECONDS",
+    "FIRST_BATCH_SECONDS",
+    "Move",
+    "StatePartitions",
+    "repartition",
+    "spark_reason",
+    "stop_at_a_commit",
+]
 
 log = logging.getLogger("tidal.pipeline")
 
@@ -74,6 +82,7 @@ class Move:
     reason: str
     pause: float | None  # seconds from the stop to the first batch after the restart
     repartition_seconds: float
+    stop_seconds: float = 0.0  # of the pause: stopping the query between two batches
 
 
 def repartition(spark: Any, checkpoint: Path, partitions: int) -> None:
@@ -98,6 +107,29 @@ def spark_reason(exc: BaseException) -> str:
         return " ".join(found.group(1).split())
     lines = [line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("at ")]
     return lines[-1].strip() if lines else repr(exc)
+
+
+def stop_at_a_commit(query: Callable[[], Any], start: Callable[[], Any], checkpoint: Path) -> str | None:
+    """Stop the query with every batch it planned committed; None, or why it could not.
+
+    A stop may still cut a batch short (its offsets written, its commit not). Before a change
+    that the batch's replay must not see (a repartition; a step's new shuffle count, which would
+    hand the replayed rows to other tasks than their first attempt's), the query is started
+    again as it was, until that batch committed, and stopped again."""
+    for _ in range(STOP_ATTEMPTS):
+        stop_between_batches(query(), timeout=FIRST_BATCH_SECONDS)
+        planned, committed = last_batch(checkpoint / "offsets"), last_batch(checkpoint / "commits")
+        if planned is None or planned == committed:
+            return None
+        # The stop cut batch ``planned`` short: run it to its commit, then stop again.
+        restarted = start()
+        deadline = time.monotonic() + FIRST_BATCH_SECONDS
+        while time.monotonic() < deadline and restarted.isActive:
+            done = last_batch(checkpoint / "commits")
+            if done is not None and done >= planned:
+                break
+            time.sleep(0.1)
+    return f"the query could not be stopped between two batches in {STOP_ATTEMPTS} attempts"
 
 
 class StatePartitions:
@@ -247,9 +279,10 @@ class StatePartitions:
         # for the backlog to drain (27 s in the policy's test, up to FIRST_BATCH_SECONDS).
         self.control.set_holding(vertex, True)
         try:
-            cut = self._stop_between_batches(query, start, checkpoint)
+            cut = stop_at_a_commit(query, start, checkpoint)
         finally:
             self.control.set_holding(vertex, False)
+        stop_took = time.monotonic() - stopped
         ok, reason, took = False, cut or "", 0.0
         failpoint("move:stopped")
         if cut is None:
@@ -280,32 +313,13 @@ class StatePartitions:
             reason += (
                 f"; the query runs on its {after} partitions again, no new move for {BACKOFF_SECONDS:g} s"
             )
-        move = Move(vertex, before, partitions, after, ok, reason, pause, took)
+        move = Move(vertex, before, partitions, after, ok, reason, pause, took, stop_took)
         self.moved_at[vertex] = time.time()
         if pause is not None:
             self._pauses.setdefault(vertex, []).append(pause)
             del self._pauses[vertex][:-PAUSES_KEPT]
         self._event(move, replicas, by)
         return move
-
-    def _stop_between_batches(
-        self, query: Callable[[], Any], start: Callable[[], Any], checkpoint: Path
-    ) -> str | None:
-        """Stop the query with every batch it planned committed; None, or why it could not."""
-        for _ in range(STOP_ATTEMPTS):
-            stop_between_batches(query(), timeout=FIRST_BATCH_SECONDS)
-            planned, committed = last_batch(checkpoint / "offsets"), last_batch(checkpoint / "commits")
-            if planned is None or planned == committed:
-                return None
-            # The stop cut batch ``planned`` short: run it to its commit, then stop again.
-            restarted = start()
-            deadline = time.monotonic() + FIRST_BATCH_SECONDS
-            while time.monotonic() < deadline and restarted.isActive:
-                done = last_batch(checkpoint / "commits")
-                if done is not None and done >= planned:
-                    break
-                time.sleep(0.1)
-        return f"the query could not be stopped between two batches in {STOP_ATTEMPTS} attempts"
 
     def _event(self, move: Move, replicas: int, by: str) -> None:
         rule = Rule.REPARTITIONED if move.ok else Rule.REPARTITION_FAILED
@@ -315,6 +329,7 @@ class StatePartitions:
             "partitions_requested": move.requested,
             "pause_seconds": None if move.pause is None else round(move.pause, 3),
             "repartition_seconds": round(move.repartition_seconds, 3),
+            "stop_seconds": round(move.stop_seconds, 3),
             "by": by,
         }
         reason = (

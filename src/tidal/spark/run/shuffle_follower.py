@@ -8,7 +8,9 @@ restart stops the step for seconds, the controller goes on meanwhile):
   started with (Spark's ``lastExecution``: a ``repartition(n)`` with its own ``n``, or a
   broadcast join, has no such shuffle and is never restarted), the replicas, the cores;
 - **act**: stop the query between two batches (its reader admits nothing more first, so the
-  batch in flight is the last), start it again from its checkpoint with the new
+  batch in flight is the last; a batch a stop cut short is run to its commit on the old count
+  first: its writer tasks key their appends by task, and a replay on another count would hand
+  its rows to other tasks), start it again from its checkpoint with the new
   ``spark.sql.shuffle.partitions`` (SPARK-53942: a stateless query takes it at its restart),
   and time the pause to its first batch. Exactly once holds as for any restart: the next batch
   starts from the offsets the last one committed, and a batch cut short replays under the same
@@ -33,13 +35,21 @@ from typing import Any
 from tidal.controller import EventLog
 from tidal.scaling import Decision, Rule
 from tidal.scaling.shuffle_partitions import ShuffleDecision, ShuffleLoad, decide_shuffle
-from tidal.spark.query.vertex import first_batch_after, stop_between_batches
+from tidal.spark.batch.checkpoint_sync import checkpoint_of
+from tidal.spark.batch.state_partitions import last_batch
+from tidal.spark.query.vertex import first_batch_after
+from tidal.spark.run.repartition import stop_at_a_commit
 
-__all__ = ["FIRST_BATCH_SECONDS", "ShuffleFollower", "shuffle_counts"]
+__all__ = ["FIRST_BATCH_SECONDS", "STEP_CONF", "ShuffleFollower", "shuffle_counts"]
 
 log = logging.getLogger("tidal.pipeline")
 
+# A step's query runs its shuffle in exactly its count: Spark's adaptive execution would coalesce a
+# micro-batch of a few thousand rows into one task after the shuffle (measured on 4.3.0), and the
+# replicas the controller decided would split only the read side.
+STEP_CONF = {"spark.sql.adaptive.coalescePartitions.enabled": "false"}
 FIRST_BATCH_SECONDS = 60.0  # how long a restart waits for the query's first batch to time the pause
+RECORD_KEY = "shuffle:"  # + step: the shuffle partitions its query last started with, in the control store
 PAUSES_KEPT = 5  # restarts whose pauses the learnt pause is the median of
 # An exchange that splits rows into a count (a broadcast exchange copies them whole: not one).
 _EXCHANGE = re.compile(r"(?<![A-Za-z])Exchange (?:hashpartitioning|rangepartitioning)\(.*?, (\d+)\)")
@@ -83,10 +93,23 @@ class ShuffleFollower:
         self._thread: threading.Thread | None = None
 
     def count(self, step: str) -> int:
-        """The shuffle partitions ``step``'s query starts with: its last count, else its replicas'."""
+        """The shuffle partitions ``step``'s query starts with, kept in the control store.
+
+        In this driver, the last count. At a driver's start, its replicas' (clamped to the
+        cores), unless the checkpoint holds a batch planned and not committed: that batch
+        replays with the count it ran with (kept in the control store), or its rows would go to
+        other tasks than their first attempt's, whose appends are keyed by task."""
         if step not in self._counts:
             cores = self.run.cores_allowed()[0]
-            self._counts[step] = max(1, min(self.replicas(step), max(1, cores)))
+            count = max(1, min(self.replicas(step), max(1, cores)))
+            saved = self.run.control.meta(RECORD_KEY + step)
+            checkpoint = checkpoint_of(self.run.run_dir, step)
+            planned, committed = last_batch(checkpoint / "offsets"), last_batch(checkpoint / "commits")
+            if saved and saved.isdigit() and planned is not None and planned != committed:
+                count = int(saved)
+                log.info("vertex %s: batch %d replays on its %d shuffle partitions", step, planned, count)
+            self._counts[step] = count
+        self.run.control.set_meta(RECORD_KEY + step, str(self._counts[step]))
         return self._counts[step]
 
     def learnt_pause(self, step: str) -> float | None:
@@ -125,9 +148,18 @@ class ShuffleFollower:
         stopped = time.monotonic()
         self.run.control.set_holding(step, True)
         try:
-            stop_between_batches(query, timeout=FIRST_BATCH_SECONDS)
+            cut = stop_at_a_commit(
+                lambda: self.run.queries[step],
+                lambda: self.run.start_again(step),
+                checkpoint_of(self.run.run_dir, step),
+            )
         finally:
             self.run.control.set_holding(step, False)
+        if cut is not None:  # a batch planned on the old count is left: it must replay on it
+            self._changed_at[step] = time.time()
+            log.warning("vertex %s: shuffle partitions stay %d: %s", step, before, cut)
+            self.run.start_again(step)
+            return None
         self._counts[step] = decision.desired
         try:
             restarted = self.run.start_again(step)
