@@ -28,6 +28,7 @@ BENCHMARKS = {
     "reduce": "reduce",
     "reduce-elastic": "reduce_elastic",
     "reduce-pause": "reduce_pause",
+    "step-shuffle": "step_shuffle",
     "hosts": "hosts",
     "receivers": "receiver_hosts",
     "flow-control": "flow_control",

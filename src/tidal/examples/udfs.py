@@ -105,3 +105,26 @@ def price_order(payload: bytes) -> list[bytes]:
     if not qty or qty <= 0 or found is None:
         return []
     return [json.dumps({"order_id": order["order_id"], "total": qty * found[0], "region": found[1]}).encode()]
+
+
+LOOKUP_SECONDS = 0.005  # what lookup_by_order's call waits per record
+
+
+def lookup_by_order(df: Any) -> Any:
+    """A DataFrame step whose work after a shuffle waits on a lookup (5 ms a record, as a call to
+    a service does): the orders repartitioned by ``order_id`` (a shuffle into the step's shuffle
+    partitions), then a Python UDF per record (``tidal bench step-shuffle``)."""
+    import warnings
+
+    from pyspark.sql import functions as F  # noqa: N812 - PySpark's convention
+    from pyspark.sql.types import StringType
+
+    def lookup_one(order_id: str) -> str:
+        time.sleep(LOOKUP_SECONDS)
+        return order_id.upper()
+
+    with warnings.catch_warnings():  # PySpark reads the hints for a pandas UDF and says it is not one
+        warnings.simplefilter("ignore", UserWarning)
+        lookup = F.udf(lookup_one, StringType())
+
+    return df.repartition("order_id").select("_id", "order_id", lookup("order_id").alias("looked_up"))

@@ -50,7 +50,7 @@ from tidal.spark.run.controller_setup import build_controller
 from tidal.spark.run.partition_scaler import PartitionScaler, start_partition_scaler
 from tidal.spark.run.repartition import StatePartitions
 from tidal.spark.run.restarts import QueryFailures
-from tidal.spark.run.shuffle_follower import STEP_CONF, ShuffleFollower
+from tidal.spark.run.shuffle_follower import ShuffleFollower
 from tidal.spark.run.status import StatusThroughOutages, VertexStatus
 from tidal.spark.run.vertical import VerticalWatch
 from tidal.spec import PipelineSpec, graph
@@ -316,7 +316,7 @@ class PipelineRun:
             self.partitions.prepare(self._spark, name, self._replicas(name))
             partitions = self.partitions.count(name)
         elif self.shuffles is not None and name in self.shuffles.steps:  # a step: its replicas' count
-            partitions, conf = self.shuffles.count(name), STEP_CONF
+            partitions, conf = self.shuffles.count(name), self.shuffles.conf
         return start_vertex(
             self._spark,
             config,

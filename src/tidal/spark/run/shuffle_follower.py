@@ -72,6 +72,8 @@ def last_plan(query: Any) -> str | None:
 class ShuffleFollower:
     """The shuffle partitions of ``run``'s SQL and DataFrame steps, and their restarts."""
 
+    conf: dict[str, str] = STEP_CONF  # what a step's query runs with besides its count
+
     def __init__(
         self,
         run: Any,  # a PipelineRun: queries, control, cores_allowed, start_again
