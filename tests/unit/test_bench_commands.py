@@ -64,3 +64,18 @@ def test_every_reduce_elastic_job_is_a_valid_pipeline_with_its_partitions(tmp_pa
         assert count.partitions == settings["partitions"], job
         assert (count.state_partitions is not None) == (job == "elastic"), job
     assert reduce_elastic.partition_seconds(1, [(10.0, 2), (30.0, 1)], 0.0, 40.0) == 10 + 40 + 10
+
+
+def test_the_reduce_pause_and_step_shuffle_pipelines_are_valid(tmp_path) -> None:
+    """``tidal bench reduce-pause``: a reduce vertex of 2 partitions on day-long windows, keyed by
+    message; ``tidal bench step-shuffle``: a DataFrame step at 4 replicas."""
+    import yaml
+
+    from tidal.bench import reduce_pause, step_shuffle
+    from tidal.spec import parse_pipeline
+
+    text = reduce_pause.PIPELINE.format(rate=reduce_pause.RATE, trickle=reduce_pause.TRICKLE, burst=10.0)
+    spec = parse_pipeline(yaml.safe_load(text))
+    assert spec.vertex("count").partitions == 2
+    steps = step_shuffle._spec(tmp_path / "orders.jsonl")
+    assert steps.vertex("lookup").replicas == step_shuffle.REPLICAS
