@@ -88,6 +88,7 @@ class ShuffleFollower:
         self.replicas = replicas
         self.paused = paused
         self._counts: dict[str, int] = {}
+        self._kept: dict[str, int] = {}  # what the control store holds
         self._changed_at: dict[str, float] = {}
         self._pauses: dict[str, list[float]] = {}
         self._said: dict[str, str] = {}
@@ -111,7 +112,9 @@ class ShuffleFollower:
                 count = int(saved)
                 log.info("vertex %s: batch %d replays on its %d shuffle partitions", step, planned, count)
             self._counts[step] = count
-        self.run.control.set_meta(RECORD_KEY + step, str(self._counts[step]))
+        if self._kept.get(step) != self._counts[step]:  # a write per change, not per tick
+            self.run.control.set_meta(RECORD_KEY + step, str(self._counts[step]))
+            self._kept[step] = self._counts[step]
         return self._counts[step]
 
     def learnt_pause(self, step: str) -> float | None:
