@@ -22,8 +22,6 @@ when it differs from the last one, so ``tidal events`` answers "why did (or didn
 from __future__ import annotations
 
 import logging
-import threading
-import time
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
@@ -36,6 +34,7 @@ from tidal.scaling.state_partitions import (
     StateLoad,
     decide_partitions,
 )
+from tidal.spark.run.ticker import Ticker
 from tidal.spec.model import PipelineSpec
 from tidal.spec.scale import numaflow_scale
 
@@ -85,8 +84,7 @@ class PartitionScaler:
         self.paused = paused
         self.vertices = [v.name for v in run.spec.vertices if v.state_partitions is not None]
         self._said: dict[str, str] = {}
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._ticker = Ticker("tidal-partitions", "state partition policy")
 
     def load(self, vertex: str, now: float) -> StateLoad:
         """What the policy decides on for ``vertex`` now (see the module's docstring)."""
@@ -145,26 +143,12 @@ class PartitionScaler:
     # -- the thread ------------------------------------------------------------------------------
 
     def start(self, interval: Callable[[], float]) -> PartitionScaler:
-        if not self.vertices:
-            return self
-
-        def loop() -> None:
-            while not self._stop.wait(interval()):
-                if self.paused():
-                    continue
-                try:
-                    self.tick(time.time())
-                except Exception:  # the policy must not stop the pipeline; the traceback is logged
-                    log.exception("state partition policy failed")
-
-        self._thread = threading.Thread(target=loop, name="tidal-partitions", daemon=True)
-        self._thread.start()
+        if self.vertices:
+            self._ticker.start(self.tick, interval, self.paused)
         return self
 
     def stop(self, timeout: float = 30.0) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
+        self._ticker.stop(timeout)
 
 
 def start_partition_scaler(run: Any) -> PartitionScaler:

@@ -27,7 +27,6 @@ from __future__ import annotations
 import logging
 import re
 import statistics
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -39,6 +38,7 @@ from tidal.spark.batch.checkpoint_sync import checkpoint_of
 from tidal.spark.batch.state_partitions import last_batch
 from tidal.spark.query.vertex import first_batch_after
 from tidal.spark.run.repartition import stop_at_a_commit
+from tidal.spark.run.ticker import Ticker
 
 __all__ = ["FIRST_BATCH_SECONDS", "STEP_CONF", "ShuffleFollower", "shuffle_counts"]
 
@@ -92,8 +92,7 @@ class ShuffleFollower:
         self._changed_at: dict[str, float] = {}
         self._pauses: dict[str, list[float]] = {}
         self._said: dict[str, str] = {}
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._ticker = Ticker("tidal-shuffles", "shuffle partitions: following the replicas")
 
     def count(self, step: str) -> int:
         """The shuffle partitions ``step``'s query starts with, kept in the control store.
@@ -208,23 +207,9 @@ class ShuffleFollower:
     # -- the thread ------------------------------------------------------------------------------
 
     def start(self, interval: Callable[[], float]) -> ShuffleFollower:
-        if not self.steps:
-            return self
-
-        def loop() -> None:
-            while not self._stop.wait(interval()):
-                if self.paused():
-                    continue
-                try:
-                    self.tick(time.time())
-                except Exception:  # the rule must not stop the pipeline; the traceback is logged
-                    log.exception("shuffle partitions: following the replicas failed")
-
-        self._thread = threading.Thread(target=loop, name="tidal-shuffles", daemon=True)
-        self._thread.start()
+        if self.steps:
+            self._ticker.start(self.tick, interval, self.paused)
         return self
 
     def stop(self, timeout: float = 30.0) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
+        self._ticker.stop(timeout)
