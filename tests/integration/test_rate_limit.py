@@ -53,6 +53,8 @@ def test_a_rate_limited_map_delivers_at_most_its_limit_over_any_ten_seconds(spar
         decisions = [d for d in run.controller.events.read() if d.vertex == "map-udf"]
         rules = [d.rule for d in decisions]
     most = max(sum(n for t, n in batches if start <= t < start + 10) for start, _ in batches)
-    assert most <= 10 * LIMIT * 1.05, (most, batches)
+    # Batches are timed at their commit: a window that opens at one also counts the rows of the
+    # first batch in it, admitted up to a batch earlier (CI saw 216 of 200 so, with 20-row batches).
+    assert most <= 10 * LIMIT + max(n for _, n in batches), (most, batches)
     assert max(replicas) == 2, [(d.rule, d.reason) for d in decisions]  # min, and held there
     assert "rate-limited" in rules, rules  # and the events say why
