@@ -27,7 +27,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["COOLDOWN_FLOOR", "FACTOR", "PAUSE_MULTIPLE", "ShuffleDecision", "ShuffleLoad", "decide_shuffle"]
+__all__ = [
+    "COOLDOWN_FLOOR",
+    "FACTOR",
+    "PAUSE_MULTIPLE",
+    "ShuffleDecision",
+    "ShuffleLoad",
+    "decide_shuffle",
+    "replicas_count",
+]
 
 FACTOR = 1.5  # replicas this far from the count (either way) are worth a restart
 COOLDOWN_FLOOR = 60.0  # seconds between two restarts of one step, at least
@@ -55,6 +63,11 @@ class ShuffleDecision:
     inputs: dict[str, Any] = field(default_factory=dict)
 
 
+def replicas_count(replicas: int, cores: int) -> int:
+    """The shuffle partitions ``replicas`` call for: as many, at least 1, at most the cores."""
+    return max(1, min(replicas, max(1, cores)))
+
+
 def cooldown(pause: float | None) -> float:
     return max(COOLDOWN_FLOOR, PAUSE_MULTIPLE * pause) if pause is not None else COOLDOWN_FLOOR
 
@@ -62,7 +75,7 @@ def cooldown(pause: float | None) -> float:
 def decide_shuffle(load: ShuffleLoad, now: float) -> ShuffleDecision:
     """The step's shuffle partitions for ``load`` at ``now``: changed only by the rule ``follow``."""
     current = load.partitions
-    target = max(1, min(load.replicas, max(1, load.cores)))
+    target = replicas_count(load.replicas, load.cores)
     inputs: dict[str, Any] = {
         "shufflePartitions": current,
         "replicas": load.replicas,

@@ -33,7 +33,7 @@ from typing import Any
 
 from tidal.controller import EventLog
 from tidal.scaling import Decision, Rule
-from tidal.scaling.shuffle_partitions import ShuffleDecision, ShuffleLoad, decide_shuffle
+from tidal.scaling.shuffle_partitions import ShuffleDecision, ShuffleLoad, decide_shuffle, replicas_count
 from tidal.spark.batch.checkpoint_sync import checkpoint_of
 from tidal.spark.batch.state_partitions import last_batch
 from tidal.spark.query.vertex import first_batch_after
@@ -89,6 +89,9 @@ class ShuffleFollower:
         self.paused = paused
         self._counts: dict[str, int] = {}
         self._kept: dict[str, int] = {}  # what the control store holds
+        self._shuffles: dict[
+            str, tuple[Any, bool]
+        ] = {}  # per step: its running query, and whether it shuffles
         self._changed_at: dict[str, float] = {}
         self._pauses: dict[str, list[float]] = {}
         self._said: dict[str, str] = {}
@@ -102,8 +105,7 @@ class ShuffleFollower:
         replays with the count it ran with (kept in the control store), or its rows would go to
         other tasks than their first attempt's, whose appends are keyed by task."""
         if step not in self._counts:
-            cores = self.run.cores_allowed()[0]
-            count = max(1, min(self.replicas(step), max(1, cores)))
+            count = replicas_count(self.replicas(step), self.run.cores_allowed()[0])
             saved = self.run.control.meta(RECORD_KEY + step)
             checkpoint = checkpoint_of(self.run.run_dir, step)
             planned, committed = last_batch(checkpoint / "offsets"), last_batch(checkpoint / "commits")
@@ -122,9 +124,15 @@ class ShuffleFollower:
 
     def load(self, step: str) -> ShuffleLoad:
         query = self.run.queries.get(step)
-        plan = None if query is None else last_plan(query)
         current = self.count(step)
-        shuffles = None if plan is None else current in shuffle_counts(plan)
+        known = self._shuffles.get(step)
+        if known is not None and known[0] is query:  # a query's plan is fixed: read it once
+            shuffles: bool | None = known[1]
+        else:
+            plan = None if query is None else last_plan(query)
+            shuffles = None if plan is None else current in shuffle_counts(plan)
+            if shuffles is not None:
+                self._shuffles[step] = (query, shuffles)
         return ShuffleLoad(
             partitions=current,
             replicas=self.replicas(step),
