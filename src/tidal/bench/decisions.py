@@ -57,6 +57,7 @@ TOLD = {
 GOALS: dict[str, tuple[float, float, float, int | None]] = {
     "step-x2": (0.01, 10, 1.2, 12),
     "step-x0.5": (0.01, 10, 1.2, 12),
+    "step-x4": (0.01, 10, 1.2, 12),
     "step-x10": (0.01, 10, 1.2, 12),
     "square": (0.01, 10, 1.2, 12),
     "diurnal": (0.01, 10, 1.2, 25),
@@ -75,7 +76,8 @@ COLUMNS = (
     ("cost", "replica-s / oracle"),
     ("actions", "actions"),
     ("first_scale_up", "first scale-up s"),
-    ("settle_decisions", "decisions to settle"),
+    ("settle_decisions", "ticks to settle"),
+    ("settle_changes", "changes to settle"),
     ("cold_start", "cold start s"),
 )
 

@@ -72,7 +72,8 @@ def run_simulation(
     out_dir = Path(out or Path("simulations") / f"{trace.name}-{policy}")
     out_dir.mkdir(parents=True, exist_ok=True)
     table = Table(title=f"{spec.name} on {trace.name} (seed {seed}): {trace.description}")
-    for column in ("policy", "behind", "p50 s", "p99 s", "cost", "acts", "up s", "settle", "cold s"):
+    columns = ("policy", "behind", "p50 s", "p99 s", "cost", "acts", "up s", "settle", "changes", "cold s")
+    for column in columns:
         table.add_column(column, justify="right", no_wrap=True)
     scores = []
     with (out_dir / "changes.jsonl").open("w") as changes:
@@ -96,6 +97,7 @@ def run_simulation(
                 str(s.actions),
                 fmt(s.first_scale_up),
                 fmt(s.settle_decisions, ".0f"),
+                "–" if s.settle_changes is None else str(s.settle_changes),
                 fmt(s.cold_start),
             )
     (out_dir / "scores.json").write_text(json.dumps(scores, indent=2) + "\n")

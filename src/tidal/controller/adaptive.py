@@ -12,6 +12,16 @@ measures, each tick:
   shows within ``panic_seconds``, KPA's panic idea) and a long one; the larger is used.
 * **Catch-up** — the backlog is drained within ``catch_up_seconds``: ``need = (arrivals +
   backlog / catch-up) / capacity / utilization``, rounded up, within ``scale.min``/``max``.
+* **A rise under load settles in one decision** (issue #61, DS2's aim) — once the vertex has
+  drained since it last started or idled, the backlog of a rise is drained within
+  ``settle_seconds`` (45 s) instead: by the headroom of the count the new load needs, not by
+  extra replicas released again 20 s later (a ×4 step: ``work`` 3 → 12 → 13 → 10 before, 3 → 10
+  now; the p99 delay 5 → 6 s). A start (from 0 or idle) still catches up in ``catch_up_seconds``:
+  bursts are short. The headroom is checked: once the backlog stops falling with the asked-for
+  replicas ready, or has lasted 1.5 × ``settle_seconds`` and a start-up, replicas drain it
+  in ``catch_up_seconds``. In Spark local mode, where every replica shares the driver's
+  cores, there is no dependable headroom and the backlog always drains by replicas
+  (:func:`~tidal.controller.choose.adaptive_policy`).
   No scale-up while the replicas there keep up and drain the backlog within 1.5 × catch-up
   at full speed (the rest is the noise of the estimates), and no scale-up past the fewest
   replicas that would (``SLACK``): more drain it a few seconds sooner, then stop again.
@@ -19,9 +29,13 @@ measures, each tick:
   less), a vertex whose own pending stays under what its replicas admit in a micro-batch
   keeps up and holds: unsaturated, its replicas did what arrived, so more replicas would each
   do less and confirm the count. It scales up once its input outgrows a micro-batch.
-* **Down slowly** — a scale-down goes only to the largest recommendation of the last
-  ``down_window_seconds`` (Flink's FLINK-36018), so a dip does not release what the next
-  second needs.
+* **Down slowly, and once** — a scale-down goes only to the largest recommendation of the
+  last ``down_window_seconds`` (Flink's FLINK-36018), so a dip does not release what the next
+  second needs; not while the window's recent half recommends less than all of it (the
+  load is still falling: a halving went 10 → 9 → 5, now 10 → 5), and not by less than
+  ``down_band`` (10 %) of the replicas (a trim as the capacity firms up: 15 → 14 a hundred
+  seconds after a ×10 step). Up and down thus have their own stabilisation (kedacore/keda
+  #7405).
 * **Zero** — an idle vertex (nothing arriving, nothing pending) keeps its replicas while that is
   cheaper than a restart (three of its learnt start-ups), then goes to zero; at zero, the first
   message wakes it at once to what its arrivals need (the activator), and the vertices
@@ -89,6 +103,8 @@ class AdaptivePolicy(VertexPolicy):
         *,
         utilization: float = 0.95,
         catch_up_seconds: float = 10.0,
+        settle_seconds: float = 45.0,
+        down_band: float = 0.1,
         panic_seconds: float = 1.0,
         stable_seconds: float = 30.0,
         down_window_seconds: float = 30.0,
@@ -102,6 +118,8 @@ class AdaptivePolicy(VertexPolicy):
         self.scale = scale
         self.utilization = utilization
         self.catch_up = catch_up_seconds
+        self.settle = settle_seconds
+        self.down_band = down_band
         self.panic = panic_seconds
         self.stable = stable_seconds
         self.down_window = down_window_seconds
@@ -113,6 +131,9 @@ class AdaptivePolicy(VertexPolicy):
         self.selectivity = 1.0  # messages here per message arriving at the sources, learnt
         self._steady: deque[tuple[float, int]] = deque()  # what arrivals alone needed, recently
         self._idle_since: float | None = None
+        self._from_idle = True  # idle or at 0 since it last drained: catch up in catch_up_seconds
+        self._behind_since: float | None = None  # when the backlog began, if it has not drained
+        self._backlogs: deque[tuple[float, float]] = deque()  # (now, backlog) over a start-up
         self._origin: tuple[float, float, float] | None = None  # arrived here, at the sources, upstream
         # (when, replicas, when the first still starting was asked for): a scale-up not ready yet
         self._asked: tuple[float, int, float] | None = None
@@ -207,6 +228,8 @@ class AdaptivePolicy(VertexPolicy):
             self._samples.popleft()
         arriving, lately, backlog, what = self._demand(view)
         current, low, high = view.replicas, self.scale.min, self.scale.max
+        if self._idle_since is not None or current == 0:
+            self._from_idle = True  # what comes now is a start, not a rise under load
 
         if self.scale.disabled:
             return self._hold(view, Rule.DISABLED, "scale.disabled")
@@ -225,6 +248,24 @@ class AdaptivePolicy(VertexPolicy):
             return self._hold(view, Rule.WARMING_UP, "no processing measured yet: capacity unknown")
 
         per_replica = capacity * self.utilization
+        # A start (from 0 or idle) drains in catch_up seconds; a rise under load in settle seconds,
+        # by the headroom of the count the new load needs (see the class docstring).
+        # The headroom had its chance: SLACK × settle seconds (and a start-up) after the backlog
+        # began, it is drained by replicas. (On shared cores, where a replica does less the
+        # more there are, the headroom never drained a ×10 step's backlog: p99 19 s, not 6.)
+        waited = 0.0 if self._behind_since is None else view.now - self._behind_since
+        self._backlogs.append((view.now, backlog))
+        while self._backlogs and self._backlogs[0][0] < view.now - self.startup - self.tick:
+            self._backlogs.popleft()
+        # Nor once the backlog stopped falling with the replicas asked for ready: the headroom
+        # the estimates promised is not there.
+        stalled = waited > 2 * self.startup and backlog >= self._backlogs[0][1]
+        by_headroom = not self._from_idle and not stalled and waited <= SLACK * self.settle + self.startup
+        catch_up = self.settle if by_headroom else self.catch_up
+        if backlog <= arriving:  # drained: from here on a rise is a rise under load
+            self._from_idle, self._behind_since = False, None
+        elif self._behind_since is None:
+            self._behind_since = view.now
         # What the arrivals of the last panic window alone need: the floor a scale-down goes to is
         # the most of these over the down window (the long average decays too slowly to use).
         steady = min(high, max(low, math.ceil(lately / per_replica - 1e-9)))
@@ -235,17 +276,15 @@ class AdaptivePolicy(VertexPolicy):
         until_ready = (
             max(0.0, self._asked[2] + self.startup - view.now) if starting and self._asked else self.startup
         )
-        short = max(0.0, arriving - view.ready * capacity)
-        projected = backlog + short * until_ready
-        rate = arriving + projected / self.catch_up
+        shortfall = max(0.0, arriving - view.ready * capacity)
+        projected = backlog + shortfall * until_ready
+        rate = arriving + projected / catch_up
         bound = ""
         if view.upstream_limit is not None:
             # Downstream of a vertex at its max, the backlog upstream comes no faster than that
             # vertex delivers: sized for all of it, the demo's sink went to 3 replicas behind an
             # `enrich` at 6 that delivered ~1,700/s (Numaflow kept it at 1, and it kept up).
-            inflow = (
-                view.upstream_limit * self.selectivity + max(0.0, view.pending_now or 0.0) / self.catch_up
-            )
+            inflow = view.upstream_limit * self.selectivity + max(0.0, view.pending_now or 0.0) / catch_up
             if inflow < rate:
                 rate, bound = inflow, f", at most {inflow:.0f}/s from upstream at its max"
         wanted = min(high, max(low, math.ceil(rate / per_replica - 1e-9)))
@@ -253,14 +292,14 @@ class AdaptivePolicy(VertexPolicy):
         # backlog within SLACK × catch-up. Asked for more, the extra ones drain it a few seconds
         # sooner and are then stepped down again: a start and a stop more for every vertex on the
         # path (in the simulator: bursty 1.30× the oracle instead of 1.34×, 81 actions, not 96).
-        slack = SLACK * self.catch_up
+        slack = SLACK * catch_up
         enough = max(low, steady, math.ceil((arriving + projected / slack) / capacity - 1e-9))
         if enough < wanted:
             wanted, bound = enough, f"{bound}, {enough} drain it in {slack:g} s at full speed"
         explain = (
             f"{arriving:.0f}/s {what}, {capacity:.0f}/s per replica ({self.source}), "
             f"backlog {backlog:.0f} here and upstream ({projected:.0f} when ready in {until_ready:.0f} s) "
-            f"drains in {self.catch_up:g} s{bound} → {wanted}"
+            f"drains in {catch_up:g} s{bound} → {wanted}"
         )
         if current == 0:
             return self._up(view, max(1, wanted), Rule.WAKE_ON_PENDING, f"at 0: {explain}")
@@ -288,16 +327,31 @@ class AdaptivePolicy(VertexPolicy):
             return self._up(view, wanted, Rule.SCALE_UP, explain)
         if starting:
             return self._hold(view, Rule.NOT_READY, f"{explain}; {view.replicas - view.ready} still starting")
-        floor = max(r for _, r in self._steady)
-        if backlog > 0:  # not to 0 with messages waiting: the sources' quiet took the bench's sink
-            floor = max(floor, 1)  # from 3 to 0 with 1,500 waiting, and back to 2 a second later
+        peak = max(r for _, r in self._steady)
+        recent = max((r for t, r in self._steady if t >= view.now - self.down_window / 2), default=peak)
+        # Not to 0 with messages waiting: the sources' quiet took the bench's sink from 3 to 0
+        # with 1,500 waiting, and back to 2 a second later.
+        least = 1 if backlog > 0 else 0
         due = self._due(view.now, self.startup + self.tick)
-        if due is not None and floor < current:  # asked for ahead of a rise: not down before it
-            kept = min(current, max(floor, due.replicas))
-            if kept == current:
+        if due is not None and max(peak, least) < current:  # asked for ahead of a rise: not down before it
+            least = max(least, min(current, due.replicas))
+            if least == current:
                 return self._hold(view, Rule.STEADY, f"{explain}; kept: {due.reason(view.now)}")
-            floor = kept
-        if floor < current and backlog <= arriving:  # drained: size for arrivals, the most recently
+        floor = max(peak, least)
+        drained = backlog <= arriving
+        if floor < current and drained:
+            # Down in one decision: while the window still remembers a higher load than its
+            # recent half, the floor is still falling (a step down at 325 s went 10 → 9, then
+            # → 5 six seconds later); and not for a trim of under ``down_band`` (a ×10 step
+            # settled at 15, then went to 14 a hundred seconds later as the capacity firmed up).
+            if max(recent, least) < floor:
+                window = f"{floor} over {self.down_window:g} s"
+                reason = f"{explain}; falling: {recent} lately, {window}: down once level"
+                return self._hold(view, Rule.STEADY, reason)
+            if floor > 0 and current - floor < self.down_band * current:
+                reason = f"{explain}; {floor} would do, within {self.down_band:.0%} of {current}: kept"
+                return self._hold(view, Rule.STEADY, reason)
+        if floor < current and drained:  # drained: size for arrivals, the most recently
             reason = f"{explain}; drained, arrivals needed at most {floor} in {self.down_window:g} s"
             return self._move(view, floor, Rule.SCALE_DOWN, reason)
         return self._hold(view, Rule.STEADY, explain)

@@ -119,9 +119,10 @@ def oracle(
 
 
 def make_policies(
-    name: str, spec: PipelineSpec, models: Mapping[str, VertexModel], trace: Trace
+    name: str, spec: PipelineSpec, models: Mapping[str, VertexModel], trace: Trace, cores: int | None = None
 ) -> tuple[dict[str, VertexPolicy], dict[str, int]]:
-    """The policy per vertex for ``name``, and the replicas each vertex starts with."""
+    """The policy per vertex for ``name``, and the replicas each vertex starts with (``cores``:
+    the replicas share that many task slots, Spark local mode)."""
     if name not in POLICIES:
         raise ValueError(f"unknown policy {name!r}: choose one of {', '.join(POLICIES)}")
     scales = {v.name: numaflow_scale(v.scale, v.name) for v in spec.vertices}
@@ -130,7 +131,7 @@ def make_policies(
     if name == "numaflow":
         return policies, initial
     if name == "tidal":
-        return {v.name: adaptive_policy(v) for v in spec.vertices}, initial
+        return {v.name: adaptive_policy(v, shared_cores=cores is not None) for v in spec.vertices}, initial
     if name == "flink":  # one job: target rates flow from the sources, rescales are job-wide
         return dict(flink_policies(spec)), initial
     if name == "static-peak":
@@ -180,7 +181,7 @@ def simulate(
     """
     models = dict(models) if models is not None else default_models(spec)
     if policies is None:
-        policies, initial = make_policies(policy, spec, models, trace)
+        policies, initial = make_policies(policy, spec, models, trace, cores)
     else:
         initial = {v.name: max(1, numaflow_scale(v.scale, v.name).min) for v in spec.vertices}
     sim = SimPipeline(spec, models, initial, cores=cores)

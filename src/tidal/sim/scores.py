@@ -25,7 +25,13 @@ Per trace × policy (:class:`Scores`):
   until the next step (for at least a minute), at no more than 10 % below the oracle.
   Headroom above the oracle is not counted against it (a policy that targets 70 %
   utilization settles above the oracle on purpose; ``cost`` shows what that headroom costs).
-  Median over the steps that settled; ``None`` when none did.
+  Median over the steps that settled; ``None`` when none did. These are ticks (holds count),
+  so a policy that settles at once scores 1 and one that waits scores its wait.
+* ``settle_changes`` — after each such step, the replica changes any one vertex made before
+  the next step: the most over the vertices, then the most over the steps. DS2's measure (one
+  step to a configuration that keeps up): 1 is a step settled in one decision per vertex, and
+  a catch-up's extra replicas released later, or a scale-down in two halves, count twice.
+  ``None`` when the trace has no step followed by two minutes of steady load.
 * ``cold_start`` — median seconds from a message arriving at an empty pipeline with some
   vertex at zero replicas to the first message of that second reaching the sink.
 """
@@ -60,6 +66,7 @@ class Scores:
     actions: int
     first_scale_up: float | None
     settle_decisions: float | None
+    settle_changes: int | None
     cold_start: float | None
     arrived: int
     delivered: int
@@ -165,7 +172,8 @@ def score(result: SimResult) -> Scores:
             if ups:
                 reactions.append(min(ups) - at)
 
-    settles = []
+    settles: list[float] = []
+    most_changes: list[int] = []
     bottleneck = result.bottleneck
     got, want = result.replicas[bottleneck], result.oracle[bottleneck]
     for at in steps:
@@ -173,6 +181,8 @@ def score(result: SimResult) -> Scores:
         if until - at < SETTLE_PLATEAU:
             continue
         ticks = [t for t in result.ticks if at < t <= until]
+        per_vertex = [sum(1 for d in result.changes if d.vertex == n and at < d.at <= until) for n in names]
+        most_changes.append(max(per_vertex, default=0))
         settled_at = None
         last = got[int(until) - 1] if until <= len(got) else got[-1]
         for t in reversed(ticks):  # the earliest tick from which nothing changes up to the next step
@@ -197,6 +207,7 @@ def score(result: SimResult) -> Scores:
         actions=len(result.changes),
         first_scale_up=_median(reactions),
         settle_decisions=_median(settles),
+        settle_changes=max(most_changes) if most_changes else None,
         cold_start=_median(colds),
         arrived=result.trace.total,
         delivered=sum(result.delivered),

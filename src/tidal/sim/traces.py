@@ -6,8 +6,9 @@ The same name and seed always give the same trace.
 
 The shapes (``TRACES``), each chosen because autoscalers are known to get it wrong:
 
-* ``step-x2``, ``step-x0.5``, ``step-x10`` — the load doubles, halves, or grows tenfold at
-  300 s: reaction time and overshoot.
+* ``step-x2``, ``step-x0.5``, ``step-x4``, ``step-x10`` — the load doubles, halves, grows
+  fourfold or tenfold at 300 s: reaction time, overshoot, and how many decisions a step takes
+  to settle (issue #61 asks for a ×4 step in one per vertex, as DS2 does).
 * ``spike`` — ten times the base for 60 s: does the policy chase a burst it cannot catch?
 * ``square`` — Nexmark-style square wave, 600 s period (300 s high, 300 s low): oscillation.
 * ``diurnal`` — a day compressed into 30 minutes, a sine with 5 % noise: tracking.
@@ -75,6 +76,10 @@ def step_x2(seed: int = 0, base: float = 1000.0, at: int = 300, duration: int = 
 
 def step_half(seed: int = 0, base: float = 2000.0, at: int = 300, duration: int = 1200) -> Trace:
     return _steady("step-x0.5", base, base / 2, at, duration, seed)
+
+
+def step_x4(seed: int = 0, base: float = 500.0, at: int = 300, duration: int = 1200) -> Trace:
+    return _steady("step-x4", base, 4 * base, at, duration, seed)
 
 
 def step_x10(seed: int = 0, base: float = 300.0, at: int = 300, duration: int = 1200) -> Trace:
@@ -189,6 +194,7 @@ def waves(
 TRACES: dict[str, Callable[..., Trace]] = {
     "step-x2": step_x2,
     "step-x0.5": step_half,
+    "step-x4": step_x4,
     "step-x10": step_x10,
     "spike": spike,
     "square": square,
