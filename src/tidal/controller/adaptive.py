@@ -12,30 +12,19 @@ measures, each tick:
   shows within ``panic_seconds``, KPA's panic idea) and a long one; the larger is used.
 * **Catch-up** — the backlog is drained within ``catch_up_seconds``: ``need = (arrivals +
   backlog / catch-up) / capacity / utilization``, rounded up, within ``scale.min``/``max``.
-* **A rise under load settles in one decision** (issue #61, DS2's aim) — once the vertex has
-  drained since it last started or idled, the backlog of a rise is drained within
-  ``settle_seconds`` (45 s) instead: by the headroom of the count the new load needs, not by
-  extra replicas released again 20 s later (a ×4 step: ``work`` 3 → 12 → 13 → 10 before, 3 → 10
-  now; the p99 delay 5 → 6 s). A start (from 0 or idle) still catches up in ``catch_up_seconds``:
-  bursts are short. The headroom is checked: once the backlog stops falling with the asked-for
-  replicas ready, or has lasted 1.5 × ``settle_seconds`` and a start-up, replicas drain it
-  in ``catch_up_seconds``. In Spark local mode, where every replica shares the driver's
-  cores, there is no dependable headroom and the backlog always drains by replicas
-  (:func:`~tidal.controller.choose.adaptive_policy`).
-  No scale-up while the replicas there keep up and drain the backlog within 1.5 × catch-up
-  at full speed (the rest is the noise of the estimates), and no scale-up past the fewest
-  replicas that would (``SLACK``): more drain it a few seconds sooner, then stop again.
+* **A step settles in one decision** (issue #61, :mod:`tidal.controller.settle`) — once the
+  vertex has drained since it last started or idled, a rise's backlog drains within
+  ``settle_seconds`` (45 s) through the headroom of the count the new load needs, checked, not
+  trusted; a start still catches up in ``catch_up_seconds``. ``settle_seconds=None`` (Spark
+  local mode, whose replicas share the driver's cores) drains every backlog by replicas.
 * **A floor is not a capacity** — sized on what a replica was seen to do (busy time said
   less), a vertex whose own pending stays under what its replicas admit in a micro-batch
   keeps up and holds: unsaturated, its replicas did what arrived, so more replicas would each
   do less and confirm the count. It scales up once its input outgrows a micro-batch.
 * **Down slowly, and once** — a scale-down goes only to the largest recommendation of the
   last ``down_window_seconds`` (Flink's FLINK-36018), so a dip does not release what the next
-  second needs; not while the window's recent half recommends less than all of it (the
-  load is still falling: a halving went 10 → 9 → 5, now 10 → 5), and not by less than
-  ``down_band`` (10 %) of the replicas (a trim as the capacity firms up: 15 → 14 a hundred
-  seconds after a ×10 step). Up and down thus have their own stabilisation (kedacore/keda
-  #7405).
+  second needs; not while the window's recent half recommends less (the load is still
+  falling), and not by less than ``down_band`` (10 %) of the replicas (a trim).
 * **Zero** — an idle vertex (nothing arriving, nothing pending) keeps its replicas while that is
   cheaper than a restart (three of its learnt start-ups), then goes to zero; at zero, the first
   message wakes it at once to what its arrivals need (the activator), and the vertices
@@ -80,6 +69,7 @@ from collections import deque
 
 from tidal.controller.policy import PolicyInput, VertexPolicy
 from tidal.controller.replica_capacity import ReplicaCapacity
+from tidal.controller.settle import SLACK, CatchUp, DownWindow
 from tidal.scaling import Decision, NumaflowScale, Pressure, Rule
 from tidal.scaling.periodic import Forecast, RiseWatch
 
@@ -91,7 +81,6 @@ __all__ = ["AdaptivePolicy"]
 # sink of a 1:1 map read a selectivity of 2.00 and sized for twice the arrivals (`tidal bench
 # policies`: 3 replicas where 2 kept up). After 20 batches, that is a few per cent.
 SELECTIVITY_AFTER_BATCHES = 20
-SLACK = 1.5  # × catch-up: a backlog drained this soon at full speed needs no more replicas
 
 
 class AdaptivePolicy(VertexPolicy):
@@ -103,7 +92,7 @@ class AdaptivePolicy(VertexPolicy):
         *,
         utilization: float = 0.95,
         catch_up_seconds: float = 10.0,
-        settle_seconds: float = 45.0,
+        settle_seconds: float | None = 45.0,
         down_band: float = 0.1,
         panic_seconds: float = 1.0,
         stable_seconds: float = 30.0,
@@ -118,7 +107,7 @@ class AdaptivePolicy(VertexPolicy):
         self.scale = scale
         self.utilization = utilization
         self.catch_up = catch_up_seconds
-        self.settle = settle_seconds
+        self.horizon = CatchUp(catch_up_seconds, settle_seconds)  # None: always by replicas
         self.down_band = down_band
         self.panic = panic_seconds
         self.stable = stable_seconds
@@ -129,11 +118,8 @@ class AdaptivePolicy(VertexPolicy):
         # (now, arrived here, arrived at the sources upstream, pending upstream)
         self._samples: deque[tuple[float, float, float | None, float]] = deque()
         self.selectivity = 1.0  # messages here per message arriving at the sources, learnt
-        self._steady: deque[tuple[float, int]] = deque()  # what arrivals alone needed, recently
+        self._steady = DownWindow()  # what arrivals alone needed, recently
         self._idle_since: float | None = None
-        self._from_idle = True  # idle or at 0 since it last drained: catch up in catch_up_seconds
-        self._behind_since: float | None = None  # when the backlog began, if it has not drained
-        self._backlogs: deque[tuple[float, float]] = deque()  # (now, backlog) over a start-up
         self._origin: tuple[float, float, float] | None = None  # arrived here, at the sources, upstream
         # (when, replicas, when the first still starting was asked for): a scale-up not ready yet
         self._asked: tuple[float, int, float] | None = None
@@ -229,7 +215,7 @@ class AdaptivePolicy(VertexPolicy):
         arriving, lately, backlog, what = self._demand(view)
         current, low, high = view.replicas, self.scale.min, self.scale.max
         if self._idle_since is not None or current == 0:
-            self._from_idle = True  # what comes now is a start, not a rise under load
+            self.horizon.started()  # what comes now is a start, not a rise under load
 
         if self.scale.disabled:
             return self._hold(view, Rule.DISABLED, "scale.disabled")
@@ -248,24 +234,9 @@ class AdaptivePolicy(VertexPolicy):
             return self._hold(view, Rule.WARMING_UP, "no processing measured yet: capacity unknown")
 
         per_replica = capacity * self.utilization
-        # A start (from 0 or idle) drains in catch_up seconds; a rise under load in settle seconds,
-        # by the headroom of the count the new load needs (see the class docstring).
-        # The headroom had its chance: SLACK × settle seconds (and a start-up) after the backlog
-        # began, it is drained by replicas. (On shared cores, where a replica does less the
-        # more there are, the headroom never drained a ×10 step's backlog: p99 19 s, not 6.)
-        waited = 0.0 if self._behind_since is None else view.now - self._behind_since
-        self._backlogs.append((view.now, backlog))
-        while self._backlogs and self._backlogs[0][0] < view.now - self.startup - self.tick:
-            self._backlogs.popleft()
-        # Nor once the backlog stopped falling with the replicas asked for ready: the headroom
-        # the estimates promised is not there.
-        stalled = waited > 2 * self.startup and backlog >= self._backlogs[0][1]
-        by_headroom = not self._from_idle and not stalled and waited <= SLACK * self.settle + self.startup
-        catch_up = self.settle if by_headroom else self.catch_up
-        if backlog <= arriving:  # drained: from here on a rise is a rise under load
-            self._from_idle, self._behind_since = False, None
-        elif self._behind_since is None:
-            self._behind_since = view.now
+        # A start (from 0 or idle) drains in catch_up seconds, a rise under load in settle
+        # seconds through the headroom of the count the new load needs (tidal.controller.settle).
+        catch_up = self.horizon.horizon(view.now, backlog, arriving, self.startup, self.tick)
         # What the arrivals of the last panic window alone need: the floor a scale-down goes to is
         # the most of these over the down window (the long average decays too slowly to use).
         steady = min(high, max(low, math.ceil(lately / per_replica - 1e-9)))
@@ -303,9 +274,7 @@ class AdaptivePolicy(VertexPolicy):
         )
         if current == 0:
             return self._up(view, max(1, wanted), Rule.WAKE_ON_PENDING, f"at 0: {explain}")
-        self._steady.append((view.now, steady))
-        while self._steady and self._steady[0][0] < view.now - self.down_window:
-            self._steady.popleft()
+        self._steady.note(view.now, steady, self.down_window)
         surplus = current * capacity - arriving
         if wanted > current and surplus > 0 and projected <= surplus * slack:
             # The replicas there keep up and drain the backlog about in time: one more would be
@@ -327,8 +296,7 @@ class AdaptivePolicy(VertexPolicy):
             return self._up(view, wanted, Rule.SCALE_UP, explain)
         if starting:
             return self._hold(view, Rule.NOT_READY, f"{explain}; {view.replicas - view.ready} still starting")
-        peak = max(r for _, r in self._steady)
-        recent = max((r for t, r in self._steady if t >= view.now - self.down_window / 2), default=peak)
+        peak, recent = self._steady.peak(), self._steady.recent(view.now, self.down_window)
         # Not to 0 with messages waiting: the sources' quiet took the bench's sink from 3 to 0
         # with 1,500 waiting, and back to 2 a second later.
         least = 1 if backlog > 0 else 0

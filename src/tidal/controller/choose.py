@@ -61,10 +61,9 @@ def adaptive_policy(
     draining by headroom, 1.22× by replicas)."""
     down = v.scale.scale_down_cooldown_seconds
     scale = numaflow_scale(v.scale, v.name)
-    shared = shared_cores or starts_per_tick is not None
     policy = AdaptivePolicy(scale, starts_per_tick=starts_per_tick)
-    if shared:
-        policy.settle = policy.catch_up
+    if shared_cores or starts_per_tick is not None:
+        policy.horizon.settle = None
     if down is not None:
         policy.down_window = down
     return policy
