@@ -8,8 +8,9 @@ order → an archive), and for each trace, alternating, ``ROUNDS`` times, ``DURA
   provisioning for the peak;
 - **spark-da**: the same steps as one plain PySpark query under Spark's dynamic allocation, tuned
   for a bursty stream (:mod:`tidal.bench.peer_query`, which says what was chosen and why);
-- **numaflow**, **tidal**, **kpa**: Tidal with each policy it ships (``numaflow`` the default),
-  executors following the replicas.
+- **numaflow**, **tidal**, **kpa**, **flink**: Tidal with each policy it ships (``numaflow`` the
+  default; ``flink`` is Flink's autoscaler, :mod:`tidal.scaling.flink`), executors following
+  the replicas.
 
 Traces (:data:`TRACES`, load shapes of the generator, the same for every job): the demo's waves,
 a step up ×4 and back, short bursts, and a long idle spell with a rare message.
@@ -52,7 +53,7 @@ from tidal.bench import RESULTS, write_result
 
 DURATION = 540.0
 ROUNDS = 3
-JOBS = ("static", "spark-da", "numaflow", "tidal", "kpa")
+JOBS = ("static", "spark-da", "numaflow", "tidal", "kpa", "flink")
 WORKERS, CORES = 4, 2
 TRACES: dict[str, dict[str, Any]] = {
     # the demo's: 900 orders/s for 40 s, every 110 s

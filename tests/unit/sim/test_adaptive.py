@@ -462,3 +462,23 @@ def test_a_step_settles_in_one_decision_per_vertex(trace: str) -> None:
     once before the next one (a catch-up released later, or a scale-down in halves, is two)."""
     s = score(simulate(reference_pipeline(), make_trace(trace, 0), "tidal"))
     assert s.settle_changes == 1 and s.behind == 0, s
+
+
+def test_replicas_that_cannot_start_are_released_once_the_ready_ones_keep_up() -> None:
+    """On a cluster a replica with no free core never becomes ready: waited for, it held
+    `enrich` at 6 through a whole ×4 step where 4 kept up (`tidal bench peers`, the step)."""
+    policy = AdaptivePolicy(NumaflowScale(max=10), batch_guess_seconds=0, down_window_seconds=10)
+    feed(policy, 40, rate=900, per_replica=250, replicas=4)
+    done = 36_000.0
+    asked = policy.decide(view(41, 4, done + 900, 6000, (done + 900) / 250))  # a burst's backlog
+    assert asked.desired > 4 and asked.rule == Rule.SCALE_UP, asked
+    decisions = []
+    for t in range(42, 90):  # the ready 4 drain it and keep up; the rest never start
+        done += 1000 if t < 62 else 900
+        pending = max(0.0, 6000 - 100 * (t - 41)) if t < 62 else 0.0
+        d = policy.decide(view(t, asked.desired, done, pending, done / 250, ready=4))
+        decisions.append(d)
+        if d.desired != asked.desired:
+            break
+    last = decisions[-1]
+    assert (last.desired, last.rule) == (4, Rule.SCALE_DOWN), [(d.rule, d.reason) for d in decisions[-3:]]
