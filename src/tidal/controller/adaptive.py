@@ -418,6 +418,12 @@ class AdaptivePolicy(VertexPolicy):
     def _move(self, view: PolicyInput, to: int, rule: Rule, reason: str) -> Decision:
         if to == view.replicas:
             return self._hold(view, Rule.STEADY, reason)
+        if self._asked is not None and to < self._asked[1]:
+            # Released before all were ready: no start-up to learn from the ones never ready
+            # (waited for until some later count reached the old ask, a start-up of 58 s was
+            # learnt on the cluster), and what is still starting is the new count.
+            when, _, first = self._asked
+            self._asked = None if to <= view.ready else (when, to, first)
         return Decision(
             view.name, view.now, view.replicas, to, rule, reason, self._inputs(view), recommended=to
         )
