@@ -120,6 +120,7 @@ class AdaptivePolicy(VertexPolicy):
         self.selectivity = 1.0  # messages here per message arriving at the sources, learnt
         self._steady = DownWindow()  # what arrivals alone needed, recently
         self._idle_since: float | None = None
+        self._moved_at = 0.0  # when the counts last changed
         self._origin: tuple[float, float, float] | None = None  # arrived here, at the sources, upstream
         # (when, replicas, when the first still starting was asked for): a scale-up not ready yet
         self._asked: tuple[float, int, float] | None = None
@@ -208,8 +209,9 @@ class AdaptivePolicy(VertexPolicy):
     def decide(self, view: PolicyInput) -> Decision:
         self._learn(view)
         arrived = view.arrived
-        if arrived is not None:
-            self._samples.append((view.now, arrived, view.upstream_arrived, view.upstream_pending))
+        sample = (view.now, arrived, view.upstream_arrived, view.upstream_pending)
+        if arrived is not None and not (self._samples and self._frozen(sample, view)):
+            self._samples.append(sample)  # type: ignore[arg-type]
         while self._samples and self._samples[0][0] < view.now - self.stable - 1:
             self._samples.popleft()
         arriving, lately, backlog, what = self._demand(view)
@@ -274,7 +276,9 @@ class AdaptivePolicy(VertexPolicy):
         )
         if current == 0:
             return self._up(view, max(1, wanted), Rule.WAKE_ON_PENDING, f"at 0: {explain}")
-        self._steady.note(view.now, steady, self.down_window)
+        measured = self._measured(view)
+        if measured:  # a rate read across a stall is no floor
+            self._steady.note(view.now, steady, self.down_window)
         surplus = current * capacity - arriving
         if wanted > current and surplus > 0 and projected <= surplus * slack:
             # The replicas there keep up and drain the backlog about in time: one more would be
@@ -310,6 +314,8 @@ class AdaptivePolicy(VertexPolicy):
             # cluster a replica with no free core never becomes ready, and waiting for it held
             # `enrich` at 6 through a whole ×4 step where 4 kept up (`tidal bench peers`, step).
             return self._hold(view, Rule.NOT_READY, f"{explain}; {view.replicas - view.ready} still starting")
+        if floor < current and drained and not measured:
+            return self._hold(view, Rule.STEADY, f"{explain}; counts not moving: down once they are")
         if floor < current and drained:
             # Down in one decision: while the window still remembers a higher load than its
             # recent half, the floor is still falling (a step down at 325 s went 10 → 9, then
@@ -364,6 +370,20 @@ class AdaptivePolicy(VertexPolicy):
 
     def _due(self, now: float, lead: float) -> Forecast | None:
         return None if self.rises is None else self.rises.due_within(now, lead)
+
+    def _frozen(self, sample: tuple[float, float | None, float | None, float], view: PolicyInput) -> bool:
+        """Are this tick's counts exactly the last sample's while messages wait? On Spark a query
+        restarting for a replica change reports the same pending and processed for seconds
+        (``tidal bench peers``, the step: 4 s at 193 pending), then all at once: read as samples,
+        to fell to 1 in the middle of the step. Left out, the rates span the stall. Frozen for
+        longer than the down window, they are what happens (an upstream that delivers in
+        chunks, a sink that waits for the next), and count again."""
+        last = self._samples[-1]
+        waiting = (view.pending_now or 0.0) > 0 or view.upstream_pending > 0
+        if sample[1:] != last[1:]:
+            self._moved_at = sample[0]
+            return False
+        return waiting and sample[0] - self._moved_at <= self.down_window
 
     def _measured(self, view: PolicyInput) -> bool:
         """Was this tick's arrival rate measured, not read as 0 for want of samples? On Spark a

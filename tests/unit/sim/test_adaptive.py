@@ -482,3 +482,17 @@ def test_replicas_that_cannot_start_are_released_once_the_ready_ones_keep_up() -
             break
     last = decisions[-1]
     assert (last.desired, last.rule) == (4, Rule.SCALE_DOWN), [(d.rule, d.reason) for d in decisions[-3:]]
+
+
+def test_counts_frozen_by_a_restarting_query_are_no_rate() -> None:
+    """On Spark a query restarting for a replica change reports the same counts for seconds,
+    then all at once: read as samples, that was 0/s arriving (the floor a scale-down goes to
+    fell to 1 mid-step) and then a spike of 3,433/s where 900/s arrived."""
+    policy = AdaptivePolicy(NumaflowScale(max=10), batch_guess_seconds=0, down_window_seconds=10)
+    feed(policy, 40, rate=900, per_replica=250, replicas=4, pending=200)
+    frozen = 900.0 * 40
+    held = [policy.decide(view(t, 4, frozen, 200, frozen / 250)) for t in range(41, 49)]
+    assert all(d.desired == 4 for d in held), [(d.rule, d.reason) for d in held if d.desired != 4]
+    caught_up = 900.0 * 49  # the stall's 8 s of arrivals at once
+    after = policy.decide(view(49, 4, caught_up, 200, caught_up / 250))
+    assert after.desired <= 5 and "900/s arriving" in after.reason, after.reason
