@@ -106,7 +106,6 @@ class AdaptivePolicy(VertexPolicy):
     ) -> None:
         self.scale = scale
         self.utilization = utilization
-        self.catch_up = catch_up_seconds
         self.horizon = CatchUp(catch_up_seconds, settle_seconds)  # None: always by replicas
         self.down_band = down_band
         self.panic = panic_seconds
@@ -209,9 +208,10 @@ class AdaptivePolicy(VertexPolicy):
     def decide(self, view: PolicyInput) -> Decision:
         self._learn(view)
         arrived = view.arrived
-        sample = (view.now, arrived, view.upstream_arrived, view.upstream_pending)
-        if arrived is not None and not (self._samples and self._frozen(sample, view)):
-            self._samples.append(sample)  # type: ignore[arg-type]
+        if arrived is not None:
+            sample = (view.now, arrived, view.upstream_arrived, view.upstream_pending)
+            if not (self._samples and self._frozen(sample, view)):
+                self._samples.append(sample)
         while self._samples and self._samples[0][0] < view.now - self.stable - 1:
             self._samples.popleft()
         arriving, lately, backlog, what = self._demand(view)
@@ -314,24 +314,24 @@ class AdaptivePolicy(VertexPolicy):
             # cluster a replica with no free core never becomes ready, and waiting for it held
             # `enrich` at 6 through a whole ×4 step where 4 kept up (`tidal bench peers`, step).
             return self._hold(view, Rule.NOT_READY, f"{explain}; {view.replicas - view.ready} still starting")
-        if floor < current and drained and not measured:
+        if not (floor < current and drained):
+            return self._hold(view, Rule.STEADY, explain)
+        # Drained: size for arrivals, the most recently, in one decision. Not while the counts
+        # are frozen; nor while the window still remembers a higher load than its recent half,
+        # the floor still falling (a step down at 325 s went 10 → 9, then → 5 six seconds
+        # later); nor for a trim of under ``down_band`` (a ×10 step settled at 15, then went to
+        # 14 a hundred seconds later as the capacity firmed up).
+        if not measured:
             return self._hold(view, Rule.STEADY, f"{explain}; counts not moving: down once they are")
-        if floor < current and drained:
-            # Down in one decision: while the window still remembers a higher load than its
-            # recent half, the floor is still falling (a step down at 325 s went 10 → 9, then
-            # → 5 six seconds later); and not for a trim of under ``down_band`` (a ×10 step
-            # settled at 15, then went to 14 a hundred seconds later as the capacity firmed up).
-            if max(recent, least) < floor:
-                window = f"{floor} over {self.down_window:g} s"
-                reason = f"{explain}; falling: {recent} lately, {window}: down once level"
-                return self._hold(view, Rule.STEADY, reason)
-            if floor > 0 and current - floor < self.down_band * current:
-                reason = f"{explain}; {floor} would do, within {self.down_band:.0%} of {current}: kept"
-                return self._hold(view, Rule.STEADY, reason)
-        if floor < current and drained:  # drained: size for arrivals, the most recently
-            reason = f"{explain}; drained, arrivals needed at most {floor} in {self.down_window:g} s"
-            return self._move(view, floor, Rule.SCALE_DOWN, reason)
-        return self._hold(view, Rule.STEADY, explain)
+        if max(recent, least) < floor:
+            window = f"{floor} over {self.down_window:g} s"
+            reason = f"{explain}; falling: {recent} lately, {window}: down once level"
+            return self._hold(view, Rule.STEADY, reason)
+        if floor > 0 and current - floor < self.down_band * current:
+            reason = f"{explain}; {floor} would do, within {self.down_band:.0%} of {current}: kept"
+            return self._hold(view, Rule.STEADY, reason)
+        reason = f"{explain}; drained, arrivals needed at most {floor} in {self.down_window:g} s"
+        return self._move(view, floor, Rule.SCALE_DOWN, reason)
 
     def _idle(self, view: PolicyInput, low: int) -> Decision:
         """Nothing arriving, nothing pending: keep the replicas while that costs less than
@@ -375,6 +375,7 @@ class AdaptivePolicy(VertexPolicy):
         """Are this tick's counts exactly the last sample's while messages wait? On Spark a query
         restarting for a replica change reports the same pending and processed for seconds
         (``tidal bench peers``, the step: 4 s at 193 pending), then all at once: read as samples,
+        that was 0/s and then 3,433/s arriving where 900/s did, and the floor a scale-down goes
         to fell to 1 in the middle of the step. Left out, the rates span the stall. Frozen for
         longer than the down window, they are what happens (an upstream that delivers in
         chunks, a sink that waits for the next), and count again."""
