@@ -428,7 +428,8 @@ def test_a_rise_under_load_is_sized_once_and_its_backlog_drained_by_the_headroom
     # (2000 + 6750 / 45) / 237.5 = 9.05, and 9 drain it in 67.5 s at full speed.
     first = policy.decide(view(41, 5, done(41), 750, done(41) / 250))
     assert (first.desired, first.rule) == (9, Rule.SCALE_UP) and "drains in 45 s" in first.reason
-    # With a replica at 10 s the same rise asks for 10 and later releases one (see the test above).
+    # Drained within a 10 s catch-up, the same rise asks for 10 and later releases one (the test
+    # above, with settle_seconds=10).
 
 
 def test_a_start_from_idle_drains_in_the_catch_up() -> None:
