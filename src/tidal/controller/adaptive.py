@@ -9,7 +9,8 @@ measures, each tick:
   from throughput while saturated and from what a replica was seen to do
   (:class:`~tidal.controller.replica_capacity.ReplicaCapacity`, whose docstring says how).
 * **Demand** — the arrival rate (``arrived`` = processed + pending) over a short window (a burst
-  shows within ``panic_seconds``, KPA's panic idea) and a long one; the larger is used.
+  shows within ``panic_seconds``, KPA's panic idea) and a long one; the larger is used. The
+  samples, and which ticks measured something, are :class:`~tidal.controller.arrivals.Arrivals`'.
 * **Catch-up** — the backlog is drained within ``catch_up_seconds``: ``need = (arrivals +
   backlog / catch-up) / capacity / utilization``, rounded up, within ``scale.min``/``max``.
 * **A step settles in one decision** (issue #61, :mod:`tidal.controller.settle`) — once the
@@ -65,8 +66,8 @@ backlog 6000 drains in 10 s → 10``. Defaults were chosen in the simulator
 from __future__ import annotations
 
 import math
-from collections import deque
 
+from tidal.controller.arrivals import Arrivals
 from tidal.controller.policy import PolicyInput, VertexPolicy
 from tidal.controller.replica_capacity import ReplicaCapacity
 from tidal.controller.settle import SLACK, CatchUp, DownWindow
@@ -74,13 +75,6 @@ from tidal.scaling import Decision, NumaflowScale, Pressure, Rule
 from tidal.scaling.periodic import Forecast, RiseWatch
 
 __all__ = ["AdaptivePolicy"]
-
-# Micro-batches out of the sources before their selectivity here is learnt. On Spark a batch's
-# output reaches the buffer downstream before the batch commits upstream, so a vertex can see
-# up to a batch per upstream replica more than has left the sources: after 1,500 messages, the
-# sink of a 1:1 map read a selectivity of 2.00 and sized for twice the arrivals (`tidal bench
-# policies`: 3 replicas where 2 kept up). After 20 batches, that is a few per cent.
-SELECTIVITY_AFTER_BATCHES = 20
 
 
 class AdaptivePolicy(VertexPolicy):
@@ -114,13 +108,9 @@ class AdaptivePolicy(VertexPolicy):
         self.startup = startup_guess_seconds  # until a start-up is observed
         self.starts_per_tick = starts_per_tick  # None: every replica asked for at once
         self.learnt = ReplicaCapacity(batch_guess_seconds, learning)
-        # (now, arrived here, arrived at the sources upstream, pending upstream)
-        self._samples: deque[tuple[float, float, float | None, float]] = deque()
-        self.selectivity = 1.0  # messages here per message arriving at the sources, learnt
+        self.arrivals = Arrivals(stable_seconds, down_window_seconds, tick_seconds)
         self._steady = DownWindow()  # what arrivals alone needed, recently
         self._idle_since: float | None = None
-        self._moved_at = 0.0  # when the counts last changed
-        self._origin: tuple[float, float, float] | None = None  # arrived here, at the sources, upstream
         # (when, replicas, when the first still starting was asked for): a scale-up not ready yet
         self._asked: tuple[float, int, float] | None = None
         self._woke_at: float | None = None  # processed when that scale-up woke the vertex from 0
@@ -165,56 +155,17 @@ class AdaptivePolicy(VertexPolicy):
             return None
         return self.scale.max * capacity
 
-    def _rates(self, view: PolicyInput, window: float) -> tuple[float, float | None]:
-        """Arrivals per second here and at the sources upstream over the last ``window`` seconds."""
-        then = next((x for x in self._samples if x[0] >= view.now - window - 1e-9), None)
-        last = self._samples[-1] if self._samples else None
-        if then is None or last is None or view.now <= then[0]:
-            return 0.0, None
-        span = view.now - then[0]
-        here = max(0.0, (last[1] - then[1]) / span)
-        sources = None if last[2] is None or then[2] is None else max(0.0, (last[2] - then[2]) / span)
-        return here, sources
-
-    def _demand(self, view: PolicyInput) -> tuple[float, float, float, str]:
-        """``(arrivals/s, the last panic window's, backlog, what they are)``. Downstream of a
-        source, a vertex sizes for what its sources take in (× the selectivity learnt between
-        them and it) and for everything pending upstream that will come its way: a drained
-        upstream's catch-up is not new load."""
-        here_fast, sources_fast = self._rates(view, self.panic)
-        here_slow, sources_slow = self._rates(view, self.stable)
-        own = max(0.0, view.pending_now or 0.0)
-        if sources_fast is None or sources_slow is None:
-            return max(here_fast, here_slow), here_fast, own, "arriving"
-        last = self._samples[-1]
-        if last[2] is not None:
-            if self._origin is None:
-                self._origin = (last[1], last[2], last[3])
-            # What left the sources for here (arrived there, less what is still upstream) against
-            # what arrived here, over everything since the first look: a catch-up upstream moves
-            # both sides together, and a window of a few seconds at a wave's start (when most of
-            # what left the sources is still upstream) gave 2.5 for a map (seen on Spark).
-            here, there, held = self._origin
-            left = (last[2] - there) - (last[3] - held)
-            if left >= SELECTIVITY_AFTER_BATCHES * view.read_batch_size and last[1] > here:
-                self.selectivity = (last[1] - here) / left
-        upstream = view.upstream_pending * self.selectivity
-        arriving = max(sources_fast, sources_slow) * self.selectivity
-        now = sources_fast * self.selectivity
-        return arriving, now, own + upstream, f"arriving at the sources (× {self.selectivity:.2f})"
+    @property
+    def selectivity(self) -> float:
+        """Messages here per message arriving at the sources, as learnt so far."""
+        return self.arrivals.selectivity
 
     # -- deciding ------------------------------------------------------------------------------
 
     def decide(self, view: PolicyInput) -> Decision:
         self._learn(view)
-        arrived = view.arrived
-        if arrived is not None:
-            sample = (view.now, arrived, view.upstream_arrived, view.upstream_pending)
-            if not (self._samples and self._frozen(sample, view)):
-                self._samples.append(sample)
-        while self._samples and self._samples[0][0] < view.now - self.stable - 1:
-            self._samples.popleft()
-        arriving, lately, backlog, what = self._demand(view)
+        self.arrivals.observe(view)
+        arriving, lately, backlog, what = self.arrivals.demand(view, self.panic, self.stable)
         current, low, high = view.replicas, self.scale.min, self.scale.max
         if self._idle_since is not None or current == 0:
             self.horizon.started()  # what comes now is a start, not a rise under load
@@ -276,7 +227,7 @@ class AdaptivePolicy(VertexPolicy):
         )
         if current == 0:
             return self._up(view, max(1, wanted), Rule.WAKE_ON_PENDING, f"at 0: {explain}")
-        measured = self._measured(view)
+        measured = self.arrivals.measured(view, self.panic)
         if measured:  # a rate read across a stall is no floor
             self._steady.note(view.now, steady, self.down_window)
         surplus = current * capacity - arriving
@@ -371,40 +322,11 @@ class AdaptivePolicy(VertexPolicy):
     def _due(self, now: float, lead: float) -> Forecast | None:
         return None if self.rises is None else self.rises.due_within(now, lead)
 
-    def _frozen(self, sample: tuple[float, float | None, float | None, float], view: PolicyInput) -> bool:
-        """Are this tick's counts exactly the last sample's while messages wait? On Spark a query
-        restarting for a replica change reports the same pending and processed for seconds
-        (``tidal bench peers``, the step: 4 s at 193 pending), then all at once: read as samples,
-        that was 0/s and then 3,433/s arriving where 900/s did, and the floor a scale-down goes
-        to fell to 1 in the middle of the step. Left out, the rates span the stall. Frozen for
-        longer than the down window, they are what happens (an upstream that delivers in
-        chunks, a sink that waits for the next), and count again."""
-        last = self._samples[-1]
-        waiting = (view.pending_now or 0.0) > 0 or view.upstream_pending > 0
-        if sample[1:] != last[1:]:
-            self._moved_at = sample[0]
-            return False
-        return waiting and sample[0] - self._moved_at <= self.down_window
-
-    def _measured(self, view: PolicyInput) -> bool:
-        """Was this tick's arrival rate measured, not read as 0 for want of samples? On Spark a
-        query restarting for a replica change reports no pending for several seconds: read as
-        "nothing arrives", the first wave on a cluster rose twice, 18 s apart, and a period of
-        18 s never agreed with the next one (``tidal bench peers``, the waves, 540 s)."""
-        if len(self._samples) < 2 or self._samples[-1][0] != view.now:
-            return False
-        before, last = self._samples[-2], self._samples[-1]
-        if last[0] - before[0] > self.panic + self.tick + 1e-9:
-            return False  # a gap: the window's rate spans it
-        if self._origin is None:  # sized on its own arrivals (a source, or no sources' counts)
-            return True
-        return last[2] is not None and before[2] is not None  # on the sources': both known
-
     def _ahead(self, view: PolicyInput, lately: float) -> Decision | None:
         """Learn the rises, and ask for the next one's replicas a start-up before it is due."""
         if self.rises is None:
             return None
-        if self._measured(view):
+        if self.arrivals.measured(view, self.panic):
             self.rises.observe(view.now, lately)
         due = self._due(view.now, self.startup + self.tick)
         if due is None:
