@@ -38,7 +38,15 @@ from typing import Any
 from tidal import errors
 from tidal.processes import alive
 
-__all__ = ["ClusterInfo", "StandaloneCluster", "daemon_env", "free_port", "master_state", "parse_cluster"]
+__all__ = [
+    "ClusterInfo",
+    "StandaloneCluster",
+    "daemon_env",
+    "free_port",
+    "master_cores",
+    "master_state",
+    "parse_cluster",
+]
 
 log = logging.getLogger("tidal.cluster")
 
@@ -99,6 +107,23 @@ def master_address(master: str) -> tuple[str, str]:
 
 
 DEFAULT_WEB_PORT = 8080  # a standalone master's web UI unless spark.master.ui.port says otherwise
+
+
+def master_cores(master: str, cluster: Any) -> tuple[int, str]:
+    """The most cores a run on ``master`` can have, and where that comes from: ``local[K]``'s
+    ``K`` (the machine's for ``local[*]``); on a cluster manager ``cluster.maxExecutors ×
+    executorCores`` (``cluster``: the spec's ``cluster`` section)."""
+    if master.startswith("local"):
+        inside = master[len("local") :].strip("[]").split(",")[0]
+        if inside in ("", "*"):
+            count = 1 if inside == "" else os.cpu_count() or 1
+        else:
+            count = int(inside) if inside.isdigit() else 1
+        return count, f"master {master}"
+    return (
+        cluster.max_executors * cluster.executor_cores,
+        f"cluster.maxExecutors {cluster.max_executors} × executorCores {cluster.executor_cores}",
+    )
 
 
 def default_master_web(master: str) -> str | None:

@@ -19,13 +19,10 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import logging
 import os
-import sqlite3
 import time
 from collections.abc import Callable
-from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -42,16 +39,17 @@ from tidal.spark.batch.checkpoint_sync import checkpoint_of, repair_checkpoint
 from tidal.spark.batch.config import QueryConfig, input_buffer
 from tidal.spark.batch.driver_lock import DriverLock
 from tidal.spark.batch.stores import open_store
-from tidal.spark.cluster.standalone import default_master_web
+from tidal.spark.cluster.standalone import default_master_web, master_cores
 from tidal.spark.query.queries import query_config
-from tidal.spark.query.vertex import ROCKSDB, past_start, start_vertex, stop_between_batches
+from tidal.spark.query.vertex import ROCKSDB, past_start, start_vertex
 from tidal.spark.run.buffer_watch import start_buffer_watch
 from tidal.spark.run.controller_setup import build_controller
 from tidal.spark.run.partition_scaler import PartitionScaler, start_partition_scaler
 from tidal.spark.run.repartition import StatePartitions
 from tidal.spark.run.restarts import QueryFailures
 from tidal.spark.run.shuffle_follower import ShuffleFollower
-from tidal.spark.run.status import StatusThroughOutages, VertexStatus
+from tidal.spark.run.status import StatusThroughOutages, VertexStatus, write_status_file
+from tidal.spark.run.teardown import drained, stop_in_order
 from tidal.spark.run.vertical import VerticalWatch
 from tidal.spec import PipelineSpec, graph
 from tidal.spec.chains import folded, plan_chains
@@ -116,8 +114,9 @@ class PipelineRun:
         self._released = False
         self._lock: DriverLock | None = None  # held from start to stop (one driver per run directory)
         self.allocator: Any = None  # the executor allocator, on a cluster manager
-        self._refreshers: list[Any] = []  # reference tables read again on their intervals
-        self._watches: list[Any] = []  # the buffer servers' watch (a replica unheard: a fault)
+        # What stops with the run: reference tables read again on their intervals, the buffer
+        # servers' watch (a replica unheard: a fault).
+        self.threads: list[Any] = []
         self.requests: dict[str, RequestPath] = {}  # an HTTP source's request path, by vertex
         # A spec the control API asked the run to restart with (tidal apply --restart): the
         # runner drains this run and starts another with it (tidal.cli.run).
@@ -141,21 +140,8 @@ class PipelineRun:
         return (os.cpu_count() or 1) if self._master.startswith("local") else None
 
     def cores_allowed(self) -> tuple[int, str]:
-        """The most cores the run can have, and where that comes from: ``local[K]``'s ``K`` (the
-        machine's for ``local[*]``); on a cluster manager ``cluster.maxExecutors × executorCores``."""
-        master = self._master
-        if master.startswith("local"):
-            inside = master[len("local") :].strip("[]").split(",")[0]
-            if inside in ("", "*"):
-                count = 1 if inside == "" else os.cpu_count() or 1
-            else:
-                count = int(inside) if inside.isdigit() else 1
-            return count, f"master {master}"
-        cluster = self.spec.cluster
-        return (
-            cluster.max_executors * cluster.executor_cores,
-            f"cluster.maxExecutors {cluster.max_executors} × executorCores {cluster.executor_cores}",
-        )
+        """The most cores the run can have, and where that comes from (:func:`master_cores`)."""
+        return master_cores(self._master, self.spec.cluster)
 
     # -- set-up --------------------------------------------------------------------------------
 
@@ -198,7 +184,7 @@ class PipelineRun:
             limits = self.spec.limits_of(reader).buffer
             self.buffers.create(name, limits).verify()  # a crash's damage refused before any read
         watch = start_buffer_watch(self.buffers, self.spec, made, FaultLog(self.run_dir / FAULTS_FILE))
-        self._watches = [watch] if watch is not None else []
+        self.threads = [watch] if watch is not None else []
         seed_replicas(self.control, [(v.name, v.replicas) for v in self.control_spec.vertices])
         for v in self.control_spec.vertices:
             if v.source is not None:  # the last stop closed it; a paused run stays closed
@@ -235,7 +221,8 @@ class PipelineRun:
         from tidal.spark.query.frames import plan_steps
 
         # A step's SQL or schema error stops the run here, before any query starts.
-        frames, self._refreshers = plan_steps(self._spark, configs)
+        frames, refreshers = plan_steps(self._spark, configs)
+        self.threads.extend(refreshers)
         self.shuffles = ShuffleFollower(
             self, [n for n in frames if not configs[n].reduce], EventLog(self.run_dir / "events.jsonl"),
             replicas=self._replicas,
@@ -394,94 +381,30 @@ class PipelineRun:
 
     def write_status(self, state: str = "running", statuses: list[VertexStatus] | None = None) -> None:
         """``status.json`` in the run directory, for ``tidal status`` from another terminal."""
-        if statuses is None:
-            statuses = self.status()
-        record = {
-            "pipeline": self.spec.name,
-            "state": state,
-            "started_at": self.started_at,
-            "at": time.time(),
-            "dry_run": self.dry_run,
-            "phase": self.control.phase() if self.control is not None else "Running",
-            "vertices": [asdict(s) for s in statuses],
-        }
-        executors = self.executors()
-        if executors is not None:
-            record["executors"], record["executor_cores"] = executors
-        if self.side_inputs is not None:
-            record["side_inputs"] = self.side_inputs.status()
-        tmp = self.run_dir / "status.json.tmp"
-        tmp.write_text(json.dumps(record, indent=1))
-        tmp.replace(self.run_dir / "status.json")
+        write_status_file(self, state, self.status() if statuses is None else statuses)
 
     # -- tear-down -----------------------------------------------------------------------------
 
     def drained(self) -> bool:
         """Every buffer is empty (sources stopped: nothing new arrives) and no query is mid-batch."""
-        assert self.buffers is not None
-        for v in self.control_spec.vertices:
-            name = input_buffer(v)
-            if name is not None and self.buffers.open(name).stats().pending > 0:
-                return False
-        return not any(q.isActive and q.status.get("isTriggerActive") for q in self.queries.values())
+        return drained(self)
 
     def stop(self, *, drain: bool = False, drain_timeout: float = 300.0, keep_spark: bool = False) -> Any:
-        """Stop in order: the sources' queries first (nothing new enters), then — with ``drain`` —
-        wait until every buffer is empty (the controller keeps scaling meanwhile, so a vertex at
-        zero wakes for what is left), then the controller, then every other query between two
-        micro-batches, and only then the final status, counted from what the batches committed.
-        Idempotent: a second call (a second Ctrl-C) stops at once and still writes the status.
-        ``keep_spark``: leave the Spark session running and return it (for the next spec)."""
+        """Stop in order (:mod:`tidal.spark.run.teardown`): the sources' queries first (nothing
+        new enters), then — with ``drain`` — wait until every buffer is empty (the controller
+        keeps scaling meanwhile, so a vertex at zero wakes for what is left), then the
+        controller, then every other query between two micro-batches, and only then the final
+        status, counted from what the batches committed. Idempotent: a second call (a second
+        Ctrl-C) stops at once and still writes the status. ``keep_spark``: leave the Spark
+        session running and return it (for the next spec)."""
         if self._released:
             return None
-        for mover in (self.partition_scaler, self.shuffles):  # no move may begin while the queries stop
-            if mover is not None:
-                mover.stop()
-        for path in self.requests.values():  # HTTP sources: the activator and receivers close first
-            path.stop()
-        sources = [v.name for v in self.spec.vertices if v.source is not None]
-        for name in sources:
-            try:  # a store that cannot be written (a full disk) must not stop the stop
-                if self.control is not None:
-                    self.control.set_closing(name, True)
-            except (OSError, sqlite3.Error) as exc:
-                log.warning("could not mark source %s closed: %s", name, exc)
-            self._stop_query(name)
-        if drain and self.controller is not None and self.buffers is not None:
-            deadline = time.monotonic() + drain_timeout
-            log.info("draining: sources stopped, waiting for the buffers to empty")
-            while not self.drained() and time.monotonic() < deadline:
-                self.check()
-                time.sleep(0.2)
-        if self.controller is not None:
-            self.controller.stop()
-        if self.side_inputs is not None:
-            self.side_inputs.stop()
-        for refresher in [*self._refreshers, *self._watches]:
-            refresher.stop()
-        if self.allocator is not None:
-            self.allocator.stop()
-        for name in [v.name for v in graph.topological(self.spec)]:
-            self._stop_query(name)
-        if self.controller is not None:
-            try:
-                self.write_status("stopped")
-            except Exception as exc:  # a status that cannot be read must not block the stop
-                log.debug("final status: %s", exc)
+        stop_in_order(self, drain=drain, drain_timeout=drain_timeout)
         session = self._spark if keep_spark else None
         if keep_spark:
             self._own_spark = False
         self._release()
         return session
-
-    def _stop_query(self, name: str) -> None:
-        query = self.queries.get(name)
-        if query is None:
-            return
-        try:
-            stop_between_batches(query)
-        except Exception as exc:  # stopping a failed query may raise again; keep stopping
-            log.debug("stopping %s: %s", name, exc)
 
     def _release(self) -> None:
         """Stop Spark and what this run started; close the stores."""

@@ -3,9 +3,11 @@ and the metrics all read :class:`VertexStatus`."""
 
 from __future__ import annotations
 
+import json
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 from tidal.controller import Controller
@@ -17,7 +19,14 @@ from tidal.spark.run.vertical import VerticalWatch
 from tidal.spec import PipelineSpec
 from tidal.spec.chains import ChainPlan
 
-__all__ = ["DELAY_WINDOW", "StatusThroughOutages", "VertexStatus", "delay_of", "vertex_statuses"]
+__all__ = [
+    "DELAY_WINDOW",
+    "StatusThroughOutages",
+    "VertexStatus",
+    "delay_of",
+    "vertex_statuses",
+    "write_status_file",
+]
 
 log = logging.getLogger("tidal.pipeline")
 
@@ -74,6 +83,41 @@ class _Run(Protocol):
     queries: dict[str, Any]
 
     def running(self, vertex: str) -> bool: ...
+
+
+class _Reported(Protocol):
+    """What :func:`write_status_file` reads of a run, beyond its vertices' statuses."""
+
+    spec: PipelineSpec
+    run_dir: Path
+    started_at: float
+    dry_run: bool
+    control: ControlStore | None
+    side_inputs: Any
+
+    def executors(self) -> tuple[int, int] | None: ...
+
+
+def write_status_file(run: _Reported, state: str, statuses: list[VertexStatus]) -> None:
+    """``status.json`` in the run directory, for ``tidal status`` from another terminal;
+    replaced whole, so a reader never sees half of one."""
+    record: dict[str, Any] = {
+        "pipeline": run.spec.name,
+        "state": state,
+        "started_at": run.started_at,
+        "at": time.time(),
+        "dry_run": run.dry_run,
+        "phase": run.control.phase() if run.control is not None else "Running",
+        "vertices": [asdict(s) for s in statuses],
+    }
+    executors = run.executors()
+    if executors is not None:
+        record["executors"], record["executor_cores"] = executors
+    if run.side_inputs is not None:
+        record["side_inputs"] = run.side_inputs.status()
+    tmp = run.run_dir / "status.json.tmp"
+    tmp.write_text(json.dumps(record, indent=1))
+    tmp.replace(run.run_dir / "status.json")
 
 
 def oldest_pending(buffer: Any) -> str | None:
