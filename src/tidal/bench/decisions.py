@@ -15,7 +15,9 @@ runs every policy on every trace both ways (:func:`tidal.sim.chained`: a chain's
 at ``1 / Σ 1/capacity`` of its members and pays one micro-batch's fixed cost) and compares
 replica-seconds, p99 delay and time behind.
 
-It also checks ``policy: tidal`` against the goals of issue #18 (:data:`GOALS`) on seeds 0–2 of
+It also sets DS2 and Flink's autoscaler, tuned to their fewest breaches
+(:mod:`tidal.bench.decisions_tuned`), beside ``tidal`` on diurnal and bursty (issue #61), and
+checks ``policy: tidal`` against the goals of issue #18 (:data:`GOALS`) on seeds 0–2 of
 every trace (and 3–9 of the random ones, bursty and diurnal), and whether any peer beats it on
 both time behind and cost.
 
@@ -27,7 +29,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from tidal.bench import RESULTS, write_result
+from tidal.bench import RESULTS, decisions_tuned, write_result
 from tidal.sim import (
     POLICIES,
     TRACES,
@@ -199,9 +201,15 @@ def main(out: Path = RESULTS) -> int:
     md += "\n**Chained against unchained** (the reference pipeline as one query, seed 0)\n\n"
     md += "| trace | policy | replica-seconds unchained → chained | p99 delay s | time behind |\n"
     md += "|---|---|---|---|---|\n" + "\n".join(chain_rows) + "\n"
+    tuned_md, tuned, _ = decisions_tuned.run()
+    md += "\n**DS2 and Flink tuned to their fewest breaches** (issue #61; seed 0)\n\n" + tuned_md
     out.mkdir(parents=True, exist_ok=True)
     (out / "decisions.md").write_text(md + "\n")
     result = {"seconds": seconds, "scores": [s.to_dict() for s in scores], "chaining": chain_raw}
+    result["tuned"] = [
+        {"trace": t.trace, "policy": t.policy, "tuning": dict(t.tuning), "scores": t.scores.to_dict()}
+        for t in tuned
+    ]
     path = write_result("decisions", result, out)
     print(md)
     print(

@@ -8,7 +8,7 @@ seeded traces (:mod:`tidal.sim.traces`), and scored (:mod:`tidal.sim.scores`).
 """
 
 from tidal.sim.model import DEFAULT_BATCH_SECONDS, SimPipeline, VertexModel, chained, default_models
-from tidal.sim.run import POLICIES, SimResult, make_policies, oracle, reference_pipeline, simulate
+from tidal.sim.run import POLICIES, TUNABLE, SimResult, make_policies, oracle, reference_pipeline, simulate
 from tidal.sim.scores import Scores, score
 from tidal.sim.traces import TRACES, Trace, make_trace
 
@@ -16,6 +16,7 @@ __all__ = [
     "DEFAULT_BATCH_SECONDS",
     "POLICIES",
     "TRACES",
+    "TUNABLE",
     "Scores",
     "SimPipeline",
     "SimResult",

@@ -13,21 +13,39 @@ Flink operator's autoscaler as ``policy: flink`` runs it (:mod:`tidal.controller
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from tidal.controller import Controller, KpaPolicy, VertexPolicy
 from tidal.controller.choose import adaptive_policy, flink_policies
 from tidal.scaling import Decision, KpaMetric, KpaSpec
+from tidal.scaling.flink import FlinkOptions
 from tidal.sim.model import SimPipeline, VertexModel, default_models
 from tidal.sim.peers import Ds2Policy, SparkDynamicAllocationPolicy, StaticPeakPolicy
 from tidal.sim.traces import Trace
 from tidal.spec import Pipeline, PipelineSpec, graph, numaflow_scale
 
-__all__ = ["POLICIES", "SimResult", "demand", "make_policies", "oracle", "reference_pipeline", "simulate"]
+__all__ = [
+    "POLICIES",
+    "TUNABLE",
+    "SimResult",
+    "demand",
+    "make_policies",
+    "oracle",
+    "reference_pipeline",
+    "simulate",
+]
 
 POLICIES = ("tidal", "numaflow", "kpa", "static-peak", "ds2", "flink", "spark-da")
+# The peers whose own knobs a run can set (``tuning``), and the knobs.
+TUNABLE = {
+    "ds2": frozenset({"target_utilization", "boundary", "window_seconds", "stabilization_seconds",
+                      "catch_up_seconds", "scale_down_max_factor"}),
+    "flink": frozenset(f.name for f in dataclasses.fields(FlinkOptions)),
+}  # fmt: skip
 
 
 def reference_pipeline() -> PipelineSpec:
@@ -119,12 +137,27 @@ def oracle(
 
 
 def make_policies(
-    name: str, spec: PipelineSpec, models: Mapping[str, VertexModel], trace: Trace, cores: int | None = None
+    name: str,
+    spec: PipelineSpec,
+    models: Mapping[str, VertexModel],
+    trace: Trace,
+    cores: int | None = None,
+    tuning: Mapping[str, Any] | None = None,
 ) -> tuple[dict[str, VertexPolicy], dict[str, int]]:
     """The policy per vertex for ``name``, and the replicas each vertex starts with (``cores``:
-    the replicas share that many task slots, Spark local mode)."""
+    the replicas share that many task slots, Spark local mode). ``tuning``: a peer's own knobs,
+    by their names here (``ds2``: :class:`~tidal.sim.peers.Ds2Policy`'s arguments; ``flink``:
+    :class:`~tidal.scaling.flink.FlinkOptions`' fields), to tune it as its docs advise."""
     if name not in POLICIES:
         raise ValueError(f"unknown policy {name!r}: choose one of {', '.join(POLICIES)}")
+    tuning = dict(tuning or {})
+    if tuning and name not in TUNABLE:
+        raise ValueError(f"tuning: policy {name!r} takes none; tune one of {', '.join(TUNABLE)}")
+    known = TUNABLE.get(name, frozenset())
+    if unknown := sorted(set(tuning) - known):
+        raise ValueError(
+            f"tuning: {name} has no knob {', '.join(unknown)}; its knobs: {', '.join(sorted(known))}"
+        )
     scales = {v.name: numaflow_scale(v.scale, v.name) for v in spec.vertices}
     initial = {v: max(1, s.min) for v, s in scales.items()}
     policies: dict[str, VertexPolicy] = {}
@@ -133,7 +166,7 @@ def make_policies(
     if name == "tidal":
         return {v.name: adaptive_policy(v, shared_cores=cores is not None) for v in spec.vertices}, initial
     if name == "flink":  # one job: target rates flow from the sources, rescales are job-wide
-        return dict(flink_policies(spec)), initial
+        return dict(flink_policies(spec, options=FlinkOptions(**tuning))), initial
     if name == "static-peak":
         peaks = {n: max(rates, default=0) for n, rates in oracle(spec, models, trace.rates).items()}
         for n, peak in peaks.items():
@@ -154,6 +187,7 @@ def make_policies(
                 min_replicas=max(1, s.min),
                 max_replicas=s.max,
                 upstream=upstream,
+                **tuning,
             )
             policies[v.name] = ds2[v.name]
         else:
@@ -172,16 +206,18 @@ def simulate(
     wake_path: bool = True,
     policies: Mapping[str, VertexPolicy] | None = None,
     cores: int | None = None,
+    tuning: Mapping[str, Any] | None = None,
 ) -> SimResult:
     """Replay ``trace`` through ``spec`` under ``policy``; see the module docstring.
 
     ``wake_path=False`` turns off the controller's path wake-up, to measure what it buys.
     ``policies`` runs policies of your own per vertex (the rest Numaflow's), labelled ``policy``.
     ``cores`` models Spark local mode: the vertices' replicas share that many task slots.
+    ``tuning``: the peer's knobs (:func:`make_policies`).
     """
     models = dict(models) if models is not None else default_models(spec)
     if policies is None:
-        policies, initial = make_policies(policy, spec, models, trace, cores)
+        policies, initial = make_policies(policy, spec, models, trace, cores, tuning)
     else:
         initial = {v.name: max(1, numaflow_scale(v.scale, v.name).min) for v in spec.vertices}
     sim = SimPipeline(spec, models, initial, cores=cores)

@@ -73,3 +73,6 @@ def test_bench_decisions_covers_every_trace_and_policy(tmp_path) -> None:
     table = (tmp_path / "decisions.md").read_text()
     assert all(f"**{t}**" in table for t in TRACES)
     assert sorted(p.stem for p in (tmp_path / "decisions").glob("*.png")) == sorted(TRACES)
+    tuned = {(t["trace"], t["policy"]) for t in payload["tuned"]}  # DS2 and Flink at their fewest breaches
+    assert tuned == {(t, p) for t in ("diurnal", "bursty") for p in ("ds2", "flink")}
+    assert "**DS2 and Flink tuned to their fewest breaches**" in table
