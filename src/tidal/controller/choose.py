@@ -76,11 +76,11 @@ def flink_policies(
     the target rates flow from the sources down and the job rescales as one. A keyed (reduce)
     vertex aligns to its ``partitions`` as Flink aligns to key groups; a source's partition count
     is not known from the spec, so sources are not aligned (``scale.max`` bounds them).
-    ``options``: the job's ``job.autoscaler.*`` (Tidal's defaults otherwise)."""
+    ``options``: the job's ``job.autoscaler.*`` (the spec's ``controller.flink`` otherwise)."""
     wanted = None if names is None else set(names)
     chosen = [v for v in spec.vertices if wanted is None or v.name in wanted]
     inputs = {v.name: tuple(e.from_ for e in spec.edges if e.to == v.name) for v in chosen}
-    job = FlinkJob(options or FlinkOptions(), inputs)
+    job = FlinkJob(options or spec.controller.flink_options(), inputs)
     out: dict[str, FlinkPolicy] = {}
     for v in chosen:
         scale = numaflow_scale(v.scale, v.name)

@@ -21,6 +21,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from tidal.scaling.backpressure import OnFull
+from tidal.scaling.flink import FlinkOptions
 from tidal.scaling.limits import (
     DEFAULT_MAX_LENGTH,
     DEFAULT_READ_BATCH_SIZE,
@@ -39,6 +40,7 @@ from tidal.spec.endpoints import (
     TableSinkSpec,
     UserClassSpec,
 )
+from tidal.spec.flink import flink_options
 from tidal.spec.rate_limit import RateLimitSpec, VertexLimits
 from tidal.spec.records import IDENTIFIER, RecordsSpec, ReferenceSpec
 from tidal.spec.reduce import GroupBySpec, StatePartitionsSpec
@@ -368,6 +370,18 @@ class ControllerSpec(_Model):
     interval_seconds: float = Field(1.0, gt=0, le=60)
     # A vertex with pending messages that processed none for this long is reported stuck.
     stuck_after_seconds: float = Field(60.0, gt=0, le=86_400)
+    # policy: flink's job.autoscaler.* options, by Flink's keys (tidal.spec.flink); checked at load.
+    flink: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("flink")
+    @classmethod
+    def _flink(cls, value: dict[str, Any]) -> dict[str, Any]:
+        flink_options(value)  # raises, naming the key and the fix
+        return value
+
+    def flink_options(self) -> FlinkOptions:
+        """``policy: flink``'s options: ``flink:``'s keys over Tidal's defaults."""
+        return flink_options(self.flink)
 
 
 class PipelineSpec(_Model):
