@@ -34,6 +34,10 @@ def test_every_peers_trace_makes_a_valid_pipeline_for_every_tidal_job(tmp_path):
             assert plan_chains(spec).signature == "enrich>archive", (trace, job)
             if job == "static":
                 assert spec.cluster.min_executors == spec.cluster.max_executors == 4
+            elif job == "flink-tuned":  # Flink's autoscaler with Flink's keys set
+                assert spec.policy == "flink"
+                options = spec.controller.flink_options()
+                assert (options.utilization_target, options.metrics_window) == (0.5, 30.0)
             else:
                 assert spec.policy == job
 
