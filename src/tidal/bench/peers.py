@@ -167,6 +167,7 @@ def plot(trace: str, runs: dict[str, dict[str, Any]], path: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     fig, ax = plt.subplots(figsize=(9, 3.6), dpi=110)
     for job, result in runs.items():
@@ -177,6 +178,7 @@ def plot(trace: str, runs: dict[str, dict[str, Any]], path: Path) -> None:
     ax.set_ylabel("executors")
     ax.set_title(f"executors over time: {trace}")
     ax.set_ylim(0, WORKERS + 0.5)
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # executors come whole
     ax.grid(alpha=0.3)
     ax.legend(loc="upper right", ncols=len(runs), fontsize=8, frameon=False)
     fig.tight_layout()
