@@ -143,3 +143,77 @@ def test_the_stream_sorter_stays_sorted_when_a_batch_brings_messages_behind_spar
         emitted += [float(m.value) for m in messages[state.emitted :]]
         state.emitted = len(messages)
     assert emitted == [10.0, 20.0, 25.0, 30.0, 40.0]  # 25 came with Spark's watermark at 30: in order
+
+
+class _GroupState:
+    """Spark's ``GroupState`` as ``applyInPandasWithState`` hands it over, with its refusal of a
+    timeout behind the watermark (``INVALID_TIMEOUT_TIMESTAMP``)."""
+
+    def __init__(self, watermark_ms: int, saved: Any = None) -> None:
+        self.watermark_ms, self.saved, self.removed, self.timeout = watermark_ms, saved, False, None
+        self.hasTimedOut = False
+
+    @property
+    def exists(self) -> bool:
+        return self.saved is not None
+
+    @property
+    def get(self) -> Any:
+        return self.saved
+
+    def getCurrentWatermarkMs(self) -> int:
+        return self.watermark_ms
+
+    def update(self, value: Any) -> None:
+        self.saved = value
+
+    def remove(self) -> None:
+        self.saved, self.removed = None, True
+
+    def setTimeoutTimestamp(self, ms: int) -> None:
+        if ms < self.watermark_ms:
+            raise ValueError(
+                f"[INVALID_TIMEOUT_TIMESTAMP] {ms} is earlier than the watermark {self.watermark_ms}"
+            )
+        self.timeout = ms
+
+
+def test_a_key_whose_timeout_the_watermark_already_passed_closes_with_its_messages(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A restarted query resumes its watermark ahead of a key's state; Spark then calls with the
+    key's new messages before firing its timeout. The key closes there, everything flushed once."""
+    import pandas as pd
+
+    from tidal.spark.query.accumulator import _Accumulate
+    from tidal.spark.query.queries import query_config
+    from tidal.spec import Pipeline
+    from tidal.spec.chains import plan_chains
+
+    monkeypatch.syspath_prepend(str(SORTER))  # numaflow-python's example, as a pipeline names it
+    spec = (
+        Pipeline("sorter", chaining=False)
+        .source("in", generator={"rate": 1})
+        .reduce(
+            "sort",
+            "example:StreamSorter",
+            window={"accumulator": {"timeout": "10s"}},
+            keyed=True,
+        )
+        .sink("out", "blackhole")
+        .build()
+    )
+    accumulate = _Accumulate(query_config(spec, plan_chains(spec), "sort", db="x.db", run_dir=".", url=None))
+    frame = pd.DataFrame(
+        {"id": ["a", "b"], "payload": [b"30", b"20"], "t": [30.0, 20.0], "keys": [["k"], ["k"]]}
+    )
+
+    on_time = _GroupState(watermark_ms=0)
+    list(accumulate(('["k"]',), iter([frame]), on_time))
+    assert on_time.timeout == 40_000 and not on_time.removed  # latest 30 s + 10 s
+
+    late = _GroupState(watermark_ms=995_000, saved=on_time.saved)  # resumed far past 40 s
+    more = pd.DataFrame({"id": ["c"], "payload": [b"25"], "t": [25.0], "keys": [["k"]]})
+    flushed = pd.concat(list(accumulate(('["k"]',), iter([more]), late)))
+    assert late.removed and late.timeout is None  # closed, no timeout behind the watermark
+    assert [float(p) for p in flushed["payload"]] == [20.0, 25.0, 30.0]  # each once, sorted

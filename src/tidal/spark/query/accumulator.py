@@ -242,21 +242,28 @@ class _Accumulate:
         freeze_imports()
         keys = json.loads(key[0])
         current = KeyState.decode(state.get if state.exists else None)
-        closed = bool(state.hasTimedOut)
+        watermark = int(state.getCurrentWatermarkMs())
         rows: list[Stored] = []
         for frame in frames:
             for i, p, t, k in zip(frame["id"], frame["payload"], frame["t"], frame["keys"], strict=True):
                 own = [str(x) for x in (k if k is not None else [])]
                 rows.append((str(i), bytes(p), float(t), own, 0))
         previous = current.datums[-1][4] if current.datums else 0
-        mark = handed_watermark(int(state.getCurrentWatermarkMs()), [r[2] for r in rows], previous)
+        mark = handed_watermark(watermark, [r[2] for r in rows], previous)
         current.add([(i, p, t, k, mark) for i, p, t, k, _ in rows])
+        deadline = round(current.latest * 1000) + self.timeout_ms
+        # The key closes once the watermark passes its latest event time + timeout. Spark fires
+        # that as a timeout, but calls with a key's messages first: when the watermark is already
+        # past (a restarted query resumes its watermark ahead of a key's state, then a scale-up
+        # restarts it again), the key closes here, for Spark refuses a timeout behind its
+        # watermark (INVALID_TIMEOUT_TIMESTAMP, seen in test_accumulator's SIGKILL test).
+        closed = bool(state.hasTimedOut) or deadline < watermark
         out = self.emit(keys, current, closed)
         if closed:
             state.remove()
         else:
             state.update(current.encode())
-            state.setTimeoutTimestamp(round(current.latest * 1000) + self.timeout_ms)
+            state.setTimeoutTimestamp(deadline)
         if out:
             yield pd.DataFrame(out, columns=["id", "payload", "t", "keys", "k", "n"])
 
