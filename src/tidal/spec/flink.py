@@ -24,6 +24,7 @@ from typing import Any
 
 from tidal.scaling.flink import FlinkOptions
 from tidal.scaling.flink_align import AlignmentMode
+from tidal.spec.reduce import seconds
 
 __all__ = ["KEYS", "PREFIX", "flink_options"]
 
@@ -35,10 +36,11 @@ _DURATIONS = frozenset({
     "restart_time_tracking_limit", "scale_down_interval", "backlog_processing_lag_threshold",
     "observed_true_processing_rate_lag_threshold",
 })  # fmt: skip
+# Flink's unit names, as the Numaflow ones :func:`~tidal.spec.reduce.seconds` reads.
 _UNITS = {
-    "ms": 0.001, "milli": 0.001, "millis": 0.001, "s": 1.0, "sec": 1.0, "secs": 1.0, "second": 1.0,
-    "seconds": 1.0, "m": 60.0, "min": 60.0, "mins": 60.0, "minute": 60.0, "minutes": 60.0,
-    "h": 3600.0, "hour": 3600.0, "hours": 3600.0,
+    "ms": "ms", "milli": "ms", "millis": "ms", "s": "s", "sec": "s", "secs": "s", "second": "s",
+    "seconds": "s", "m": "m", "min": "m", "mins": "m", "minute": "m", "minutes": "m",
+    "h": "h", "hour": "h", "hours": "h",
 }  # fmt: skip
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([a-z]*)")
 
@@ -84,7 +86,7 @@ def _duration(key: str, value: Any) -> float:
         raise ValueError(
             f"controller.flink.{key}: {value!r} is not a duration: write 30 s, 5 min, 1h or seconds"
         )
-    return float(match.group(1)) * _UNITS.get(match.group(2), 1.0)
+    return seconds(match.group(1) + _UNITS.get(match.group(2), "s"))
 
 
 def _value(key: str, field: str, value: Any) -> Any:
