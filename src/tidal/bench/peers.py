@@ -13,7 +13,9 @@ order → an archive), and for each trace, alternating, ``ROUNDS`` times, ``DURA
   the replicas.
 
 Traces (:data:`TRACES`, load shapes of the generator, the same for every job): the demo's waves,
-a step up ×4 and back, short bursts, and a long idle spell with a rare message.
+a step up ×4 and back, short bursts, a long idle spell with a rare message, a day compressed
+into 240 s, and a ×10 spike for a minute — the shapes of issue #61's head-to-head (the
+simulator's ``diurnal`` and ``spike``, scaled to what four 2-core executors carry).
 
 Reported per job (medians over the rounds): executor-seconds and core-seconds (from Spark's
 executor list, every half second, for every job), p50/p99/max delivery delay (source time to the
@@ -31,7 +33,7 @@ cluster of the same shape too.
 predicts from the third wave on and releases early from the fourth) is measured past its
 learning; 240 s held two waves and a third's start.
 
-Run: ``tidal bench peers`` (every trace, 3 rounds: about 10 hours) or
+Run: ``tidal bench peers`` (every job on every trace, 3 rounds: about a day at 540 s) or
 ``tidal bench peers-waves`` (the waves, 3 rounds: about 2.5 hours). Numbers go to
 ``docs/benchmarks.md``.
 """
@@ -73,6 +75,10 @@ TRACES: dict[str, dict[str, Any]] = {
     "bursty": {"shape": "bursty", "rate": 100.0, "peak": 2000.0, "period": 30.0, "duration": 5.0},
     # one order every 5 s
     "idle": {"shape": "constant", "rate": 0.2},
+    # a day in 240 s: a sine from 100/s at night to 900/s at noon (the simulator's diurnal's ×9)
+    "diurnal": {"shape": "sine", "rate": 100.0, "peak": 900.0, "period": 240.0},
+    # 150/s with ×10 for a minute from 60 s: the simulator's spike
+    "spike": {"shape": "bursty", "rate": 150.0, "peak": 1500.0, "at": 60.0, "duration": 60.0, "period": 1e6},
 }
 
 
