@@ -21,29 +21,27 @@ the server's in-memory ids as the only guard, for the few milliseconds of one mo
 leader like theirs: for a few seconds a marker's publish finds "no response from stream" (CI saw
 it stop a run on the multi-host rig, a worker host and its server lost). Reading and writing a
 marker are idempotent (one per subject, the same count), so both are tried again through the
-fail-over errors (:func:`~tidal.isb.jetstream_config.failing_over`) for :data:`MARKER_SECONDS`;
+fail-over errors (:func:`~tidal.isb.jetstream_config.through_failover`) for :data:`MARKER_SECONDS`;
 past that the error fails the task, and the query's restart (the buffers unreachable) replays it.
 A marker never read is never taken as absent: that would publish the batch again unguarded.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import hashlib
-import time
-from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, TypeVar
 
-from tidal.isb.jetstream_config import failing_over
+from tidal.isb.jetstream_config import through_failover
 
 __all__ = ["KEPT", "MARKER_SECONDS", "AppendedBatches", "appended_stream"]
 
 T = TypeVar("T")
 
 KEPT = 100_000  # markers of all the pipeline's buffers, ~100 bytes each on the server's disk
-# How long a marker's read or write is tried again through a fail-over: a Raft election takes a
-# few seconds; both together stay within the store's wait for one append (3 × REQUEST_TIMEOUT).
+# How long a marker's read or write (and the stream's state before an append) is tried again
+# through a fail-over: a Raft election takes a few seconds; the three together stay within the
+# store's wait for one append (3 × REQUEST_TIMEOUT), but for a last attempt's own timeout.
 MARKER_SECONDS = 8.0
 
 
@@ -104,7 +102,7 @@ class AppendedBatches:
                 return None
             return int(msg.data or b"0")
 
-        return await _through_failover(read)
+        return await through_failover(read, MARKER_SECONDS)
 
     async def record(self, key: str, messages: int) -> None:
         """Say batch ``key`` (``messages`` long) is in the buffer; acknowledged, so durable."""
@@ -116,7 +114,7 @@ class AppendedBatches:
             await self._store.nc.jetstream().publish(subject, data)
 
         try:
-            await _through_failover(publish)
+            await through_failover(publish, MARKER_SECONDS)
         except NoStreamResponseError:  # still none: the stream may be gone (deleted by hand)
             await self.ensure()
             await publish()
@@ -127,15 +125,3 @@ class AppendedBatches:
 
         with contextlib.suppress(NotFoundError):
             await self._store.nc.jsm().purge_stream(self._stream, subject=f"{self._prefix}.>")
-
-
-async def _through_failover(make: Callable[[], Awaitable[T]], seconds: float = MARKER_SECONDS) -> T:
-    """``make()`` awaited, and again while the cluster fails over, for up to ``seconds``."""
-    deadline = time.monotonic() + seconds
-    while True:
-        try:
-            return await make()
-        except Exception as exc:
-            if not failing_over(exc) or time.monotonic() > deadline:
-                raise
-            await asyncio.sleep(0.25)

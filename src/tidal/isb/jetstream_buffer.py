@@ -38,8 +38,8 @@ import pyarrow as pa
 from tidal import errors
 from tidal.isb import segments
 from tidal.isb.base import AppendResult, BufferLimits, BufferStats, Message, check_batch
-from tidal.isb.jetstream_appended import AppendedBatches
-from tidal.isb.jetstream_config import REQUEST_TIMEOUT
+from tidal.isb.jetstream_appended import MARKER_SECONDS, AppendedBatches
+from tidal.isb.jetstream_config import REQUEST_TIMEOUT, through_failover
 
 T = TypeVar("T")
 
@@ -169,8 +169,10 @@ class JetStreamBuffer:
         stamps: list[dict[str, str]],
     ) -> AppendResult:
         """Publish the messages with their own headers (``stamps``: the ``Tidal-Time`` source time,
-        the ``Tidal-Keys`` keys)."""
-        state = await self._state()
+        the ``Tidal-Keys`` keys). The stream's state is read before anything is published, so
+        reading it again through a fail-over is exact (CI: the stream's leader lost with its host,
+        this read timed out while the client moved to another server, and failed the append)."""
+        state = await through_failover(self._state, MARKER_SECONDS)
         if state.messages + len(payloads) > self._limits.max_length:
             raise errors.BufferFull(self._name, state.messages, len(payloads), self._limits.max_length)
         first = last = 0

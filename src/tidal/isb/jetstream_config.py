@@ -19,14 +19,18 @@ calls (reads, state, purges) through them for up to ``FAILOVER_SECONDS``. Making
 retried too while the cluster answers "no suitable peers for placement, peer offline": a
 server that is restarting, or not yet seen by the meta leader, comes back within seconds; a
 cluster with too few servers is refused at once. Appends are not retried here: a failed append
-fails the task, Spark runs it again, and the ids de-duplicate it. The one exception is "no
-responders", which says no server took the message: the buffer publishes that batch again
+fails the task, Spark runs it again, and the ids de-duplicate it. Two exceptions: the stream's
+state, read before anything is published, is read again (:func:`through_failover`); and "no
+responders", which says no server took the message, makes the buffer publish that batch again
 (``JetStreamBuffer._atomic_answered``).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 from tidal import errors
 from tidal.isb.base import BufferLimits
@@ -40,7 +44,10 @@ __all__ = [
     "servers",
     "stream_config",
     "stream_name",
+    "through_failover",
 ]
+
+T = TypeVar("T")
 
 REQUEST_TIMEOUT = 10.0  # seconds of one request to the server (the store's calls wait 3 times this)
 FAILOVER_SECONDS = 30.0  # a Raft election takes a few seconds; a reconnect, up to its wait
@@ -116,6 +123,19 @@ def failing_over(exc: BaseException) -> bool:
         TimeoutError,
     )
     return isinstance(exc, transient) or peer_offline(exc)
+
+
+async def through_failover(make: Callable[[], Awaitable[T]], seconds: float) -> T:
+    """``make()`` awaited, and again while the cluster fails over (:func:`failing_over`), for up
+    to ``seconds``: for idempotent calls only (a read, a marker, the state before a publish)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            return await make()
+        except Exception as exc:
+            if not failing_over(exc) or time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.25)
 
 
 def peer_offline(exc: BaseException) -> bool:

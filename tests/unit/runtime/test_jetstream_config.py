@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable, Callable
 from types import SimpleNamespace
 
 import nats.errors
@@ -10,7 +12,14 @@ from nats.js.errors import APIError, NotFoundError, ServiceUnavailableError
 
 from tidal import errors
 from tidal.isb.base import BufferLimits
-from tidal.isb.jetstream_config import check_replicas, failing_over, peer_offline, servers, stream_config
+from tidal.isb.jetstream_config import (
+    check_replicas,
+    failing_over,
+    peer_offline,
+    servers,
+    stream_config,
+    through_failover,
+)
 
 
 def test_a_url_lists_servers_comma_separated_and_an_empty_one_is_refused():
@@ -46,3 +55,34 @@ def test_a_stream_waits_for_an_offline_peer_but_not_for_a_cluster_too_small():
     assert not peer_offline(too_few) and not peer_offline(not_clustered)
     assert not failing_over(too_few) and not failing_over(not_clustered)  # refused at once
     assert not peer_offline(ValueError("peer offline"))  # only the server's own answer says so
+
+
+def _answers(*outcomes: BaseException | str) -> tuple[list[int], Callable[[], Awaitable[str]]]:
+    """A call that raises or returns each outcome in turn, and how many times it was made."""
+    calls = [0]
+
+    async def call() -> str:
+        outcome = outcomes[min(calls[0], len(outcomes) - 1)]
+        calls[0] += 1
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome
+
+    return calls, call
+
+
+def test_an_idempotent_call_is_made_again_through_a_fail_over_and_its_answer_returned():
+    calls, call = _answers(nats.errors.TimeoutError(), nats.errors.NoRespondersError(), "state")
+    assert asyncio.run(through_failover(call, seconds=30)) == "state"
+    assert calls[0] == 3
+
+
+def test_any_other_error_is_raised_at_once_and_a_fail_over_past_its_time_is_raised():
+    calls, call = _answers(NotFoundError())
+    with pytest.raises(NotFoundError):
+        asyncio.run(through_failover(call, seconds=30))
+    assert calls[0] == 1
+    calls, call = _answers(nats.errors.TimeoutError())
+    with pytest.raises(nats.errors.TimeoutError):
+        asyncio.run(through_failover(call, seconds=0))
+    assert calls[0] == 1  # no time to fail over in: the first timeout is raised
