@@ -60,8 +60,8 @@ def test_writer_tasks_measure_busy_time_and_the_batch_records_it(rig):
     (batch,) = rig.control.batches("v")
     assert batch.tasks == 2 and batch.rows == 200
     assert 0.2 <= batch.busy < 5.0  # 200 calls of 1 ms, plus the reading and writing
-    processed, busy = rig.control.progress("v")
-    assert processed == 200 and busy == pytest.approx(batch.busy)
+    done = rig.control.progress("v")
+    assert done.processed == 200 and done.busy == pytest.approx(batch.busy) and done.tasks == 2
 
 
 def test_ready_replicas_are_what_the_batches_ran(rig):

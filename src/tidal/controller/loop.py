@@ -366,6 +366,7 @@ class Controller:
             sink_retried=sample.sink_retried,
             rate_limit=shared_rate_limit(self.spec, v, now),
             throttled_at=sample.throttled_at,
+            tasks=sample.tasks,
         )
 
     # -- across a driver restart (tidal.controller.restart) -------------------------------------

@@ -85,6 +85,7 @@ class PolicyInput:
     # one per replica, which grows with them): tidal.scaling.throttle.ceiling.
     rate_limit: float | None = None
     throttled_at: float | None = None  # when its rate limit last held a micro-batch back
+    tasks: float | None = None  # cumulative tasks its micro-batches ran (None: not counted)
 
     @property
     def arrived(self) -> float | None:

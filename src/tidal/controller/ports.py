@@ -29,6 +29,7 @@ class ProbeSample:
     read_counts: Mapping[str, float] | None = None
     sink_retried: float | None = None  # cumulative message writes its sink retried; None: not counted
     throttled_at: float | None = None  # when its rate limit last held a micro-batch back; None: never
+    tasks: float | None = None  # cumulative tasks its micro-batches ran; None: not counted
 
 
 class Probe(Protocol):

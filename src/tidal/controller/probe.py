@@ -63,7 +63,7 @@ class StoreProbe:
         replicas = self._control.replicas(vertex, default=self._initial[vertex])
         if vertex in self._measured:
             return self._measured[vertex](replicas)
-        processed, busy = self._control.progress(vertex)
+        done = self._control.progress(vertex)
         if vertex in self._sources:
             pending = self._pending_of_source(vertex)
         else:
@@ -77,11 +77,12 @@ class StoreProbe:
         reads = self._control.read_counts(vertex, replicas)
         retried = float(self._control.sink_retried(vertex))
         return ProbeSample(
-            float(processed),
+            float(done.processed),
             pending,
             replicas,
             ready,
-            busy_seconds=busy,
+            busy_seconds=done.busy,
+            tasks=float(done.tasks),
             read_counts=reads,
             sink_retried=retried,
             throttled_at=self._control.throttled_at(vertex),

@@ -10,6 +10,17 @@ work rate)``:
   first warm reading replaces it, and is ignored once one is known. The bench's sink took its
   first reading from its first, cold micro-batch, 135/s a replica where one does ~1,800/s, and
   averaged in it kept the sink at 3 replicas where Numaflow kept 1 (``tidal bench policies``).
+* **At a full batch.** A task's busy time is a fixed part (reading its range from the buffer,
+  writing and syncing its output) plus a part per message, so the plain ratio understates a
+  replica at light load, where a task holds a few messages: on the cluster's step, ``enrich``
+  read 166/s from tasks of ~18 messages and ~390/s from full ones, and ``policy: tidal`` sized
+  the spike's ×10 from 159/s where replicas then did 450/s. Where the runtime counts tasks,
+  ``busy = fixed × tasks + messages / rate`` is fitted over the warm ticks (:class:`TaskCost`),
+  and the work rate is taken at a full batch of ``readBatchSize`` messages a task: on that step,
+  345–384/s all run long, where the plain ratio wandered from 140 to 330/s (replayed from the
+  run's batch ledger). Until the ticks' messages per task differ enough to tell the two parts
+  apart, and wherever the fit says less, the plain ratio stands. The simulator's busy time has no
+  fixed part per task, so it counts no tasks.
 * The **batch cost** is the fixed part of a micro-batch outside the tasks (offset log, planning,
   commit), guessed at ``batch_guess_seconds`` (0.25 s, measured on Spark) and learnt from ticks
   when the vertex was saturated (more pending than its replicas admit in one micro-batch, warm,
@@ -31,7 +42,7 @@ from collections import deque
 from tidal.controller.policy import PolicyInput
 from tidal.scaling import DEFAULT_READ_BATCH_SIZE, Pressure
 
-__all__ = ["ReplicaCapacity"]
+__all__ = ["ReplicaCapacity", "TaskCost"]
 
 MAX_BATCH_COST = 5.0  # seconds: a saturated tick implying more is a stall, not a batch's cost
 WARM_SECONDS = 3.0  # replicas ready and working this long before their throughput teaches anything
@@ -54,6 +65,10 @@ class ReplicaCapacity:
         self._last: tuple[float, float, float | None, int] | None = None  # now, processed, busy, ready
         self._working_since: float | None = None  # the same replicas ready and working since
 
+    # Made at the first task count (absent from a snapshot taken before they were counted).
+    _task_cost: TaskCost | None = None
+    _last_tasks: float | None = None  # the cumulative tasks at the last tick
+
     def observe(self, view: PolicyInput) -> None:
         """Learn from one tick's counts: busy time, throughput while saturated, what was done."""
         self.read_batch_size = view.read_batch_size
@@ -70,8 +85,10 @@ class ReplicaCapacity:
         # Warm: the same replicas ready and working for WARM_SECONDS. On Spark a replica's first
         # batches start its Python workers, and a cold replica is not a slow one.
         warm = self._working_since is not None and view.now - self._working_since >= WARM_SECONDS
+        tasks = None if view.tasks is None or self._last_tasks is None else view.tasks - self._last_tasks
+        self._last_tasks = view.tasks
         if view.busy_seconds is not None and last[2] is not None:
-            self._learn_work_rate(view.busy_seconds - last[2], done, warm)
+            self._learn_work_rate(view.busy_seconds - last[2], done, warm, tasks)
         # Saturated: more waiting than one micro-batch of the replicas admits, warm replicas, and
         # nothing pushing back.
         saturated = (
@@ -85,16 +102,22 @@ class ReplicaCapacity:
         if saturated and done > 0:
             observed = done / (view.now - last[0]) / view.ready
             self.sustained = self._average(self.sustained, observed, 3 * self.learning)
-            if self.work_rate is not None:  # what the batches cost besides the work
+            work_rate = self.full_batch_rate
+            if work_rate is not None:  # what the batches cost besides the work
                 size = view.read_batch_size
-                implied = min(MAX_BATCH_COST, max(0.0, size / observed - size / self.work_rate))
+                implied = min(MAX_BATCH_COST, max(0.0, size / observed - size / work_rate))
                 self.batch_cost += 3 * self.learning * (implied - self.batch_cost)
 
-    def _learn_work_rate(self, busy: float, done: float, warm: bool) -> None:
+    def _learn_work_rate(self, busy: float, done: float, warm: bool, tasks: float | None) -> None:
         """The work rate from a tick's busy time: a cold replica's stands in until the first
-        warm reading replaces it, and is ignored once one is known (see the module's docstring)."""
+        warm reading replaces it, and is ignored once one is known (see the module's docstring).
+        A warm tick's tasks, messages and busy time also go to the fit of a task's fixed part."""
         if busy <= 0.05 or done <= 0:
             return
+        if warm and tasks is not None and tasks > 0:
+            if self._task_cost is None:
+                self._task_cost = TaskCost()
+            self._task_cost.add(tasks, done, busy)
         if warm:
             current = self.work_rate if self._work_rate_warm else None
             self.work_rate, self._work_rate_warm = self._average(current, done / busy, self.learning), True
@@ -138,10 +161,29 @@ class ReplicaCapacity:
         return self.did is not None and (estimate is None or self.did[0] > estimate)
 
     @property
+    def full_batch_rate(self) -> float | None:
+        """Messages/s of a replica's tasks when each holds a full batch: from the fit of a task's
+        fixed part where it holds (never below the plain ratio), else the plain ratio."""
+        if self.work_rate is None:
+            return None
+        fitted = None if self._task_cost is None else self._task_cost.fit()
+        if fitted is None:
+            return self.work_rate
+        fixed, rate = fitted
+        size = self.read_batch_size
+        return max(self.work_rate, size / (fixed + size / rate))
+
+    @property
+    def task_fit(self) -> tuple[float, float] | None:
+        """(seconds a task costs whatever it holds, messages/s beyond it), once told apart."""
+        return None if self._task_cost is None else self._task_cost.fit()
+
+    @property
     def _estimate(self) -> float | None:
-        if self.work_rate is not None:
+        work_rate = self.full_batch_rate
+        if work_rate is not None:
             size = self.read_batch_size
-            return size / (self.batch_cost + size / self.work_rate)
+            return size / (self.batch_cost + size / work_rate)
         return self.sustained
 
     @property
@@ -150,5 +192,45 @@ class ReplicaCapacity:
         if self.only_a_floor:
             return "what a replica did"
         if self.work_rate is not None:
+            fitted = self.task_fit
+            if fitted is not None:
+                task, rate = fitted
+                return f"busy time, {task:.2f} s a task + {rate:.0f}/s, {self.batch_cost:.2f} s a batch"
             return f"busy time, {self.batch_cost:.2f} s a batch"
         return "throughput while saturated" if self.sustained is not None else "nothing yet"
+
+
+class TaskCost:
+    """``busy = fixed × tasks + messages / rate``, fitted by least squares over ticks, each
+    tick's weight fading by ``memory`` a tick (a replica's costs drift with its host's load).
+
+    Two unknowns from each tick's tasks, messages and busy seconds: they can be told apart only
+    when the ticks' messages per task differ, so the fit is given only once they differ by at
+    least ``spread`` (1 − the uncentred correlation² of tasks and messages; 0 when every task
+    held as many). A negative fixed part or rate is noise, not a cost: no fit.
+    """
+
+    def __init__(self, memory: float = 0.02, spread: float = 0.02) -> None:
+        self.memory = memory
+        self.spread = spread
+        # Fading sums of tasks², tasks × messages, messages², tasks × busy, messages × busy.
+        self._tt = self._tm = self._mm = self._tb = self._mb = 0.0
+
+    def add(self, tasks: float, messages: float, busy: float) -> None:
+        keep = 1.0 - self.memory
+        self._tt = keep * self._tt + tasks * tasks
+        self._tm = keep * self._tm + tasks * messages
+        self._mm = keep * self._mm + messages * messages
+        self._tb = keep * self._tb + tasks * busy
+        self._mb = keep * self._mb + messages * busy
+
+    def fit(self) -> tuple[float, float] | None:
+        """(fixed seconds a task, messages/s beyond it), or None while they cannot be told apart."""
+        det = self._tt * self._mm - self._tm * self._tm
+        if self._tt <= 0 or self._mm <= 0 or det <= self.spread * self._tt * self._mm:
+            return None
+        fixed = (self._tb * self._mm - self._mb * self._tm) / det
+        per_message = (self._tt * self._mb - self._tm * self._tb) / det
+        if fixed < 0 or per_message <= 0:
+            return None
+        return fixed, 1.0 / per_message

@@ -22,11 +22,20 @@ import sqlite3
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from tidal.isb.sqlite import SqliteStore
 from tidal.scaling.latency import DelaySample
 
-__all__ = ["BatchLedger", "BatchRecord", "MemberBatch"]
+__all__ = ["BatchLedger", "BatchRecord", "MemberBatch", "Progress"]
+
+
+class Progress(NamedTuple):
+    """A vertex's committed batches so far, summed: what the controller's probe samples."""
+
+    processed: int  # messages
+    busy: float  # seconds its tasks spent working
+    tasks: int  # tasks run (one per replica and micro-batch): the fixed part of busy time
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,7 +295,7 @@ class BatchLedger:
 
     def processed(self, vertex: str) -> int:
         """Messages the vertex has processed so far (the sum over its committed batches)."""
-        return self.progress(vertex)[0]
+        return self.progress(vertex).processed
 
     def read_counts(self, vertex: str, replicas: int) -> dict[str, float]:
         """``getPodReadCounts``: messages read so far by each of the vertex's ``replicas`` running
@@ -298,12 +307,14 @@ class BatchLedger:
         )
         return {f"{vertex}-{int(replica)}": float(count) for replica, count in rows}
 
-    def progress(self, vertex: str) -> tuple[int, float]:
-        """Messages processed and busy seconds so far, summed over the committed batches."""
+    def progress(self, vertex: str) -> Progress:
+        """Messages processed, busy seconds and tasks so far, summed over the committed batches."""
         row = self._store.db.execute(
-            "SELECT coalesce(sum(rows), 0), coalesce(sum(busy), 0) FROM batches WHERE vertex=?", (vertex,)
+            "SELECT coalesce(sum(rows), 0), coalesce(sum(busy), 0), coalesce(sum(tasks), 0) "
+            "FROM batches WHERE vertex=?",
+            (vertex,),
         ).fetchone()
-        return int(row[0]), float(row[1])
+        return Progress(int(row[0]), float(row[1]), int(row[2]))
 
     def expansion(self, vertex: str, last: int = 5) -> float:
         """Messages written per message read over the vertex's ``last`` committed batches that

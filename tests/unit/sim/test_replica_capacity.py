@@ -1,0 +1,87 @@
+"""A replica's capacity at a full batch (tidal.controller.replica_capacity): a task's busy time is
+a fixed part plus a part per message, told apart from the ticks' tasks, messages and busy time."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from collections.abc import Callable
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tidal.controller import PolicyInput
+from tidal.controller.adaptive import AdaptivePolicy
+from tidal.controller.replica_capacity import ReplicaCapacity, TaskCost
+from tidal.scaling import Decision, NumaflowScale
+
+from .views import view
+
+FIXED, RATE = 0.064, 389.0  # a task's fixed seconds and messages/s beyond it: the cluster's step
+
+
+@given(
+    fixed=st.floats(0.0, 1.0),
+    rate=st.floats(50.0, 5000.0),
+    ticks=st.lists(st.tuples(st.integers(1, 12), st.integers(1, 500)), min_size=3, max_size=60),
+)
+def test_the_fixed_part_and_the_rate_are_recovered_from_ticks_that_differ(fixed, rate, ticks) -> None:
+    fit = TaskCost()
+    for tasks, per_task in ticks:
+        fit.add(tasks, tasks * per_task, tasks * fixed + tasks * per_task / rate)
+    got = fit.fit()
+    sizes = [per_task for _, per_task in ticks]
+    if len(set(sizes)) == 1:
+        assert got is None  # every task held as many: the two parts cannot be told apart
+    elif got is not None:
+        assert got[0] == pytest.approx(fixed, abs=1e-6)
+        assert got[1] == pytest.approx(rate, rel=1e-6)
+
+
+def test_ticks_whose_tasks_all_held_as_many_give_no_fit_and_noise_gives_no_negative_cost() -> None:
+    same = TaskCost()
+    for tasks in (1, 3, 2, 5):
+        same.add(tasks, tasks * 100, tasks * (FIXED + 100 / RATE))
+    assert same.fit() is None
+    negative = TaskCost()  # busier per task the fewer messages it held: no cost model fits
+    negative.add(1, 10, 1.0)
+    negative.add(1, 400, 0.5)
+    assert negative.fit() is None
+
+
+def light_load(observe: Callable[[PolicyInput], object], counted: bool, seconds: int = 60) -> object:
+    """One warm replica at ~150/s in micro-batches of 10–60 messages (a few tasks a tick), its
+    busy time ``FIXED`` a task plus the messages at ``RATE``: the spike's first minute. What
+    ``observe`` said at the last tick."""
+    noise = random.Random(0)
+    processed = busy = tasks = 0.0
+    said: object = None
+    for t in range(seconds + 1):
+        n = noise.randint(2, 5)
+        messages = sum(noise.randint(10, 60) for _ in range(n))
+        processed, busy, tasks = processed + messages, busy + n * FIXED + messages / RATE, tasks + n
+        tick = view("work", t, 1, processed, 0, busy)
+        said = observe(dataclasses.replace(tick, tasks=tasks if counted else None))
+    return said
+
+
+def test_at_light_load_the_work_rate_is_taken_at_a_full_batch_not_at_the_tasks_held() -> None:
+    plain, counted = ReplicaCapacity(batch_guess_seconds=0.25), ReplicaCapacity(batch_guess_seconds=0.25)
+    light_load(plain.observe, counted=False)
+    light_load(counted.observe, counted=True)
+    assert plain.work_rate is not None and plain.work_rate < 0.65 * RATE  # the ratio: ~230/s
+    assert plain.capacity == pytest.approx(500 / (0.25 + 500 / plain.work_rate))
+    assert counted.task_fit == pytest.approx((FIXED, RATE), rel=1e-3)
+    full = 500 / (FIXED + 500 / RATE)  # ~367/s: a full task's messages over its busy time
+    assert counted.full_batch_rate == pytest.approx(full, rel=1e-3)
+    assert counted.capacity == pytest.approx(500 / (0.25 + 500 / full), rel=1e-3)
+    assert counted.source == "busy time, 0.06 s a task + 389/s, 0.25 s a batch"
+
+
+def test_the_decisions_say_what_a_task_costs() -> None:
+    policy = AdaptivePolicy(NumaflowScale(max=10))
+    decision = light_load(policy.decide, counted=True)
+    assert isinstance(decision, Decision)
+    assert decision.inputs["task_seconds"] == pytest.approx(FIXED, rel=1e-3)
+    assert decision.inputs["message_rate"] == pytest.approx(RATE, rel=1e-3)
