@@ -23,8 +23,13 @@ work rate)``:
   fixed part per task, so it counts no tasks.
 * The **batch cost** is the fixed part of a micro-batch outside the tasks (offset log, planning,
   commit), guessed at ``batch_guess_seconds`` (0.25 s, measured on Spark) and learnt from ticks
-  when the vertex was saturated (more pending than its replicas admit in one micro-batch, warm,
-  nothing pushing back): there, the throughput per replica is what it sustains. Busy time alone
+  when the vertex was saturated (more pending than its replicas admit in one micro-batch at
+  both ends of the tick, warm, none still starting, nothing pushing back): there, the
+  throughput per replica is what it sustains. A tick that *ends* with a backlog is not one:
+  its replicas worked through what was there at its start, and on the cluster's spike the
+  first tick of the ×10 taught 1.52 s a batch (a replica sustaining 181/s, where it then did
+  450/s) and sized the spike from it; nor is a tick while asked-for replicas start (the query
+  re-plans its partitions), which taught 122/s on the same run. Busy time alone
   overstates a fast vertex: a generator whose tasks read 8,000/s sustains ~1,700/s at 500 a
   batch; sized from busy time, a source stayed at one replica on Spark through a wave with
   6,000–8,000 messages waiting. Without busy time, the saturated throughput is used as is.
@@ -68,6 +73,7 @@ class ReplicaCapacity:
     # Made at the first task count (absent from a snapshot taken before they were counted).
     _task_cost: TaskCost | None = None
     _last_tasks: float | None = None  # the cumulative tasks at the last tick
+    _last_waiting: float | None = None  # what was pending at the last tick
 
     def observe(self, view: PolicyInput) -> None:
         """Learn from one tick's counts: busy time, throughput while saturated, what was done."""
@@ -89,11 +95,15 @@ class ReplicaCapacity:
         self._last_tasks = view.tasks
         if view.busy_seconds is not None and last[2] is not None:
             self._learn_work_rate(view.busy_seconds - last[2], done, warm, tasks)
-        # Saturated: more waiting than one micro-batch of the replicas admits, warm replicas, and
-        # nothing pushing back.
+        # Saturated: more waiting than one micro-batch of the replicas admits, at the tick's start
+        # and at its end, warm replicas, none still starting, and nothing pushing back.
+        admits = view.ready * view.read_batch_size
+        waited, self._last_waiting = self._last_waiting, view.pending_now
         saturated = (
-            (view.pending_now or 0) > view.ready * view.read_batch_size
+            (view.pending_now or 0) > admits
+            and (waited or 0) > admits
             and view.ready > 0
+            and view.replicas == view.ready
             and warm
             and view.pressure.level == Pressure.NONE
         )

@@ -85,3 +85,26 @@ def test_the_decisions_say_what_a_task_costs() -> None:
     assert isinstance(decision, Decision)
     assert decision.inputs["task_seconds"] == pytest.approx(FIXED, rel=1e-3)
     assert decision.inputs["message_rate"] == pytest.approx(RATE, rel=1e-3)
+
+
+def saturated_ticks(capacity: ReplicaCapacity, pending: list[float], replicas: int = 1) -> None:
+    """One warm replica (busy time 400/s) doing 100 messages a tick, ``pending`` at each tick,
+    ``replicas`` asked for from the last tick on."""
+    for t in range(10):
+        capacity.observe(view("work", t, 1, 100.0 * t, 0, t / 4))
+    for i, waiting in enumerate(pending, start=10):
+        asked = replicas if i == 10 + len(pending) - 1 else 1
+        capacity.observe(view("work", i, asked, 100.0 * i, waiting, i / 4, ready=1))
+
+
+def test_only_a_backlog_through_the_whole_tick_teaches_what_a_replica_sustains() -> None:
+    first = ReplicaCapacity(batch_guess_seconds=0.25)
+    saturated_ticks(first, [0, 0, 5_000])  # a spike's first tick: what was done came before it
+    assert first.sustained is None and first.batch_cost == 0.25
+    starting = ReplicaCapacity(batch_guess_seconds=0.25)
+    saturated_ticks(starting, [5_000, 5_000], replicas=3)  # two asked for, not ready yet
+    assert starting.sustained is None and starting.batch_cost == 0.25
+    through = ReplicaCapacity(batch_guess_seconds=0.25)
+    saturated_ticks(through, [5_000, 5_000])  # 100/s with a backlog throughout: 100/s sustained
+    assert through.sustained == pytest.approx(100)
+    assert through.batch_cost > 0.25  # 500/100 - 500/400 = 3.75 s, learnt at 0.3 a tick
