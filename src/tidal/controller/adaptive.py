@@ -245,6 +245,14 @@ class AdaptivePolicy(VertexPolicy):
             # its replicas admit in a micro-batch: there it is saturated and learns its capacity.
             reason = f"{explain}; keeps up: {own:.0f} pending, under a micro-batch of its {current}"
             return self._hold(view, Rule.STEADY, reason)
+        if wanted > current and steady <= current and view.ready == current and backlog < admits:
+            # The arrivals lately need no more than these, and less waits than they take in one
+            # micro-batch: what asks for more is the slow window's rate, the load that has
+            # passed. Scaled up on it, the drained vertex went down on the arrivals again the
+            # next tick (the cluster's spike, as it ended: 4 → 1 → 3 → 1 → 3 … eleven changes
+            # in 13 s, each restarting the query while the backlog grew).
+            reason = f"{explain}; keeps up: arrivals lately need {steady}, {backlog:.0f} waiting"
+            return self._hold(view, Rule.STEADY, reason)
         if wanted > current:
             if view.pressure.level != Pressure.NONE:
                 return self._hold(view, Rule.BACK_PRESSURE_DOWNSTREAM, f"{explain}; {view.pressure.reason}")

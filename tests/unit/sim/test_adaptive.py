@@ -497,3 +497,18 @@ def test_counts_frozen_by_a_restarting_query_are_no_rate() -> None:
     caught_up = 900.0 * 49  # the stall's 8 s of arrivals at once
     after = policy.decide(view(49, 4, caught_up, 200, caught_up / 250))
     assert after.desired <= 5 and "900/s arriving" in after.reason, after.reason
+
+
+def test_a_drained_vertex_is_not_scaled_up_on_the_load_that_has_passed() -> None:
+    """As a spike ends, the slow window still holds it: scaled up on it, the vertex went down on
+    the arrivals lately the next tick, and back up (the cluster's spike: eleven changes in 13 s)."""
+    policy = AdaptivePolicy(NumaflowScale(max=10), batch_guess_seconds=0)
+    done = busy = 0.0
+    for t in range(41):  # 1,200/s through 3 replicas whose tasks do 400/s
+        done, busy = 1200.0 * t, 3.0 * t
+        policy.decide(view(t, 3, done, 0, busy))
+    for t in range(41, 51):  # then 150/s, and the vertex went down to 1
+        done, busy = done + 150, busy + 150 / 400
+        d = policy.decide(view(t, 1, done, 100, busy, last_scaled_at=41.0))
+        assert d.desired == 1, (t, d.rule, d.reason)
+    assert d.rule == Rule.STEADY and "keeps up: arrivals lately need 1" in d.reason
