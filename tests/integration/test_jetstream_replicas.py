@@ -149,8 +149,10 @@ def test_a_batch_appended_while_the_marker_streams_leader_is_lost_waits_for_the_
     """Each batch leaves a marker (tidal.isb.jetstream_appended) in a stream with the buffers'
     replicas. Losing the host of its leader left no server to take a marker for a few seconds,
     and the publish's "no response from stream" failed the vertex's task and stopped the run (CI,
-    tests/integration/test_hosts.py). The marker is tried again through the election: the next
-    batch is appended once, and the first one, replayed, is still known."""
+    tests/integration/test_hosts.py). The marker is tried again through the election, and so is
+    the stream's state read before the publish (CI, twice: it timed out while the new leaders
+    took 7.5 s to be elected): the next batch is appended once, and the first one, replayed, is
+    still known."""
     rig = Rig(["driver", "n1", "n2", "n3"])
     with rig:
         servers = [rig["n1"], rig["n2"], rig["n3"]]

@@ -39,9 +39,9 @@ __all__ = ["KEPT", "MARKER_SECONDS", "AppendedBatches", "appended_stream"]
 T = TypeVar("T")
 
 KEPT = 100_000  # markers of all the pipeline's buffers, ~100 bytes each on the server's disk
-# How long a marker's read or write (and the stream's state before an append) is tried again
-# through a fail-over: a Raft election takes a few seconds; the three together stay within the
-# store's wait for one append (3 × REQUEST_TIMEOUT), but for a last attempt's own timeout.
+# How long a marker's read or write is tried again through a fail-over within one call of the
+# store (3 × REQUEST_TIMEOUT): a Raft election takes a few seconds; the buffer calls the read
+# again for the store's FAILOVER_SECONDS (an election under load took 7.5 s on CI).
 MARKER_SECONDS = 8.0
 
 

@@ -38,8 +38,8 @@ import pyarrow as pa
 from tidal import errors
 from tidal.isb import segments
 from tidal.isb.base import AppendResult, BufferLimits, BufferStats, Message, check_batch
-from tidal.isb.jetstream_appended import MARKER_SECONDS, AppendedBatches
-from tidal.isb.jetstream_config import REQUEST_TIMEOUT, through_failover
+from tidal.isb.jetstream_appended import AppendedBatches
+from tidal.isb.jetstream_config import REQUEST_TIMEOUT
 
 T = TypeVar("T")
 
@@ -127,7 +127,8 @@ class JetStreamBuffer:
         for stamp, k in zip(stamps, keys or (), strict=False):
             if k is not None:  # as append_batch stores them: JSON in Tidal-Keys, none without
                 stamp["Tidal-Keys"] = json.dumps(list(k))
-        return self._store.run(self._append([bytes(p) for p in payloads], list(ids), None, stamps))
+        state = self._store.call(self._state)  # read again through a fail-over: see _append
+        return self._store.run(self._append([bytes(p) for p in payloads], list(ids), None, stamps, state))
 
     def append_batch(
         self, key: str, ids: Any, payloads: Any, times: Any = None, keys: Any = None
@@ -147,18 +148,17 @@ class JetStreamBuffer:
             {"Tidal-Time": repr(t)} if k is None else {"Tidal-Time": repr(t), "Tidal-Keys": json.dumps(k)}
             for t, k in zip(batch.column(2).to_pylist(), batch.column(3).to_pylist(), strict=True)
         ]
-        return self._store.run(self._append_new(key, batch.column(1).to_pylist(), id_list, dedup, stamps))
-
-    async def _append_new(
-        self, key: str, payloads: list[bytes], ids: list[str], dedup: list[str], stamps: list[dict[str, str]]
-    ) -> AppendResult:
-        """Batch ``key``, unless its marker says the buffer holds it already (:mod:`jetstream_appended`:
-        the server's own ids do not survive its restart once the messages were purged)."""
-        held = await self._appended.count(key)
+        # Unless its marker says the buffer holds it already (:mod:`jetstream_appended`: the
+        # server's own ids do not survive its restart once the messages were purged). The marker
+        # and the stream's state are read before anything is published, so each is read again
+        # through a fail-over for the store's whole FAILOVER_SECONDS, in calls of their own.
+        held = self._store.call(lambda: self._appended.count(key))
         if held is not None:
             return AppendResult(0, 0, 0, held)
-        result = await self._append(payloads, ids, dedup, stamps)
-        await self._appended.record(key, len(ids))
+        state = self._store.call(self._state)
+        payload_list = batch.column(1).to_pylist()
+        result = self._store.run(self._append(payload_list, id_list, dedup, stamps, state))
+        self._store.run(self._appended.record(key, len(id_list)))
         return result
 
     async def _append(
@@ -167,12 +167,14 @@ class JetStreamBuffer:
         ids: list[str],
         dedup: list[str] | None,
         stamps: list[dict[str, str]],
+        state: Any,
     ) -> AppendResult:
         """Publish the messages with their own headers (``stamps``: the ``Tidal-Time`` source time,
-        the ``Tidal-Keys`` keys). The stream's state is read before anything is published, so
-        reading it again through a fail-over is exact (CI: the stream's leader lost with its host,
-        this read timed out while the client moved to another server, and failed the append)."""
-        state = await through_failover(self._state, MARKER_SECONDS)
+        the ``Tidal-Keys`` keys), given the stream's ``state`` read just before. Nothing is
+        published before that read, so the callers read it again through a fail-over, in a call
+        of its own (CI, twice: the host of the stream's leader and of the meta leader lost, the
+        new leaders elected 7.5 s later, the read timed out past a shorter retry and failed the
+        append)."""
         if state.messages + len(payloads) > self._limits.max_length:
             raise errors.BufferFull(self._name, state.messages, len(payloads), self._limits.max_length)
         first = last = 0

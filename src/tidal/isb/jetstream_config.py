@@ -20,9 +20,9 @@ retried too while the cluster answers "no suitable peers for placement, peer off
 server that is restarting, or not yet seen by the meta leader, comes back within seconds; a
 cluster with too few servers is refused at once. Appends are not retried here: a failed append
 fails the task, Spark runs it again, and the ids de-duplicate it. Two exceptions: the stream's
-state, read before anything is published, is read again (:func:`through_failover`); and "no
-responders", which says no server took the message, makes the buffer publish that batch again
-(``JetStreamBuffer._atomic_answered``).
+state and the batch's marker, read before anything is published, are read again like any
+idempotent call; and "no responders", which says no server took the message, makes the buffer
+publish that batch again (``JetStreamBuffer._atomic_answered``).
 """
 
 from __future__ import annotations
