@@ -383,14 +383,15 @@ class AdaptivePolicy(VertexPolicy):
         return Decision(view.name, view.now, view.replicas, view.replicas, rule, reason, self._inputs(view))
 
     def _inputs(self, view: PolicyInput) -> dict[str, float | int | str | None]:
+        fit = self.learnt.task_fit
         return {
             "capacity": self.capacity,
             "learnt_from": self.source,
             "work_rate": self.learnt.work_rate,
             "batch_cost": self.learnt.batch_cost,
             "full_batch_rate": self.learnt.full_batch_rate,
-            "task_seconds": None if self.learnt.task_fit is None else self.learnt.task_fit[0],
-            "message_rate": None if self.learnt.task_fit is None else self.learnt.task_fit[1],
+            "task_seconds": None if fit is None else fit[0],
+            "message_rate": None if fit is None else fit[1],
             "sustained": self.learnt.sustained,
             "did": None if self.learnt.did is None else self.learnt.did[0],
             "pending": view.pending_now,

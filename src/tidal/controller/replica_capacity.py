@@ -17,7 +17,7 @@ work rate)``:
   the spike's ×10 from 159/s where replicas then did 450/s. Where the runtime counts tasks,
   ``busy = fixed × tasks + messages / rate`` is fitted over the warm ticks (:class:`TaskCost`),
   and the work rate is taken at a full batch of ``readBatchSize`` messages a task: on that step,
-  345–384/s all run long, where the plain ratio wandered from 140 to 330/s (replayed from the
+  340–384/s from 20 s on, where the plain ratio wandered from 140 to 330/s (replayed from the
   run's batch ledger). Until the ticks' messages per task differ enough to tell the two parts
   apart, and wherever the fit says less, the plain ratio stands. The simulator's busy time has no
   fixed part per task, so it counts no tasks.
@@ -176,7 +176,7 @@ class ReplicaCapacity:
         fixed part where it holds (never below the plain ratio), else the plain ratio."""
         if self.work_rate is None:
             return None
-        fitted = None if self._task_cost is None else self._task_cost.fit()
+        fitted = self.task_fit
         if fitted is None:
             return self.work_rate
         fixed, rate = fitted

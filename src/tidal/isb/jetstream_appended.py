@@ -30,13 +30,11 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
 from tidal.isb.jetstream_config import through_failover
 
 __all__ = ["KEPT", "MARKER_SECONDS", "AppendedBatches", "appended_stream"]
-
-T = TypeVar("T")
 
 KEPT = 100_000  # markers of all the pipeline's buffers, ~100 bytes each on the server's disk
 # How long a marker's read or write is tried again through a fail-over within one call of the
