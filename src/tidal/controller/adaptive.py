@@ -342,7 +342,9 @@ class AdaptivePolicy(VertexPolicy):
         wanted = min(self.scale.max, max(self.scale.min, due.replicas))
         if wanted <= view.replicas:
             return None
-        return self._up(view, wanted, Rule.PRE_SCALE, f"pre-scaled: {due.reason(view.now)}")
+        under = self.rises.low_share * self.rises.peak
+        low = f"{lately:.0f}/s lately, low (≤ {under:.0f}/s) for {self.rises.low_for(view.now):.0f} s"
+        return self._up(view, wanted, Rule.PRE_SCALE, f"pre-scaled: {due.reason(view.now)}; {low}")
 
     def wake_for_path(self, view: PolicyInput, woken: str) -> Decision | None:
         """At 0 when ``woken``, upstream, just woke: wake now, so the start-ups overlap."""

@@ -160,11 +160,26 @@ class RiseWatch:
         agreed = len(periods) >= 2 and self._agree(periods[-2], periods[-1])
         return Forecast(due, period, len(self._rises), max(1, self._needs[-1]), agreed, spread)
 
+    @property
+    def peak(self) -> float:
+        """The recent peak arrival rate (decayed), which low and high are shares of."""
+        return self._peak
+
+    def low_for(self, now: float) -> float:
+        """How long the arrivals have been low (0 when they are not)."""
+        return 0.0 if self._high or self._low_since is None else max(0.0, now - self._low_since)
+
     def due_within(self, now: float, lead: float) -> Forecast | None:
         """The forecast if its rise is due within ``lead`` seconds from ``now``, counting its
-        spread (or came due within the grace and the load has not risen yet), else ``None``."""
+        spread (or came due within the grace and the load has not risen yet), else ``None``.
+
+        Only in a low spell as long as the one a rise needs before it (``quiet_seconds``): a
+        low reading or two mid-load (on Spark, a tick with no batch committed) is not a quiet
+        spell, and a rise cannot follow it."""
         if self._high:
             return None  # risen already: the policy sees the load itself
+        if self.low_for(now) < self.quiet:
+            return None
         forecast = self.forecast(now)
         if forecast is None or forecast.at - forecast.spread - now > lead:
             return None

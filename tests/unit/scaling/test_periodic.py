@@ -68,6 +68,22 @@ def test_due_within_a_lead_and_not_while_the_load_is_up():
     assert watch.due_within(250.0, lead=10.0) is None
 
 
+def test_nothing_is_due_until_the_load_has_been_low_as_long_as_a_rise_needs():
+    """One low reading under load (a tick with no batch committed) is not a quiet spell: no rise
+    can follow it, so none is due, though the periods say one is."""
+    watch = RiseWatch()
+    rates = [0.0] * 10 + [225.0] * 40 + [0.0] * 10 + [900.0] * 45
+    assert feed(watch, rates) == [10.0, 60.0]  # rose at the start, and at a step after a stall
+    assert watch.observe(105.0, 0.0) is False  # the next rise due at 110: one reading of 0
+    assert watch.forecast(105.0) is not None
+    assert watch.due_within(105.0, lead=10.0) is None
+    feed(watch, [0.0] * 4, start=106.0)
+    assert watch.low_for(109.0) == 4.0
+    assert watch.due_within(109.0, lead=10.0) is None
+    watch.observe(110.0, 0.0)
+    assert watch.due_within(110.0, lead=10.0) is not None  # low for 5 s: a rise could come
+
+
 def test_a_micro_batch_that_reads_zero_mid_wave_is_not_a_rise():
     """On Spark a tick with no batch committed reads 0 arrivals: without the quiet spell each such
     tick would start a new rise, and the period would be a second."""
