@@ -16,13 +16,13 @@ the field itself takes no guesses.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
 from tidal import errors
+from tidal.scaling.durations import spec_seconds
 from tidal.scaling.windows import round_half_away
 
 __all__ = [
@@ -30,7 +30,6 @@ __all__ = [
     "KpaMetric",
     "KpaSpec",
     "activator_count",
-    "go_duration",
     "initial_excess_burst_capacity",
 ]
 
@@ -293,45 +292,9 @@ class KpaSpec:
 _ANNOTATION_PREFIX = "autoscaling.knative.dev/"
 
 
-_GO_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-_GO_PART = re.compile(r"(\d+\.?\d*|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
-
-
-def go_duration(text: str) -> float:
-    """Seconds in a Go duration (``time.ParseDuration``, what Knative's config and annotations
-    use): ``1m30s``, ``500ms``, ``1h``, ``1.5h``, ``-2s``, ``0``. Raises ``ValueError`` otherwise."""
-    body = text.strip()
-    sign = -1.0 if body.startswith("-") else 1.0
-    body = body.lstrip("+-")
-    if body == "0":
-        return 0.0
-    if not body:
-        raise ValueError(f"invalid duration {text!r}")
-    total, at = 0.0, 0
-    for part in _GO_PART.finditer(body):
-        if part.start() != at:
-            break
-        total += float(part.group(1)) * _GO_UNITS[part.group(2)]
-        at = part.end()
-    if at != len(body):
-        raise ValueError(f"invalid duration {text!r}")
-    return sign * total
-
-
 def _seconds(key: str, value: Any) -> float:
     """A Go duration, or a bare number of seconds (a YAML number; Go would ask for a unit)."""
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return float(value)
-    text = str(value).strip()
-    try:
-        return float(text) if _BARE_NUMBER.fullmatch(text) else go_duration(text)
-    except ValueError:
-        raise errors.SpecError(
-            f"kpa.{key}", f"{value!r} is not a duration", "write a Go duration, e.g. 60s, 1m30s or 500ms"
-        ) from None
-
-
-_BARE_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)")
+    return spec_seconds(value, f"kpa.{key}")
 
 
 def _number(key: str, value: Any) -> float:

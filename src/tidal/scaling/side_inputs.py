@@ -19,12 +19,12 @@ A schedule is one of (Numaflow's ``SideInputTrigger.schedule``):
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from datetime import tzinfo
 
 from tidal import errors
 from tidal.scaling.cron import CronExpr
+from tidal.scaling.durations import go_duration
 
 __all__ = ["Schedule", "SideInputValue", "Timetable", "after_response", "parse_schedule"]
 
@@ -37,8 +37,6 @@ _DESCRIPTORS = {
     "@midnight": "0 0 0 * * *",
     "@hourly": "0 0 * * * *",
 }
-_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
 _FIX = (
     "use six cron fields with seconds first ('*/5 * * * * *'), a descriptor (@hourly, @daily, …) "
     "or @every with a Go duration ('@every 30s')"
@@ -62,14 +60,13 @@ class Schedule:
 
 
 def _go_duration(text: str, path: str) -> float:
-    rest, total = text, 0.0
-    while rest:
-        m = _PART.match(rest)
-        if m is None:
-            raise errors.SpecError(path, f"{text!r} is not a Go duration", "write it as 30s, 5m or 1h30m")
-        total += float(m.group(1)) * _UNITS[m.group(2)]
-        rest = rest[m.end() :]
-    return total
+    """``@every``'s duration: Go's ``time.ParseDuration``, as robfig/cron reads it."""
+    try:
+        return go_duration(text)
+    except ValueError:
+        raise errors.SpecError(
+            path, f"{text!r} is not a Go duration", "write it as 30s, 5m or 1h30m"
+        ) from None
 
 
 def parse_schedule(text: str, path: str = "trigger.schedule") -> Schedule:

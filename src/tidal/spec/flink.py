@@ -22,9 +22,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from tidal.scaling.durations import seconds
 from tidal.scaling.flink import FlinkOptions
 from tidal.scaling.flink_align import AlignmentMode
-from tidal.spec.reduce import seconds
 
 __all__ = ["KEYS", "PREFIX", "flink_options"]
 
@@ -36,7 +36,7 @@ _DURATIONS = frozenset({
     "restart_time_tracking_limit", "scale_down_interval", "backlog_processing_lag_threshold",
     "observed_true_processing_rate_lag_threshold",
 })  # fmt: skip
-# Flink's unit names, as the Numaflow ones :func:`~tidal.spec.reduce.seconds` reads.
+# Flink's unit names, as the Numaflow ones :func:`~tidal.scaling.durations.seconds` reads.
 _UNITS = {
     "ms": "ms", "milli": "ms", "millis": "ms", "s": "s", "sec": "s", "secs": "s", "second": "s",
     "seconds": "s", "m": "m", "min": "m", "mins": "m", "minute": "m", "minutes": "m",

@@ -35,10 +35,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tidal import errors
+from tidal.scaling.durations import spec_seconds
 from tidal.spec.manifest_builtins import convert_builtin
 from tidal.spec.manifest_handlers import HANDLER_ANNOTATION, HandlerFinder
 from tidal.spec.manifest_side_inputs import convert_side_inputs
-from tidal.spec.manifest_sources import convert_source, seconds
+from tidal.spec.manifest_sources import convert_source
 
 __all__ = ["API_GROUP", "HANDLER_ANNOTATION", "Converted", "convert", "is_manifest"]
 
@@ -218,7 +219,9 @@ class _Converter:
         settings flattened, ``redisStore`` → ``shared``, none or ``inMemoryStore`` → ``perReplica``."""
         out: dict[str, Any] = {k: limit[k] for k in ("max", "min") if k in limit}
         if "rampUpDuration" in limit:
-            out["rampUpSeconds"] = seconds(limit["rampUpDuration"], f"{at}.rampUpDuration")
+            out["rampUpSeconds"] = spec_seconds(
+                limit["rampUpDuration"], f"{at}.rampUpDuration", positive=True
+            )
         modes = dict(limit.get("modes") or {})
         for mode in ("scheduled", "onlyIfUsed", "goBackN", "relaxed"):  # Numaflow's precedence
             if mode in modes:
@@ -228,8 +231,8 @@ class _Converter:
                     if key in body:
                         out[key] = body[key]
                 if "coolDownPeriod" in body:
-                    out["coolDownSeconds"] = seconds(
-                        body["coolDownPeriod"], f"{at}.modes.goBackN.coolDownPeriod"
+                    out["coolDownSeconds"] = spec_seconds(
+                        body["coolDownPeriod"], f"{at}.modes.goBackN.coolDownPeriod", positive=True
                     )
                 break
         store = dict(limit.get("store") or {})
@@ -395,9 +398,11 @@ def retry_strategy(strategy: Mapping[str, Any], at: str) -> dict[str, Any]:
     backoff = dict(strategy.get("backoff") or {})
     out: dict[str, Any] = {}
     if "interval" in backoff:
-        out["intervalSeconds"] = seconds(backoff.pop("interval"), f"{at}.backoff.interval")
+        out["intervalSeconds"] = spec_seconds(
+            backoff.pop("interval"), f"{at}.backoff.interval", positive=True
+        )
     if "cap" in backoff:
-        out["capSeconds"] = seconds(backoff.pop("cap"), f"{at}.backoff.cap")
+        out["capSeconds"] = spec_seconds(backoff.pop("cap"), f"{at}.backoff.cap", positive=True)
     out.update(backoff)  # steps, factor, jitter: as they are
     converted: dict[str, Any] = {"backoff": out}
     if "onFailure" in strategy:

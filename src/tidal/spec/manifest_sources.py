@@ -16,9 +16,10 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from tidal import errors
+from tidal.scaling.durations import spec_seconds
 from tidal.spec.manifest_handlers import HandlerFinder
 
-__all__ = ["Converting", "convert_source", "seconds"]
+__all__ = ["Converting", "convert_source"]
 
 
 class Converting(Protocol):
@@ -30,16 +31,6 @@ class Converting(Protocol):
     def skip(self, path: str, why: str) -> None: ...
 
     def sarama(self, kafka: Mapping[str, Any], at: str, keys: tuple[str, ...], instead: str) -> None: ...
-
-
-def seconds(value: object, at: str) -> float:
-    """A Kubernetes duration (``1s``, ``500ms``, ``2m``) in seconds."""
-    text = str(value)
-    match = re.fullmatch(r"(\d+(?:\.\d+)?)(ms|s|m|h)?", text)
-    if not match or float(match.group(1)) <= 0:
-        raise errors.SpecError(at, f"{text!r} is not a positive duration", "write it as 1s, 500ms or 2m")
-    scale = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}[match.group(2) or "s"]
-    return float(match.group(1)) * scale
 
 
 def _secret_env(ref: Mapping[str, Any], name: str, key: str | None = None) -> str:
@@ -105,7 +96,7 @@ def convert_source(
         g = source["generator"] or {}
         rpu, duration = (
             float(g.get("rpu", 5)),
-            seconds(g.get("duration", "1s"), f"{at}.generator.duration"),
+            spec_seconds(g.get("duration", "1s"), f"{at}.generator.duration", positive=True),
         )
         for key in ("keyCount", "value", "valueBlob", "jitter"):
             if key in g:

@@ -15,35 +15,22 @@ once per key and window when the window closes:
   (:mod:`tidal.spark.query.accumulator`);
 - ``allowedLateness``: how long a window waits, past its end, for messages that come late.
 
-Durations are Numaflow's (``60s``, ``500ms``, ``2m``, ``1h``) or a number of seconds.
+Durations are Numaflow's, Go's (``60s``, ``500ms``, ``1m30s``, ``1h``), or a number of seconds
+(:mod:`tidal.scaling.durations`).
 ``storage`` (Numaflow's PVC for the window state) is accepted and not used: Spark's state store,
 in the run's checkpoint, holds the windows.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
+from tidal.scaling.durations import seconds
 from tidal.spec.base import Model
 
-__all__ = ["AccumulatorWindow", "GroupBySpec", "WindowSpec", "seconds"]
-
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)?")
-
-
-def seconds(value: Any) -> float:
-    """A Numaflow duration (``60s``, ``500ms``, ``2m``, ``1h``) or a number, in seconds."""
-    if isinstance(value, bool):
-        raise ValueError(f"{value!r} is not a duration")
-    if isinstance(value, int | float):
-        return float(value)
-    match = _DURATION.fullmatch(str(value).strip())
-    if not match:
-        raise ValueError(f"{value!r} is not a duration: write it as 60s, 500ms, 2m or a number of seconds")
-    return float(match.group(1)) * {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}[match.group(2) or "s"]
+__all__ = ["AccumulatorWindow", "GroupBySpec", "WindowSpec"]
 
 
 class _Timed(Model):

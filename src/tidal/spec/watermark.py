@@ -24,8 +24,8 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
+from tidal.scaling.durations import seconds
 from tidal.spec.base import Model
-from tidal.spec.reduce import seconds
 
 __all__ = ["IdleSourceSpec", "WatermarkSpec"]
 

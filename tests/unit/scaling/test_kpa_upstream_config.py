@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from tidal.errors import SpecError
-from tidal.scaling.kpa_spec import KpaSpec, go_duration, initial_excess_burst_capacity
+from tidal.scaling.durations import go_duration
+from tidal.scaling.kpa_spec import KpaSpec, initial_excess_burst_capacity
 
 
 @pytest.mark.parametrize(

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from tidal import errors
+from tidal.scaling.durations import seconds
 from tidal.spec import parse_pipeline
-from tidal.spec.reduce import seconds
 
 ACCUMULATOR = "groupBy.window.accumulator"
 
