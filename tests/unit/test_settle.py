@@ -28,6 +28,25 @@ def test_a_backlog_that_stopped_falling_is_drained_by_replicas() -> None:
     assert later[-1] == 10  # flat for a start-up: the headroom is not there
 
 
+def test_a_backlog_growing_while_replicas_start_is_no_stall() -> None:
+    """Replicas that take longer to start than the start-up learnt (a cluster's executors: 15-25 s
+    where 5 s was learnt) leave the backlog growing: the stall is judged once they are ready."""
+    horizon = CatchUp(10.0, 45.0)
+    horizon.horizon(0, backlog=0, arriving=1000, startup=5, tick=1)
+    starting = [
+        horizon.horizon(t, backlog=1000 * t, arriving=2000, startup=5, tick=1, starting=True)
+        for t in range(1, 25)
+    ]
+    assert set(starting) == {45}
+    ready = [
+        horizon.horizon(t, backlog=24_000 - 500 * (t - 24), arriving=2000, startup=5, tick=1)
+        for t in range(25, 40)
+    ]
+    assert set(ready) == {45}  # falling once they are ready: the headroom drains it
+    flat = [horizon.horizon(t, backlog=16_500, arriving=2000, startup=5, tick=1) for t in range(40, 47)]
+    assert flat[:4] == [45] * 4 and flat[-1] == 10  # flat for a start-up with all ready: a stall
+
+
 def test_the_headroom_has_its_time_and_no_more() -> None:
     horizon = CatchUp(10.0, 45.0)
     horizon.horizon(0, backlog=0, arriving=1000, startup=8, tick=1)

@@ -189,7 +189,9 @@ class AdaptivePolicy(VertexPolicy):
         per_replica = capacity * self.utilization
         # A start (from 0 or idle) drains in catch_up seconds, a rise under load in settle
         # seconds through the headroom of the count the new load needs (tidal.controller.settle).
-        catch_up = self.horizon.horizon(view.now, backlog, arriving, self.startup, self.tick)
+        catch_up = self.horizon.horizon(
+            view.now, backlog, arriving, self.startup, self.tick, starting=view.ready < view.replicas
+        )
         # What the arrivals of the last panic window alone need: the floor a scale-down goes to is
         # the most of these over the down window (the long average decays too slowly to use).
         steady = min(high, max(low, math.ceil(lately / per_replica - 1e-9)))

@@ -44,13 +44,30 @@ class CatchUp:
         """The vertex is at 0 or idle: what comes next is a start, not a rise under load."""
         self._from_idle = True
 
-    def horizon(self, now: float, backlog: float, arriving: float, startup: float, tick: float) -> float:
-        """Seconds to drain ``backlog`` in, at ``now``; then notes whether it has drained."""
+    def horizon(
+        self,
+        now: float,
+        backlog: float,
+        arriving: float,
+        startup: float,
+        tick: float,
+        *,
+        starting: bool = False,
+    ) -> float:
+        """Seconds to drain ``backlog`` in, at ``now``; then notes whether it has drained.
+
+        ``starting``: replicas asked for are not ready yet. A backlog does not fall while they
+        start, so the stall is judged only over a start-up with all of them ready: judged while
+        they started (longer than the start-up learnt so far), the cluster's ×4 step read a
+        stall 10 s after asking `enrich` for 4 and asked for 6 (1 → 4 → 6, 2026-11-28)."""
         waited = 0.0 if self._behind_since is None else now - self._behind_since
+        if starting:
+            self._backlogs.clear()
         self._backlogs.append((now, backlog))
         while self._backlogs and self._backlogs[0][0] < now - startup - tick:
             self._backlogs.popleft()
-        stalled = waited > 2 * startup and backlog >= self._backlogs[0][1]
+        flat_for = now - self._backlogs[0][0]
+        stalled = waited > 2 * startup and flat_for >= startup and backlog >= self._backlogs[0][1]
         by_headroom = (
             self.settle is not None
             and not self._from_idle
