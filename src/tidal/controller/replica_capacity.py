@@ -29,7 +29,9 @@ work rate)``:
   its replicas worked through what was there at its start, and on the cluster's spike the
   first tick of the ×10 taught 1.52 s a batch (a replica sustaining 181/s, where it then did
   450/s) and sized the spike from it; nor is a tick while asked-for replicas start (the query
-  re-plans its partitions), which taught 122/s on the same run. Busy time alone
+  re-plans its partitions), which taught 122/s on the same run. Warm counts from the replicas'
+  first work after a change, not from the change (a query restarts for seconds in between), and a
+  tick implying more than ``MAX_BATCH_COST`` is a stall, which teaches nothing. Busy time alone
   overstates a fast vertex: a generator whose tasks read 8,000/s sustains ~1,700/s at 500 a
   batch; sized from busy time, a source stayed at one replica on Spark through a wave with
   6,000–8,000 messages waiting. Without busy time, the saturated throughput is used as is.
@@ -85,9 +87,15 @@ class ReplicaCapacity:
         if last is None or view.now <= last[0]:
             return
         done = view.processed - last[1]
-        if last[3] != view.ready or (self._working_since is None and done > 0):
-            self._working_since = view.now  # new replicas, or the first work: not warm yet
+        if last[3] != view.ready:
+            # New replicas: warm once they have worked for WARM_SECONDS, counted from their first
+            # work. Counted from the change, the seconds a query restarts in (5 s on the cluster,
+            # nothing done while 1,400 waited) made the first small batch after it a warm,
+            # saturated tick: 42 messages in a second, a batch cost of 1.68 s learnt at once.
+            self._working_since = None
             self._doing.clear()
+        elif self._working_since is None and done > 0:
+            self._working_since = last[0]  # working since this tick began: not warm yet
         # Warm: the same replicas ready and working for WARM_SECONDS. On Spark a replica's first
         # batches start its Python workers, and a cold replica is not a slow one.
         warm = self._working_since is not None and view.now - self._working_since >= WARM_SECONDS
@@ -115,8 +123,9 @@ class ReplicaCapacity:
             work_rate = self.full_batch_rate
             if work_rate is not None:  # what the batches cost besides the work
                 size = view.read_batch_size
-                implied = min(MAX_BATCH_COST, max(0.0, size / observed - size / work_rate))
-                self.batch_cost += 3 * self.learning * (implied - self.batch_cost)
+                implied = max(0.0, size / observed - size / work_rate)
+                if implied <= MAX_BATCH_COST:  # more is a stall, not what a batch costs
+                    self.batch_cost += 3 * self.learning * (implied - self.batch_cost)
 
     def _learn_work_rate(self, busy: float, done: float, warm: bool, tasks: float | None) -> None:
         """The work rate from a tick's busy time: a cold replica's stands in until the first

@@ -108,3 +108,34 @@ def test_only_a_backlog_through_the_whole_tick_teaches_what_a_replica_sustains()
     saturated_ticks(through, [5_000, 5_000])  # 100/s with a backlog throughout: 100/s sustained
     assert through.sustained == pytest.approx(100)
     assert through.batch_cost > 0.25  # 500/100 - 500/400 = 3.75 s, learnt at 0.3 a tick
+
+
+def test_a_query_restart_after_a_replica_change_teaches_no_batch_cost() -> None:
+    """The cluster's step (2026-11-29): `enrich` went 2 → 1, its query restarted for 5 s with
+    nothing done while 1,400 messages came to wait, and the first batch after it held 42. Counted
+    warm from the change, that tick taught a batch cost of 1.68 s at once (a replica sustaining
+    159/s where one then did 362/s), and the step was sized 3 → 6 and back to 3."""
+    capacity = ReplicaCapacity(batch_guess_seconds=0.25)
+    processed = busy = 0.0
+    for t in range(20):  # two warm replicas at 400/s of busy time, keeping up with 200/s
+        processed, busy = processed + 200, busy + 0.5
+        capacity.observe(view("work", t, 2, processed, 100, busy))
+    for t in range(20, 26):  # one replica from here on: its query restarts, nothing done
+        capacity.observe(view("work", t, 1, processed, 100 + 250 * (t - 19), busy))
+    processed, busy = processed + 42, busy + 0.1  # the first batch after the restart: 42 messages
+    capacity.observe(view("work", 26, 1, processed, 1_600, busy))
+    assert capacity.batch_cost == 0.25
+    for t in range(27, 33):  # then full batches: 500 a second, saturated and warm
+        processed, busy = processed + 500, busy + 1.25
+        capacity.observe(view("work", t, 1, processed, 1_600, busy))
+    assert capacity.batch_cost < 0.25  # 500 a second at 400/s of busy time: no cost beyond it
+
+
+def test_a_saturated_tick_implying_more_than_a_batch_could_cost_is_a_stall_and_teaches_nothing() -> None:
+    capacity = ReplicaCapacity(batch_guess_seconds=0.25)
+    saturated_ticks(capacity, [5_000] * 4)  # 100/s at 400/s of busy time: 3.75 s a batch, learnt
+    learnt = capacity.batch_cost
+    assert 0.25 < learnt < 5
+    processed, busy = 100.0 * 13, 13 / 4
+    capacity.observe(view("work", 14, 1, processed + 20, 5_000, busy + 0.05))  # 20 in a second: 24 s a batch
+    assert capacity.batch_cost == learnt
