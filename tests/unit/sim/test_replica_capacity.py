@@ -112,9 +112,10 @@ def test_only_a_backlog_through_the_whole_tick_teaches_what_a_replica_sustains()
 
 def test_a_query_restart_after_a_replica_change_teaches_no_batch_cost() -> None:
     """The cluster's step (2026-11-29): `enrich` went 2 → 1, its query restarted for 5 s with
-    nothing done while 1,400 messages came to wait, and the first batch after it held 42. Counted
-    warm from the change, that tick taught a batch cost of 1.68 s at once (a replica sustaining
-    159/s where one then did 362/s), and the step was sized 3 → 6 and back to 3."""
+    nothing done while 1,400 messages came to wait, and the first batch after it held 42. That
+    warm, saturated tick implied 10.7 s a batch; capped at 5 s, it taught 1.68 s at once (a
+    replica sustaining 159/s where one then did 362/s), and the step was sized 3 → 6 and back
+    to 3. A stall teaches nothing."""
     capacity = ReplicaCapacity(batch_guess_seconds=0.25)
     processed = busy = 0.0
     for t in range(20):  # two warm replicas at 400/s of busy time, keeping up with 200/s
