@@ -155,3 +155,20 @@ def test_jittered_rises_give_the_median_period_and_come_forward_by_its_spread():
     assert forecast.at == 569.0
     assert watch.due_within(559.0, lead=1.0) is not None  # 10 s ahead: 1 of lead, 9 of spread
     assert watch.due_within(557.0, lead=1.0) is None
+
+
+def test_one_period_between_unlike_rises_predicts_nothing_until_a_second_agrees() -> None:
+    """A run's start at 225/s (1 replica) and a spike a minute later (6) are not a pattern yet;
+    the same rises again a period later are."""
+    watch = RiseWatch()
+    feed(watch, [0.0] * 10 + [225.0] * 20, needed=1)
+    feed(watch, [0.0] * 30 + [2250.0] * 20, start=30.0, needed=6)
+    assert watch.rises == (10.0, 60.0)
+    assert watch.forecast(90.0) is None  # needed 1, then 6
+    feed(watch, [0.0] * 30 + [2250.0] * 20, start=80.0, needed=6)
+    forecast = watch.forecast(140.0)
+    assert watch.rises == (10.0, 60.0, 110.0)
+    assert forecast is not None and forecast.agreed and forecast.at == 160.0 and forecast.replicas == 6
+    alike = RiseWatch()
+    feed(alike, [0.0] * 10 + [900.0] * 20 + [0.0] * 30 + [900.0] * 20, needed=4)
+    assert alike.forecast(90.0) is not None  # one period, rises alike: trusted after one period
