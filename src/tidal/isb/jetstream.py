@@ -23,12 +23,12 @@ from tidal.isb.jetstream_config import (
     FAILOVER_SECONDS,
     REQUEST_TIMEOUT,
     check_replicas,
-    failing_over,
     peer_offline,
     refused,
     servers,
     stream_config,
     stream_name,
+    through_failover,
 )
 
 __all__ = ["JetStreamBuffer", "JetStreamStore", "unheard_seconds"]
@@ -91,16 +91,12 @@ class JetStreamStore:
         return self._loop.run(coro, REQUEST_TIMEOUT * 3)
 
     def call(self, make: Callable[[], Coroutine[Any, Any, T]]) -> T:
-        """``make()``'s coroutine run, and again while the cluster fails over (jetstream_config):
-        for idempotent calls only."""
-        deadline = time.monotonic() + FAILOVER_SECONDS
-        while True:
-            try:
-                return self.run(make())
-            except Exception as exc:
-                if not failing_over(exc) or time.monotonic() > deadline:
-                    raise
-                time.sleep(0.5)
+        """``make()``'s coroutine run, and again while the cluster fails over, for the store's
+        ``FAILOVER_SECONDS`` (:func:`~tidal.isb.jetstream_config.through_failover`, each try cut
+        at three requests' time): for idempotent calls only."""
+        attempt = REQUEST_TIMEOUT * 3
+        retried = through_failover(make, FAILOVER_SECONDS, attempt=attempt)
+        return self._loop.run(retried, FAILOVER_SECONDS + 2 * attempt)
 
     def create(self, name: str, limits: BufferLimits | None = None) -> JetStreamBuffer:
         from nats.js.errors import APIError

@@ -125,13 +125,17 @@ def failing_over(exc: BaseException) -> bool:
     return isinstance(exc, transient) or peer_offline(exc)
 
 
-async def through_failover(make: Callable[[], Awaitable[T]], seconds: float) -> T:
+async def through_failover(
+    make: Callable[[], Awaitable[T]], seconds: float, *, attempt: float | None = None
+) -> T:
     """``make()`` awaited, and again while the cluster fails over (:func:`failing_over`), for up
-    to ``seconds``: for idempotent calls only (a read, a marker, the state before a publish)."""
+    to ``seconds``: for idempotent calls only (a read, a marker, the state before a publish).
+    ``attempt``: how long one try may take before it is cancelled and counted as a timeout (a
+    request to a server being lost can hang past its own timeout while the client reconnects)."""
     deadline = time.monotonic() + seconds
     while True:
         try:
-            return await make()
+            return await (make() if attempt is None else asyncio.wait_for(make(), attempt))
         except Exception as exc:
             if not failing_over(exc) or time.monotonic() > deadline:
                 raise

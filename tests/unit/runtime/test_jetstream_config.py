@@ -86,3 +86,21 @@ def test_any_other_error_is_raised_at_once_and_a_fail_over_past_its_time_is_rais
     with pytest.raises(nats.errors.TimeoutError):
         asyncio.run(through_failover(call, seconds=0))
     assert calls[0] == 1  # no time to fail over in: the first timeout is raised
+
+
+def test_a_try_that_hangs_past_its_attempt_time_is_cancelled_and_made_again():
+    calls = [0]
+    cancelled = []
+
+    async def call() -> str:
+        calls[0] += 1
+        if calls[0] == 1:
+            try:
+                await asyncio.Event().wait()  # a request that never answers
+            except asyncio.CancelledError:
+                cancelled.append(True)
+                raise
+        return "state"
+
+    assert asyncio.run(through_failover(call, seconds=30, attempt=0.05)) == "state"
+    assert calls[0] == 2 and cancelled == [True]
