@@ -14,7 +14,9 @@ ask for a unit).
 - :func:`spec_seconds`: the same for a converter that knows the field's path: a
   :class:`~tidal.errors.SpecError` naming it, and ``positive`` refuses 0 and less.
 
-Pure: text in, seconds out.
+Pure: text in, seconds out. It sits in ``scaling``, the layer under ``spec``, because Knative's
+config (:mod:`tidal.scaling.kpa_spec`) and the side inputs' schedules
+(:mod:`tidal.scaling.side_inputs`) read durations there too.
 """
 
 from __future__ import annotations
