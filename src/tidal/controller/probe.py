@@ -3,7 +3,8 @@
 A UDF or sink's pending is its input buffer's (appended − committed); its input buffer is named
 after the vertex. A source's pending is what the source itself reports: its reader writes what
 it saw into the control record at every trigger (the reader runs in a Python process the JVM
-starts, not in the driver's); a ``source_pending`` callable given here takes precedence. A
+starts, not in the driver's), with the vertex's processed count then, and what was processed
+since comes off it; a ``source_pending`` callable given here takes precedence. A
 negative value, a ``pending()`` that raises, or a report older than ``stale_after`` seconds means
 "not available": the policy then leaves the source alone, as Numaflow's UDSource contract says.
 Processed counts and busy seconds (what the writer tasks spent working) are the sums over the
@@ -65,7 +66,7 @@ class StoreProbe:
             return self._measured[vertex](replicas)
         done = self._control.progress(vertex)
         if vertex in self._sources:
-            pending = self._pending_of_source(vertex)
+            pending = self._pending_of_source(vertex, float(done.processed))
         else:
             pending = float(self._buffers.open(vertex).stats().pending)
         if self._running is not None and not self._running(vertex):
@@ -88,10 +89,10 @@ class StoreProbe:
             throttled_at=self._control.throttled_at(vertex),
         )
 
-    def _pending_of_source(self, vertex: str) -> float | None:
+    def _pending_of_source(self, vertex: str, processed: float) -> float | None:
         report = self._source_pending.get(vertex)
         if report is None:
-            return self._reported_pending(vertex)
+            return self._reported_pending(vertex, processed)
         value, why = ask_pending(report)
         if value is None and why.startswith("pending() raised"):
             self._repeated.warning(
@@ -99,7 +100,9 @@ class StoreProbe:
             )
         return value
 
-    def _reported_pending(self, vertex: str) -> float | None:
+    def _reported_pending(self, vertex: str, processed: float) -> float | None:
+        """The reader's last report, less what the vertex processed since it was made: the
+        two are a snapshot only together (:class:`~tidal.isb.control.SourceReport`)."""
         report = self._control.source_report(vertex)
         if report is None or time.time() - report.at > self._stale_after:
             return None
@@ -108,4 +111,4 @@ class StoreProbe:
             self._repeated.warning(
                 (vertex, kind), "source %s: %s (pending not available)", vertex, report.error
             )
-        return report.pending
+        return report.pending_now(processed)

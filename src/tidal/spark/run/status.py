@@ -171,7 +171,8 @@ def vertex_statuses(run: _Run) -> list[VertexStatus]:
             requests = run.requests[v.name].report()
         else:
             report = run.control.source_report(v.name)
-            pending = report.pending if report is not None else None
+            done = float(run.control.progress(v.name).processed)
+            pending = report.pending_now(done) if report is not None else None
         rate = metrics[v.name][0] if v.name in metrics else None
         rule, reason = (str(d.rule), d.reason) if d is not None else ("", "")
         if v.name != chain.head:
