@@ -172,7 +172,7 @@ class AdaptivePolicy(VertexPolicy):
 
         if self.scale.disabled:
             return self._hold(view, Rule.DISABLED, "scale.disabled")
-        ahead = self._ahead(view, lately)
+        ahead = self._ahead(view, lately, backlog)
         if ahead is not None:
             return ahead
         if lately == 0 and backlog == 0:  # nothing in the last panic window, nothing waiting
@@ -247,13 +247,21 @@ class AdaptivePolicy(VertexPolicy):
             # its replicas admit in a micro-batch: there it is saturated and learns its capacity.
             reason = f"{explain}; keeps up: {own:.0f} pending, under a micro-batch of its {current}"
             return self._hold(view, Rule.STEADY, reason)
-        if wanted > current and steady <= current and view.ready == current and backlog < admits:
-            # The arrivals lately need no more than these, and less waits than they take in one
-            # micro-batch: what asks for more is the slow window's rate, the load that has
-            # passed. Scaled up on it, the drained vertex went down on the arrivals again the
-            # next tick (the cluster's spike, as it ended: 4 → 1 → 3 → 1 → 3 … eleven changes
-            # in 13 s, each restarting the query while the backlog grew).
+        spare = current * capacity - lately  # what the replicas there do over the arrivals lately
+        if (
+            wanted > current
+            and steady <= current
+            and view.ready == current
+            and (backlog < admits or backlog <= spare * slack)
+        ):
+            # The arrivals lately need no more than these, and what waits fits a micro-batch or
+            # drains through their spare capacity within the slack: what asks for more is the
+            # slow window's rate, the load that has passed. Scaled up on it, the vertex went
+            # down again (the cluster's spike as it ended: 4 → 1 → 3 → 1 → 3 …, eleven changes
+            # in 13 s; its step: 3 → 1 → 2 → 1 on the 619 its restart piled up, 2026-11-29).
             reason = f"{explain}; keeps up: arrivals lately need {steady}, {backlog:.0f} waiting"
+            if backlog >= admits:
+                reason += f" drain in {backlog / spare:.0f} s at {spare:.0f}/s spare"
             return self._hold(view, Rule.STEADY, reason)
         if wanted > current:
             if view.pressure.level != Pressure.NONE:
@@ -332,12 +340,15 @@ class AdaptivePolicy(VertexPolicy):
     def _due(self, now: float, lead: float) -> Forecast | None:
         return None if self.rises is None else self.rises.due_within(now, lead)
 
-    def _ahead(self, view: PolicyInput, lately: float) -> Decision | None:
-        """Learn the rises, and ask for the next one's replicas a start-up before it is due."""
+    def _ahead(self, view: PolicyInput, lately: float, backlog: float) -> Decision | None:
+        """Learn the rises, and ask for the next one's replicas a start-up before it is due.
+        More than a second of arrivals and a micro-batch waiting, a low reading is a stall, not
+        a quiet (:meth:`~tidal.scaling.periodic.RiseWatch.observe`)."""
         if self.rises is None:
             return None
         if self.arrivals.measured(view, self.panic):
-            self.rises.observe(view.now, lately)
+            backed_up = backlog > max(lately, view.read_batch_size)
+            self.rises.observe(view.now, lately, backed_up=backed_up)
         due = self._due(view.now, self.startup + self.tick)
         if due is None:
             return None

@@ -96,13 +96,23 @@ class RiseWatch:
         if self._high and self._needs:
             self._needs[-1] = max(self._needs[-1], replicas)
 
-    def observe(self, now: float, rate: float) -> bool:
-        """Arrivals ``rate``/s at ``now``. True when a rise starts at this observation."""
+    def observe(self, now: float, rate: float, *, backed_up: bool = False) -> bool:
+        """Arrivals ``rate``/s at ``now``. True when a rise starts at this observation.
+
+        ``backed_up``: more waits than the vertex takes in at once. A reading under the high
+        share then is a stall (a query restarting, executors starting), not a quiet: it neither
+        starts a low spell nor continues one. On a cluster the demo's first wave read low for
+        seconds while its executors started with 7,380 waiting, and its end at 20 s was taken
+        for a rise: with the next wave's at 108 s, a period of 88 s where the waves come every
+        110 s, and a pre-scale 18 s early (2026-11-29)."""
         if self._at is not None and now > self._at:
             self._peak *= 0.5 ** ((now - self._at) / self.half_life)
         self._at = now
         self._peak = max(self._peak, rate)
         self._check_miss(now)
+        if backed_up and (self._peak <= 0 or rate < self.high_share * self._peak):
+            self._low_since = None
+            return False
         if self._peak <= 0:  # nothing yet: quiet, so the first load to come is a rise
             self._low_since = now if self._low_since is None else self._low_since
             return False

@@ -172,3 +172,22 @@ def test_one_period_between_unlike_rises_predicts_nothing_until_a_second_agrees(
     alike = RiseWatch()
     feed(alike, [0.0] * 10 + [900.0] * 20 + [0.0] * 30 + [900.0] * 20, needed=4)
     assert alike.forecast(90.0) is not None  # one period, rises alike: trusted after one period
+
+
+def test_a_low_reading_with_a_backlog_is_a_stall_not_a_quiet() -> None:
+    """On a cluster the demo's first wave read low for seconds while its executors started with
+    thousands waiting, and the end of that stall was taken for a rise: a period of 88 s where
+    the waves come every 110 s. Backed up, a low reading neither starts a low spell nor
+    continues one; a high one under a backlog is still a rise after a quiet."""
+    watch = RiseWatch()
+    for t in range(20):  # the run starts under load: readings of 0 while executors start
+        assert watch.observe(float(t), 0.0, backed_up=True) is False
+    rates = [900.0] * 20 + [0.0] * 70 + [900.0] * 40
+    rose = [20.0 + i for i, r in enumerate(rates) if watch.observe(20.0 + i, r, backed_up=i < 10)]
+    assert rose == [110.0]  # the wave after a quiet, not the start
+    stalled = RiseWatch()
+    feed(stalled, [900.0] * 10)
+    for t in range(10, 30):  # mid-load, a restart: low readings with a backlog, for 20 s
+        stalled.observe(float(t), 0.0, backed_up=True)
+    assert stalled.low_for(29.0) == 0.0
+    assert stalled.observe(30.0, 900.0) is False

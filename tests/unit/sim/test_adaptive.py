@@ -512,3 +512,34 @@ def test_a_drained_vertex_is_not_scaled_up_on_the_load_that_has_passed() -> None
         d = policy.decide(view(t, 1, done, 100, busy, last_scaled_at=41.0))
         assert d.desired == 1, (t, d.rule, d.reason)
     assert d.rule == Rule.STEADY and "keeps up: arrivals lately need 1" in d.reason
+
+
+def test_the_backlog_of_its_own_scale_down_is_drained_by_the_spare_not_by_a_scale_up() -> None:
+    """A scale-down restarts the query, and what piles up meanwhile can be more than a
+    micro-batch: the cluster's step, as it ended, went 3 → 1, then back to 2 on the slow
+    window's rate and the restart's 619 waiting, then 1 again. With the arrivals lately needing
+    1 and its spare capacity draining the backlog within the slack, it holds; a backlog the
+    spare cannot drain in time still scales up."""
+
+    def after_the_step(rate: float, stall: int) -> list:
+        policy = AdaptivePolicy(NumaflowScale(max=10), batch_guess_seconds=0)
+        done = busy = pending = 0.0
+        for t in range(41):  # 900/s through 3 replicas whose tasks do 400/s
+            done, busy = 900.0 * t, 2.25 * t
+            policy.decide(view(t, 3, done, 0, busy))
+        decisions = []
+        for t in range(41, 41 + stall + 8):  # then `rate`/s, down to 1, whose query restarts
+            if t > 40 + stall:  # the one replica works at 400/s
+                work = min(400.0, pending + rate)
+                done, busy = done + work, busy + work / 400
+                pending += rate - work
+            else:
+                pending += rate
+            decisions.append(policy.decide(view(t, 1, done, pending, busy, last_scaled_at=41.0)))
+        return decisions
+
+    held = after_the_step(225.0, stall=4)  # 900 pile up; 175/s spare drains them in 5 s
+    assert all(d.desired == 1 and d.rule == Rule.STEADY for d in held), [d.reason for d in held]
+    assert "keeps up: arrivals lately need 1, 900 waiting drain in 5 s at 175/s spare" in held[3].reason
+    up = after_the_step(375.0, stall=6)  # 2,250 pile up; 25/s spare takes 90 s, over 67.5 s
+    assert any(d.rule == Rule.SCALE_UP and d.desired > 1 for d in up), [d.reason for d in up]
