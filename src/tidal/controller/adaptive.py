@@ -51,8 +51,9 @@ measures, each tick:
   when the next rise would find it starting. Once two periods agree, a drained vertex goes to
   ``scale.min`` as soon as it has been quiet for 5 s when the next rise is more than two
   start-ups away, instead of after three start-ups idle. A rise that does not come is a miss:
-  the replicas go as any idle ones do, and prediction waits for two periods that agree. The demo's waves on
-  a cluster: an executor asked for 11-21 s before it runs a task, so each wave found its
+  the replicas go as any idle ones do, and prediction waits for two periods that agree. A low
+  reading with a backlog is a stall, not a quiet (:meth:`_ahead`). The demo's waves on a
+  cluster: an executor asked for 11-21 s before it runs a task, so each wave found its
   vertices a start-up short; Numaflow, Knative and Spark's dynamic allocation all react to the
   rise instead.
 * **Back pressure** — no scale-up while a buffer downstream is over its limit (more replicas
