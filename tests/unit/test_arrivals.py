@@ -4,6 +4,10 @@ its own as it drains what it had."""
 
 from __future__ import annotations
 
+import dataclasses
+
+import pytest
+
 from tidal.controller import PolicyInput
 from tidal.controller.arrivals import Arrivals
 from tidal.scaling import PressureCheck, VertexKind
@@ -48,3 +52,23 @@ def test_sources_that_stop_with_nothing_waiting_upstream_are_a_quiet_spell_measu
     measured_over(arrivals, [view(t, 900.0 * t, 900.0 * t, 300.0) for t in range(20)])
     quiet = [view(t, 900.0 * 19 + 300, 900.0 * 19, 0.0, pending=0.0) for t in range(20, 25)]
     assert all(measured_over(arrivals, quiet)[1:])
+
+
+def test_a_rate_spans_the_times_the_counts_were_true_not_the_ticks_that_read_them():
+    """A source reports when it plans a micro-batch; after a 2 s batch the next report came a
+    second after a tick that still read the one before it: over the tick's second, 2,491/s
+    arriving where 900/s did. Over the reports' times, it is 900/s."""
+    arrivals = Arrivals(keep_seconds=30.0, frozen_seconds=10.0)
+
+    def at(now: float, true_at: float) -> PolicyInput:
+        v = view(now, 500.0 * now, 900.0 * true_at, 300.0)
+        return dataclasses.replace(v, upstream_age=now - true_at)
+
+    for t in range(10):
+        arrivals.observe(at(t, t))
+    arrivals.observe(at(10, 9.1))  # the report made as the long batch was planned
+    arrivals.observe(at(11, 9.1))  # still that one: the batch runs on
+    arrivals.observe(at(12, 11.8))  # the next, made 0.2 s before this tick
+    here, sources = arrivals.rates(12.0, 1.0)
+    assert sources == pytest.approx(900.0)
+    assert here == pytest.approx(500.0)  # the vertex's own counts are read at the tick

@@ -340,7 +340,7 @@ class Controller:
         metrics: tuple[float | None, float | None],
         now: float,
         loads: Mapping[str, BufferLoad],
-        upstream: tuple[float, float | None] = (0.0, None),
+        upstream: tuple[float, float | None, float] = (0.0, None, 0.0),
     ) -> PolicyInput:
         limits = self.spec.limits_of(v.name)
         return PolicyInput(
@@ -362,6 +362,8 @@ class Controller:
             read_batch_size=limits.read_batch_size,
             upstream_pending=upstream[0],
             upstream_arrived=upstream[1],
+            upstream_age=upstream[2],
+            arrived_age=sample.age,
             upstream_limit=upstream_limit(self._feeders[v.name], self._vertices),
             sink_retried=sample.sink_retried,
             rate_limit=shared_rate_limit(self.spec, v, now),

@@ -44,18 +44,18 @@ def heading_to(
     upstream: Collection[str],
     vertices: Mapping[str, VertexState],
     samples: Mapping[str, ProbeSample | None],
-) -> tuple[float, float | None]:
-    """What is heading to a vertex whose ``upstream`` vertices are these: their pending, and the
+) -> tuple[float, float | None, float]:
+    """What is heading to a vertex whose ``upstream`` vertices are these: their pending, the
     messages that arrived at the sources among them so far (``None`` for a source, or when a
-    source upstream cannot say)."""
+    source upstream cannot say), and how old that count is (the oldest source's)."""
     if not upstream:
-        return 0.0, None
+        return 0.0, None, 0.0
     pending = sum(s.pending or 0.0 for u in upstream if (s := samples.get(u)) is not None)
-    arrived = 0.0
+    arrived, age = 0.0, 0.0
     for u in upstream:
         s = samples.get(u)
         if vertices[u].kind.reads_source:
             if s is None or s.pending is None:
-                return pending, None
-            arrived += s.processed + s.pending
-    return pending, arrived
+                return pending, None, 0.0
+            arrived, age = arrived + s.processed + s.pending, max(age, s.age)
+    return pending, arrived, age

@@ -76,6 +76,10 @@ class PolicyInput:
     # arrived at the sources upstream (cumulative; None for a source or when unknown).
     upstream_pending: float = 0.0
     upstream_arrived: float | None = None
+    # How old ``arrived`` and ``upstream_arrived`` are, in seconds: a source's count is as of its
+    # reader's last report (tidal.controller.ports.ProbeSample.age), and rates span those times.
+    arrived_age: float = 0.0
+    upstream_age: float = 0.0
     # The most the vertices feeding this one can deliver a second: each one's ``scale.max`` ×
     # what its policy learnt a replica sustains (None: a source, or a feeder whose policy does
     # not learn it). Downstream of a bottleneck, what is pending upstream comes no faster.

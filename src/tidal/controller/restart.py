@@ -50,7 +50,9 @@ __all__ = ["FORMAT", "Restored", "StateFile", "restore", "restore_notes", "snaps
 
 log = logging.getLogger("tidal.controller")
 
-FORMAT = b"tidal-controller-state 1\n"  # a first line that names the layout: another is refused
+# A first line that names the layout: another is refused. 2: the arrivals' samples say when
+# each count was true (tidal.controller.arrivals), and a layout-1 policy would not read them.
+FORMAT = b"tidal-controller-state 2\n"
 
 # The VertexState fields a restart carries over (the policy and the rater are handled apart).
 _KEPT = (

@@ -63,3 +63,16 @@ def test_the_controller_reads_a_source_as_arrived_at_the_report(tmp_path):
     assert before.pending is not None and after.pending is not None
     assert before.processed + before.pending == pytest.approx(1400.0)
     assert after.processed + after.pending == pytest.approx(1400.0)
+
+
+def test_a_sample_of_a_source_says_how_old_its_report_is(tmp_path):
+    """The report is as of when the reader made it, and the rates span those times
+    (``tidal.controller.arrivals``): a long micro-batch makes no report."""
+    spec = Pipeline("t").source("in", generator={"rate": 0}).sink("out", "blackhole").build()
+    control = ControlStore(tmp_path / "c.db")
+    probe = StoreProbe(spec, SqliteStore(tmp_path / "b.db"), control)
+    control.report_source("in", 900.0)
+    assert probe.sample("in").age == pytest.approx(0.0, abs=1.0)
+    with control._store.transaction() as db:
+        db.execute("UPDATE reports SET at = at - 2.0 WHERE vertex = 'in'")  # made 2 s ago
+    assert probe.sample("in").age == pytest.approx(2.0, abs=1.0)
