@@ -36,7 +36,9 @@ measures, each tick:
   That comes no faster than the feeding vertices deliver at their ``max`` (``upstream_limit``),
   so downstream of a capped vertex the demand is capped too.
 * **Start-up** — learnt from how long asked-for replicas took to become ready; the backlog is
-  projected to that moment, so the count is asked for once, not again every tick it grows.
+  projected to that moment, so the count is asked for once, not again every tick it grows; and
+  after any change, until a start-up after the restarted query's first work, its backlog is no
+  stall (:class:`~tidal.controller.startups.StartUps`).
 * **Paced starts** (``starts_per_tick``, local mode) — at most that many new replicas a tick,
   the rest on the following ticks. In Spark local mode every new replica starts a Python
   worker on the driver's machine (1–2 s of CPU each); asked for nine at once on 2 cores
@@ -72,6 +74,7 @@ from tidal.controller.arrivals import Arrivals
 from tidal.controller.policy import PolicyInput, VertexPolicy
 from tidal.controller.replica_capacity import ReplicaCapacity
 from tidal.controller.settle import SLACK, CatchUp, DownWindow
+from tidal.controller.startups import StartUps
 from tidal.scaling import Decision, NumaflowScale, Pressure, Rule
 from tidal.scaling.periodic import Forecast, RiseWatch
 
@@ -106,38 +109,25 @@ class AdaptivePolicy(VertexPolicy):
         self.panic = panic_seconds
         self.stable = stable_seconds
         self.down_window = down_window_seconds
-        self.startup = startup_guess_seconds  # until a start-up is observed
+        self.startups = StartUps(startup_guess_seconds)
         self.starts_per_tick = starts_per_tick  # None: every replica asked for at once
         self.learnt = ReplicaCapacity(batch_guess_seconds, learning)
         self.arrivals = Arrivals(stable_seconds, down_window_seconds, tick_seconds)
         self._steady = DownWindow()  # what arrivals alone needed, recently
         self._idle_since: float | None = None
-        # (when, replicas, when the first still starting was asked for): a scale-up not ready yet
-        self._asked: tuple[float, int, float] | None = None
-        self._woke_at: float | None = None  # processed when that scale-up woke the vertex from 0
-        self._asked_blind = False  # nothing waited at some tick since: its readiness can't show
         self.rises = RiseWatch() if predict else None
         self.tick = tick_seconds  # a pre-scale comes a start-up and a tick ahead of the rise
 
     # -- learning ------------------------------------------------------------------------------
 
     def _learn(self, view: PolicyInput) -> None:
-        if self._asked is not None and not view.pending_now and not view.upstream_pending:
-            # A replica shows as ready once a micro-batch ran on it (on Spark), which needs
-            # messages: with none waiting here or upstream, the wait measures the quiet, not the
-            # start-up. (A scale-up as a wave ended, ready at the next wave 70 s later, would
-            # teach a start-up of 37 s.) Woken with the path, the wait for the upstream's start
-            # counts: it is what this vertex's readiness takes.
-            self._asked_blind = True
-        # Woken from 0, the runtime counts the replicas of the vertex's last micro-batch as ready
-        # at once (a batch before the 0 is all it has seen): the first work done shows the start.
-        woken = self._woke_at is not None and view.processed > self._woke_at
-        if self._asked is not None and (woken or (self._woke_at is None and view.ready >= self._asked[1])):
-            if not self._asked_blind:
-                took = view.now - self._asked[0]
-                self.startup += 0.5 * (took - self.startup)  # few observations: learn them fast
-            self._asked = self._woke_at = None
+        self.startups.learn(view)
         self.learnt.observe(view)
+
+    @property
+    def startup(self) -> float:
+        """Seconds a replica takes to start, as learnt so far."""
+        return self.startups.seconds
 
     @property
     def capacity(self) -> float | None:
@@ -190,8 +180,9 @@ class AdaptivePolicy(VertexPolicy):
         per_replica = capacity * self.utilization
         # A start (from 0 or idle) drains in catch_up seconds, a rise under load in settle
         # seconds through the headroom of the count the new load needs (tidal.controller.settle).
+        restarting = self.startups.restarting(view)
         catch_up = self.horizon.horizon(
-            view.now, backlog, arriving, self.startup, self.tick, starting=view.ready < view.replicas
+            view.now, backlog, arriving, self.startup, self.tick, starting=restarting
         )
         # What the arrivals of the last panic window alone need: the floor a scale-down goes to is
         # the most of these over the down window (the long average decays too slowly to use).
@@ -199,10 +190,7 @@ class AdaptivePolicy(VertexPolicy):
         if self.rises is not None:
             self.rises.note_needed(steady)
         # The backlog when the replicas asked for now would be ready, drained in catch_up seconds.
-        starting = self._asked is not None and view.ready < view.replicas
-        until_ready = (
-            max(0.0, self._asked[2] + self.startup - view.now) if starting and self._asked else self.startup
-        )
+        starting, until_ready = self.startups.starting(view), self.startups.until_ready(view)
         shortfall = max(0.0, arriving - view.ready * capacity)
         projected = backlog + shortfall * until_ready
         rate = arriving + projected / catch_up
@@ -371,26 +359,14 @@ class AdaptivePolicy(VertexPolicy):
         paced = None if self.starts_per_tick is None else view.replicas + max(1, self.starts_per_tick)
         if paced is not None and to > paced:  # the rest on the next ticks, while these start
             reason, to = f"{reason}, {paced} this tick ({self.starts_per_tick} starts a tick)", paced
-        if to > view.ready:
-            # Asked again while replicas are starting: those come when they were due, and the
-            # backlog is projected to then. Projected from this tick instead, each new ask pushed
-            # the moment back and grew the projection by a tick of shortfall, so a small revision
-            # of the capacity asked for one more every tick (the simulator's step x10, with the
-            # learnt capacity moving from 234 to 223/s: `work` 19 → 20 → … → 25 in six ticks).
-            first = self._asked[2] if self._asked is not None and view.ready < view.replicas else view.now
-            self._asked, self._asked_blind = (view.now, to, first), False
-            self._woke_at = view.processed if view.replicas == 0 else None
+        if to > view.ready:  # asked again while replicas start: see StartUps.until_ready
+            self.startups.asked(view, to)
         return self._move(view, to, rule, reason)
 
     def _move(self, view: PolicyInput, to: int, rule: Rule, reason: str) -> Decision:
         if to == view.replicas:
             return self._hold(view, Rule.STEADY, reason)
-        if self._asked is not None and to < self._asked[1]:
-            # Released before all were ready: no start-up to learn from the ones never ready
-            # (waited for until some later count reached the old ask, a start-up of 58 s was
-            # learnt on the cluster), and what is still starting is the new count.
-            when, _, first = self._asked
-            self._asked = None if to <= view.ready else (when, to, first)
+        self.startups.changed(view, to)
         return Decision(
             view.name, view.now, view.replicas, to, rule, reason, self._inputs(view), recommended=to
         )

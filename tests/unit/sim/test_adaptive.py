@@ -543,3 +543,27 @@ def test_the_backlog_of_its_own_scale_down_is_drained_by_the_spare_not_by_a_scal
     assert "keeps up: arrivals lately need 1, 900 waiting drain in 5 s at 175/s spare" in held[3].reason
     up = after_the_step(375.0, stall=6)  # 2,250 pile up; 25/s spare takes 90 s, over 67.5 s
     assert any(d.rule == Rule.SCALE_UP and d.desired > 1 for d in up), [d.reason for d in up]
+
+
+def test_the_backlog_of_a_restart_after_a_scale_down_under_load_is_no_stall() -> None:
+    """The cluster's step: `enrich` went 5 → 3 at a steady 900/s, its query stopped for 7 s and
+    piled up 5,900, and with the start-up learnt at 3 s that read as a backlog that had stopped
+    falling: the horizon fell to 10 s and it went 3 → 6. Three replicas' spare drains it."""
+    policy = AdaptivePolicy(NumaflowScale(max=10), batch_guess_seconds=0, startup_guess_seconds=3)
+    done = busy = 0.0
+    for t in range(41):  # 900/s through 5 replicas whose tasks do 375/s
+        done, busy = 900.0 * t, 2.4 * t
+        policy.decide(view(t, 5, done, 0, busy))
+    policy.decide(view(41, 5, done, 0, busy))
+    pending, decisions = 0.0, []
+    for t in range(42, 90):
+        if t <= 48:  # the query restarts: nothing done
+            pending += 900
+        else:  # 3 replicas at 375/s: 225/s spare
+            work = min(1125.0, pending + 900)
+            done, busy, pending = done + work, busy + work / 375, pending + 900 - work
+        d = policy.decide(view(t, 3, done, pending, busy, last_scaled_at=41.0))
+        decisions.append(d)
+    assert all(d.desired <= 3 for d in decisions), [
+        (d.now, d.desired, d.reason) for d in decisions if d.desired > 3
+    ]
