@@ -169,15 +169,24 @@ def _rate_query(spark, checkpoint: Path, provider: str):
         spark.conf.unset("spark.sql.streaming.stateStore.providerClass")
 
 
-def _run_batches(query, batches: int) -> None:
-    from tidal.spark.query.vertex import stop_between_batches
+def _run_batches(start, checkpoint: Path, batches: int) -> None:
+    """Run the query ``start()`` makes until batch ``batches``, then stop it with every batch it
+    planned committed, as a move does: a stop between two batches can still race the next
+    trigger (every 250 ms here), and Spark refuses to repartition after a batch cut short."""
+    from tidal.spark.run.repartition import stop_at_a_commit
+
+    running = [start()]
 
     def ran() -> None:
-        progress = query.lastProgress
+        progress = running[0].lastProgress
         assert progress is not None and progress["batchId"] >= batches
 
-    eventually(ran, 180, f"{batches} batches", query=query)
-    stop_between_batches(query)
+    def restart():
+        running[0] = start()
+        return running[0]
+
+    eventually(ran, 180, f"{batches} batches", query=running[0])
+    assert stop_at_a_commit(lambda: running[0], restart, checkpoint) is None
 
 
 def test_a_failed_repartition_leaves_an_unfinished_batch_that_undoing_lets_the_query_run_on_its_old_count(
@@ -190,7 +199,7 @@ def test_a_failed_repartition_leaves_an_unfinished_batch_that_undoing_lets_the_q
 
     hdfs = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
     checkpoint = tmp_path / "checkpoint"
-    _run_batches(_rate_query(spark, checkpoint, hdfs), 3)
+    _run_batches(lambda: _rate_query(spark, checkpoint, hdfs), checkpoint, 3)
     assert committed_partitions(checkpoint) == 2 and unfinished_repartition(checkpoint) is None
     with pytest.raises(Exception) as refused:
         repartition(spark, checkpoint, 3)  # the session stays active for the tests after this one
@@ -201,12 +210,12 @@ def test_a_failed_repartition_leaves_an_unfinished_batch_that_undoing_lets_the_q
     assert unfinished is not None and (unfinished.before, unfinished.after) == (2, 3)
     assert abandon_repartition(checkpoint, unfinished)
     assert unfinished_repartition(checkpoint) is None
-    query = _rate_query(spark, checkpoint, ROCKSDB)  # the checkpoint's provider wins
-    _run_batches(query, unfinished.batch + 1)
+    # the checkpoint's provider wins
+    _run_batches(lambda: _rate_query(spark, checkpoint, ROCKSDB), checkpoint, unfinished.batch + 1)
     assert committed_partitions(checkpoint) == 2
 
     rocks = tmp_path / "rocks"
-    _run_batches(_rate_query(spark, rocks, ROCKSDB), 3)
+    _run_batches(lambda: _rate_query(spark, rocks, ROCKSDB), rocks, 3)
     repartition(spark, rocks, 3)
     assert committed_partitions(rocks) == 3 and unfinished_repartition(rocks) is None
 
