@@ -58,6 +58,12 @@ measures, each tick:
   cluster: an executor asked for 11-21 s before it runs a task, so each wave found its
   vertices a start-up short; Numaflow, Knative and Spark's dynamic allocation all react to the
   rise instead.
+* **A rise that ends before a scale-up pays** — once two rises agree on how long their high
+  phase lasts (:meth:`~tidal.scaling.periodic.RiseWatch.rise_ends`), a rise under way whose
+  backlog the ready replicas clear within ``catch_up_seconds`` of its end is held through,
+  and the next is not pre-scaled for: on the cluster each 5 s burst took `orders` 1 → 2 → 1,
+  two restarts of the source for a burst one replica absorbs 2 s after it ends. A rise that
+  outlasts the learnt length by its tolerance (or 2 s) is a load that stays, and is scaled for.
 * **Back pressure** — no scale-up while a buffer downstream is over its limit (more replicas
   would only fill it faster), as in Numaflow.
 
@@ -252,6 +258,12 @@ class AdaptivePolicy(VertexPolicy):
             if backlog >= admits:
                 reason += f" drain in {backlog / spare:.0f} s at {spare:.0f}/s spare"
             return self._hold(view, Rule.STEADY, reason)
+        ends = None if self.rises is None else self.rises.rise_ends(view.now)
+        clears = math.inf if ends is None else ends.clears(backlog, view.ready * capacity, arriving)
+        if wanted > current and ends is not None and clears <= ends.left + self.horizon.catch_up:
+            # A rise that ends before a scale-up pays (see the module docstring).
+            reason = f"{explain}; {ends.reason()}: {view.ready} clear it in {clears:.0f} s"
+            return self._hold(view, Rule.STEADY, reason)
         if wanted > current:
             if view.pressure.level != Pressure.NONE:
                 return self._hold(view, Rule.BACK_PRESSURE_DOWNSTREAM, f"{explain}; {view.pressure.reason}")
@@ -342,7 +354,9 @@ class AdaptivePolicy(VertexPolicy):
         if due is None:
             return None
         wanted = min(self.scale.max, max(self.scale.min, due.replicas))
-        if wanted <= view.replicas:
+        # Not for a rise whose backlog the replicas there clear within the catch-up after it.
+        clears = due.clears(backlog, view.ready * (self.capacity or 0.0), lately)
+        if wanted <= view.replicas or clears <= (due.lasts or 0.0) + self.horizon.catch_up:
             return None
         under = self.rises.low_share * self.rises.peak
         low = f"{lately:.0f}/s lately, low (≤ {under:.0f}/s) for {self.rises.low_for(view.now):.0f} s"
@@ -375,18 +389,5 @@ class AdaptivePolicy(VertexPolicy):
         return Decision(view.name, view.now, view.replicas, view.replicas, rule, reason, self._inputs(view))
 
     def _inputs(self, view: PolicyInput) -> dict[str, float | int | str | None]:
-        fit = self.learnt.task_fit
-        return {
-            "capacity": self.capacity,
-            "learnt_from": self.source,
-            "work_rate": self.learnt.work_rate,
-            "batch_cost": self.learnt.batch_cost,
-            "full_batch_rate": self.learnt.full_batch_rate,
-            "task_seconds": None if fit is None else fit[0],
-            "message_rate": None if fit is None else fit[1],
-            "sustained": self.learnt.sustained,
-            "did": None if self.learnt.did is None else self.learnt.did[0],
-            "pending": view.pending_now,
-            "ready": view.ready,
-            "replicas": view.replicas,
-        }
+        learnt = self.learnt.inputs()
+        return {**learnt, "pending": view.pending_now, "ready": view.ready, "replicas": view.replicas}

@@ -215,6 +215,21 @@ class ReplicaCapacity:
             return f"busy time, {self.batch_cost:.2f} s a batch"
         return "throughput while saturated" if self.sustained is not None else "nothing yet"
 
+    def inputs(self) -> dict[str, float | int | str | None]:
+        """What was learnt, for a decision's inputs (each event in the run's ``events.jsonl``)."""
+        fit = self.task_fit
+        return {
+            "capacity": self.capacity,
+            "learnt_from": self.source,
+            "work_rate": self.work_rate,
+            "batch_cost": self.batch_cost,
+            "full_batch_rate": self.full_batch_rate,
+            "task_seconds": None if fit is None else fit[0],
+            "message_rate": None if fit is None else fit[1],
+            "sustained": self.sustained,
+            "did": None if self.did is None else self.did[0],
+        }
+
 
 class TaskCost:
     """``busy = fixed × tasks + messages / rate``, fitted by least squares over ticks, each

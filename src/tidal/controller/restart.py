@@ -52,7 +52,8 @@ log = logging.getLogger("tidal.controller")
 
 # A first line that names the layout: another is refused. 2: the arrivals' samples say when
 # each count was true (tidal.controller.arrivals), and a layout-1 policy would not read them.
-FORMAT = b"tidal-controller-state 2\n"
+# 3: the rise watch keeps each rise's high phase and rate (tidal.scaling.periodic).
+FORMAT = b"tidal-controller-state 3\n"
 
 # The VertexState fields a restart carries over (the policy and the rater are handled apart).
 _KEPT = (

@@ -24,17 +24,26 @@ run's start and a spike a minute later are not a pattern); a rise that does not 
 watch predicts again only once two consecutive periods agree within ``tolerance``: on a trace of
 random bursts (Pareto gaps) it pays for one early start, not one per burst.
 
+How long a rise lasts: its high phase, from the rise to the first low reading that is not a
+stall (a backlog still draining keeps it high, so the length errs long). Once the last two
+agree (within the tolerance, or the quiet spell), :meth:`RiseWatch.rise_ends` says when the
+rise under way ends (after the longest of the last three), so a policy can tell a burst the
+replicas there absorb from a load that needs more (the cluster's 5 s bursts took `orders`
+1 → 2 → 1 for each, two restarts of the source, where one replica cleared the burst 2 s after
+it ended). A rise that goes on past that by the tolerance (or 2 s) is a load that stays.
+
 Pure: time is an argument, nothing is read from a clock.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections import deque
 from dataclasses import dataclass
 from itertools import pairwise
 
-__all__ = ["Forecast", "RiseWatch"]
+__all__ = ["Forecast", "RiseEnd", "RiseWatch"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +57,16 @@ class Forecast:
     replicas: int
     agreed: bool = False  # the last two periods agree: seen twice, not once
     spread: float = 0.0  # how far the recent periods fell from ``period``: the rise may come that early
+    rate: float = 0.0  # the most that arrived a second in the last rise's high phase
+    lasts: float | None = None  # how long a rise's high phase lasts, once two agree (RiseEnd)
+
+    def clears(self, backlog: float, capacity: float, low: float) -> float:
+        """Seconds from the rise until ``backlog`` and what it brings are gone at ``capacity``/s
+        (it arrives at :attr:`rate` for :attr:`lasts` s, then ``low``/s); infinite while how
+        long a rise lasts is not known."""
+        if self.lasts is None:
+            return math.inf
+        return RiseEnd(self.lasts, self.lasts, self.rises, low).clears(backlog, capacity, self.rate)
 
     def reason(self, now: float) -> str:
         due = self.at - now
@@ -55,6 +74,32 @@ class Forecast:
         return (
             f"the load rose every {self.period:.0f} s ({self.rises} rises), the next rise is {when}; "
             f"the last one needed {self.replicas}"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class RiseEnd:
+    """When the rise under way ends: its high phase lasted ``lasts`` s the last ``seen`` times
+    (the longest of the last three), ``left`` s of it remain, and ``low`` per second arrived in
+    the low spell before it, which is what comes after."""
+
+    left: float
+    lasts: float
+    seen: int
+    low: float
+
+    def clears(self, backlog: float, capacity: float, arriving: float) -> float:
+        """Seconds until ``backlog`` is gone at ``capacity``/s, with ``arriving``/s for the rest
+        of the rise and :attr:`low`/s after it; infinite if it never is."""
+        net = capacity - arriving  # what the backlog falls by a second while the rise lasts
+        if net >= 0 and backlog <= net * self.left:
+            return max(0.0, backlog) / net if net > 0 else 0.0
+        after = capacity - self.low
+        return math.inf if after <= 0 else self.left + (backlog - net * self.left) / after
+
+    def reason(self) -> str:
+        return (
+            f"the rise ends in {self.left:.0f} s (its high phase lasted {self.lasts:.0f} s, {self.seen} seen)"
         )
 
 
@@ -83,6 +128,10 @@ class RiseWatch:
         self._high = False
         self._rises: deque[float] = deque(maxlen=remember)
         self._needs: deque[int] = deque(maxlen=remember)  # the most needed in each rise's high phase
+        self._rates: deque[float] = deque(maxlen=remember)  # the most arrived in each high phase
+        self._highs: deque[float] = deque(maxlen=remember)  # how long each ended high phase lasted
+        self._low_rate = 0.0  # the most arrived in the current low spell
+        self._before: float = 0.0  # … and in the one before the last rise
         self._trusted = True  # False after a miss, until two periods agree
 
     @property
@@ -118,14 +167,21 @@ class RiseWatch:
             return False
         rose = False  # a Schmitt trigger: low until high, high until low; in between, as it was
         if rate <= self.low_share * self._peak:
+            if self._high and self._rises:
+                self._highs.append(now - self._rises[-1])
+            if self._high or self._low_since is None:
+                self._low_rate = rate
             self._high = False
             if self._low_since is None:
                 self._low_since = now
+            self._low_rate = max(self._low_rate, rate)
         elif rate >= self.high_share * self._peak:
             quiet_long = self._low_since is not None and now - self._low_since >= self.quiet
             if quiet_long and not self._high:
                 rose = self._rise(now)
             self._high, self._low_since = True, None
+        if self._high and self._rates:
+            self._rates[-1] = max(self._rates[-1], rate)
         return rose
 
     def _rise(self, now: float) -> bool:
@@ -133,6 +189,8 @@ class RiseWatch:
             return False
         self._rises.append(now)
         self._needs.append(0)
+        self._rates.append(0.0)
+        self._before = self._low_rate
         periods = self._periods()
         if not self._trusted and len(periods) >= 2:
             self._trusted = self._agree(periods[-2], periods[-1])
@@ -179,7 +237,35 @@ class RiseWatch:
         agreed = len(periods) >= 2 and self._agree(periods[-2], periods[-1])
         if not agreed and not self._alike(self._needs[-2], self._needs[-1]):
             return None  # one period between rises unlike each other: not yet a pattern
-        return Forecast(due, period, len(self._rises), max(1, self._needs[-1]), agreed, spread)
+        lasts = self._lasts()
+        return Forecast(
+            due, period, len(self._rises), max(1, self._needs[-1]), agreed, spread, self._rates[-1], lasts
+        )
+
+    def _lasts(self) -> float | None:
+        """How long a rise's high phase lasts: the longest of the last three, once the last two
+        agree (within the tolerance, or the quiet spell: a 5 s burst reads 4-7 s at a tick a
+        second); None before."""
+        highs = list(self._highs)[-3:]
+        if len(highs) < 2:
+            return None
+        a, b = highs[-2], highs[-1]
+        if abs(a - b) > max(self.tolerance * max(a, b), self.quiet):
+            return None
+        return max(highs)
+
+    def rise_ends(self, now: float) -> RiseEnd | None:
+        """While the load is high: when this rise's high phase ends, if the rises before it
+        agree on how long one lasts. None when it has outlasted that by more than the tolerance
+        (or 2 s): the load stayed, and it is judged as a load that stays (a burst that turns
+        into a step is scaled for as a step)."""
+        lasts = self._lasts()
+        if not self._high or not self._rises or lasts is None:
+            return None
+        into = now - self._rises[-1]
+        if into > lasts + max(self.tolerance * lasts, 2.0):
+            return None
+        return RiseEnd(max(0.0, lasts - into), lasts, len(self._highs), self._before)
 
     @property
     def peak(self) -> float:

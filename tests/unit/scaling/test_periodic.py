@@ -191,3 +191,68 @@ def test_a_low_reading_with_a_backlog_is_a_stall_not_a_quiet() -> None:
         stalled.observe(float(t), 0.0, backed_up=True)
     assert stalled.low_for(29.0) == 0.0
     assert stalled.observe(30.0, 900.0) is False
+
+
+def bursts(
+    count: int = 4, on: int = 5, period: int = 30, base: float = 100.0, peak: float = 2000.0
+) -> list[float]:
+    """The cluster bench's bursty trace: ``base``/s with ``on`` s of ``peak``/s every ``period`` s."""
+    return [peak if t % period < on else base for t in range(count * period)]
+
+
+def test_a_rise_s_high_phase_is_learnt_once_two_agree_and_the_rise_under_way_ends_on_time():
+    watch = RiseWatch()  # the load at the start is no rise: it was never low before
+    feed(watch, bursts(count=2))
+    assert watch.rises == (30.0,) and watch.rise_ends(31.0) is None  # one high phase seen (30-35)
+    feed(watch, bursts(count=4)[60:92], start=60.0)  # the third burst, then the fourth 2 s in
+    ends = watch.rise_ends(91.0)
+    assert ends is not None and (ends.lasts, ends.left, ends.seen, ends.low) == (5.0, 4.0, 2, 100.0)
+    assert ends.reason() == "the rise ends in 4 s (its high phase lasted 5 s, 2 seen)"
+    forecast = watch.forecast(91.0)
+    assert forecast is not None and (forecast.lasts, forecast.rate) == (5.0, 2000.0)
+
+
+def test_a_rise_that_outlasts_the_ones_before_is_judged_as_a_load_that_stays():
+    watch = RiseWatch()
+    feed(watch, bursts(count=3) + [2000.0] * 10)
+    assert watch.rise_ends(95.0) is not None  # 5 s in: due to end now
+    assert watch.rise_ends(97.0) is not None  # within 2 s of it
+    assert watch.rise_ends(98.0) is None  # 8 s in, 3 s past: a step, not a burst
+    assert watch.rise_ends(99.0) is None
+
+
+def test_high_phases_that_disagree_are_no_length():
+    watch = RiseWatch()
+    rates = bursts(count=3)  # rises at 30 (5 s high), 60 (18 s high) and 90
+    rates[60:78] = [2000.0] * 18
+    feed(watch, rates + [2000.0] * 2)
+    assert watch.rises == (30.0, 60.0, 90.0)
+    assert watch.forecast(91.0) is not None
+    assert watch.rise_ends(91.0) is None
+    assert watch.rise_ends(50.0) is None  # and no rise is under way in a low spell
+
+
+def test_what_a_rise_leaves_clears_through_the_capacity_over_the_rate_after_it():
+    from tidal.scaling.periodic import RiseEnd
+
+    ends = RiseEnd(left=3.0, lasts=5.0, seen=2, low=100.0)
+    # 1 replica at 1,558/s under 2,000/s: 500 + 442 × 3 = 1,826 left, drained at 1,458/s after
+    assert ends.clears(500.0, 1558.0, 2000.0) == pytest.approx(3.0 + 1826.0 / 1458.0)
+    assert ends.clears(500.0, 2500.0, 2000.0) == 1.0  # gone while the rise lasts
+    assert ends.clears(0.0, 2000.0, 2000.0) == 0.0
+    assert ends.clears(10.0, 90.0, 2000.0) == float("inf")  # not even the rate after it
+
+
+@given(
+    backlog=st.floats(0, 1e5),
+    capacity=st.floats(1, 1e4),
+    more=st.floats(0, 1e4),
+    arriving=st.floats(0, 1e4),
+    left=st.floats(0, 60),
+    low=st.floats(0, 1e3),
+)
+def test_more_capacity_never_clears_later(backlog, capacity, more, arriving, left, low):
+    from tidal.scaling.periodic import RiseEnd
+
+    ends = RiseEnd(left=left, lasts=left, seen=2, low=low)
+    assert ends.clears(backlog, capacity + more, arriving) <= ends.clears(backlog, capacity, arriving) + 1e-6

@@ -567,3 +567,48 @@ def test_the_backlog_of_a_restart_after_a_scale_down_under_load_is_no_stall() ->
     assert all(d.desired <= 3 for d in decisions), [
         (d.now, d.desired, d.reason) for d in decisions if d.desired > 3
     ]
+
+
+def _bursts(per_replica: float, seconds: int = 150, stays_from: float | None = None) -> list:
+    """The cluster bench's bursts (100/s with 5 s of 2,000/s every 30 s) into one vertex whose
+    replicas each do ``per_replica``/s, ready at once; from ``stays_from`` on 2,000/s stays.
+    A scale-down goes to what the last 10 s needed, as the bench's pipeline sets it."""
+    policy = AdaptivePolicy(NumaflowScale(max=10), batch_guess_seconds=0, down_window_seconds=10.0)
+    replicas, done, busy, pending, decisions = 1, 0.0, 0.0, 0.0, []
+    for t in range(seconds):
+        high = t % 30 < 5 or (stays_from is not None and t >= stays_from)
+        pending += 2000.0 if high else 100.0
+        work = min(pending, replicas * per_replica)
+        done, busy, pending = done + work, busy + work / per_replica, pending - work
+        d = policy.decide(view(t, replicas, done, pending, busy, last_scaled_at=-100.0))
+        decisions.append(d)
+        replicas = d.desired
+    return decisions
+
+
+def test_a_burst_the_replicas_there_absorb_before_a_scale_up_pays_is_held_through():
+    """The cluster's bursts took `orders` 1 → 2 → 1 for each 5 s burst of 2,000/s, which one
+    replica at 1,558/s absorbs 2 s after it ends; each change restarted the source. Once two
+    bursts agree on how long one lasts, the next is held through, and not pre-scaled for."""
+    decisions = _bursts(1558.0)
+    ups = [d for d in decisions if d.desired > d.current]
+    assert ups and max(d.at for d in ups) < 90, [(d.at, d.reason) for d in ups]
+    assert not any(d.rule == Rule.PRE_SCALE for d in decisions)
+    held = [d for d in decisions if "the rise ends in" in d.reason]
+    assert held and all(d.desired == 1 for d in held)
+    assert "1 clear it in" in held[0].reason
+
+
+def test_a_burst_the_replicas_there_cannot_absorb_still_scales_up():
+    """`enrich` at ~370/s a replica: a burst leaves 8,000 that one replica drains in 30 s,
+    past the catch-up, so every burst still gets its replicas."""
+    decisions = _bursts(370.0)
+    late = [d for d in decisions if d.at >= 90 and d.desired > d.current]
+    assert late and not any("the rise ends in" in d.reason and d.desired == 1 for d in decisions)
+
+
+def test_a_burst_that_stays_is_scaled_for_as_a_step():
+    decisions = _bursts(1558.0, seconds=140, stays_from=120)
+    assert any(d.at >= 120 and d.desired > d.current for d in decisions), [
+        (d.at, d.current, d.desired, d.reason) for d in decisions if d.at >= 118
+    ]
