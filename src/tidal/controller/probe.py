@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping
 from tidal.contracts import ask_pending
 from tidal.controller.loop import ProbeSample
 from tidal.isb.base import BufferStore
-from tidal.isb.control import ControlStore
+from tidal.isb.control import STALE_REPORT_SECONDS, ControlStore
 from tidal.log import Repeated
 from tidal.spec import PipelineSpec
 
@@ -44,7 +44,7 @@ class StoreProbe:
         source_pending: Mapping[str, Callable[[], float | None]] | None = None,
         *,
         running: Callable[[str], bool] | None = None,
-        stale_after: float = 30.0,
+        stale_after: float = STALE_REPORT_SECONDS,
         slots: Callable[[], Mapping[str, int]] | None = None,
         measured: Mapping[str, Callable[[int], ProbeSample]] | None = None,
     ) -> None:

@@ -8,6 +8,13 @@ Beside it, ``replica_reads``: messages each replica (read partition ``i`` of a b
 far, kept in the same transaction as the batch (a replay replaces its own counts): Numaflow's
 per-pod read counts (``getPodReadCounts``), which its rater reads per pod for a MonoVertex.
 
+**Running totals** (``batch_totals``): what the probe, a source's report, the status and the
+drop counters sum over a vertex's batches, kept per vertex in the transaction that records each
+batch (a replay takes its first recording back). Summed over ``batches`` instead, every probe
+tick and every trigger of a source read the whole run: 15 ms a sum for a day's batches at one a
+second, inside the reader's write transaction. For the same reason the batches are indexed by
+commit time (``batches_at``), which the live status's window of delays reads.
+
 **Why a module of its own.** The control record (:mod:`tidal.isb.control`) is where the
 controller's replica counts, the readers' plans and the run's small facts meet; the ledger is the
 one home of the batches' accounting, which the status, the rater, the vertical recommender and the
@@ -65,6 +72,11 @@ class MemberBatch:
     exhausted: int = 0  # by its routed sink, after its retries
 
 
+# The columns of a batch that are summed per vertex, in ``batch_totals``' order.
+_TOTALLED = ("rows", "busy", "tasks", "dead", "dropped", "dropped_full", "dropped_exhausted", "retried")
+_SUMS = ", ".join(f"coalesce(sum({c}), 0)" for c in _TOTALLED)
+
+
 def _delay_text(delays: DelaySample | None) -> str | None:
     if delays is None or not delays.count:
         return None
@@ -104,6 +116,20 @@ class BatchLedger:
         if "dropped_full" not in columns:  # the drops' reasons (drops)
             db.execute("ALTER TABLE batches ADD COLUMN dropped_full INTEGER NOT NULL DEFAULT 0")
             db.execute("ALTER TABLE batches ADD COLUMN dropped_exhausted INTEGER NOT NULL DEFAULT 0")
+        # The live status reads a sink's delays of the last minute every refresh: without it, a
+        # scan of the vertex's whole run (19 ms at a day of batches, 0.04 ms with it).
+        db.execute("CREATE INDEX IF NOT EXISTS batches_at ON batches (vertex, at)")
+        exists = "SELECT 1 FROM sqlite_master WHERE type='table' AND name='batch_totals'"
+        if not db.execute(exists).fetchone():
+            db.execute(
+                "CREATE TABLE batch_totals (vertex TEXT PRIMARY KEY, rows INTEGER NOT NULL, "
+                "busy REAL NOT NULL, tasks INTEGER NOT NULL, dead INTEGER NOT NULL, "
+                "dropped INTEGER NOT NULL, dropped_full INTEGER NOT NULL, "
+                "dropped_exhausted INTEGER NOT NULL, retried INTEGER NOT NULL)"
+            )
+            db.execute(  # an older run's batches: summed once, here
+                f"INSERT INTO batch_totals SELECT vertex, {_SUMS} FROM batches GROUP BY vertex"
+            )
         db.execute(  # what a source's client dropped before Tidal read it (record_source_drops)
             "CREATE TABLE IF NOT EXISTS source_drops (vertex TEXT PRIMARY KEY, count INTEGER NOT NULL)"
         )
@@ -165,6 +191,11 @@ class BatchLedger:
             old = db.execute(
                 "SELECT parts FROM batches WHERE vertex=? AND batch_id=?", (vertex, batch_id)
             ).fetchone()
+            head = (rows, busy, tasks, dead, dropped, full, exhausted, retried)
+            self._add_to_totals(db, vertex, batch_id, head)
+            for m in members:
+                member = (m.rows, m.busy, tasks, m.dead, m.dropped, m.full, m.exhausted, 0)
+                self._add_to_totals(db, m.vertex, batch_id, member)
             if old is not None and old[0]:  # a replay: take its first recording back
                 for replica, count in enumerate(json.loads(old[0])):
                     db.execute(
@@ -222,6 +253,29 @@ class BatchLedger:
                     ),
                 )
 
+    @staticmethod
+    def _add_to_totals(db: sqlite3.Connection, vertex: str, batch_id: int, new: Sequence[float]) -> None:
+        """Add a batch about to be recorded to its vertex's totals, less its first recording if
+        this is a replay (read before the batch's row is replaced)."""
+        columns = ", ".join(_TOTALLED)
+        old = db.execute(
+            f"SELECT {columns} FROM batches WHERE vertex=? AND batch_id=?", (vertex, batch_id)
+        ).fetchone()
+        delta = [n - (old[i] if old is not None else 0) for i, n in enumerate(new)]
+        updates = ", ".join(f"{c} = {c} + excluded.{c}" for c in _TOTALLED)
+        db.execute(
+            f"INSERT INTO batch_totals (vertex, {columns}) VALUES (?, {', '.join('?' * len(_TOTALLED))}) "
+            f"ON CONFLICT(vertex) DO UPDATE SET {updates}",
+            (vertex, *delta),
+        )
+
+    def totals(self, vertex: str) -> dict[str, float]:
+        """The vertex's committed batches summed (``batch_totals``): each of :data:`_TOTALLED`."""
+        row = self._store.db.execute(
+            f"SELECT {', '.join(_TOTALLED)} FROM batch_totals WHERE vertex=?", (vertex,)
+        ).fetchone()
+        return dict(zip(_TOTALLED, row if row is not None else (0,) * len(_TOTALLED), strict=True))
+
     def delivering(self) -> list[str]:
         """The vertices that recorded delivery delays (the sinks that delivered something)."""
         rows = self._store.db.execute("SELECT DISTINCT vertex FROM batches WHERE delays IS NOT NULL")
@@ -241,10 +295,7 @@ class BatchLedger:
 
     def dead_letters(self, vertex: str) -> int:
         """Messages the vertex sent to its dead letter, over its committed batches."""
-        row = self._store.db.execute(
-            "SELECT coalesce(sum(dead), 0) FROM batches WHERE vertex=?", (vertex,)
-        ).fetchone()
-        return int(row[0])
+        return int(self.totals(vertex)["dead"])
 
     def dropped(self, vertex: str) -> int:
         """Messages the vertex dropped (tagged DROP, taken by no output edge, at a full buffer,
@@ -269,14 +320,9 @@ class BatchLedger:
         ``onFull: discardLatest`` edge), ``sink-retries-exhausted`` (``onFailure: drop``), and
         ``source-overflow`` (the source's client held its limit already). Only the reasons with
         drops."""
-        db = self._store.db
-        row = db.execute(
-            "SELECT coalesce(sum(dropped), 0), coalesce(sum(dropped_full), 0), "
-            "coalesce(sum(dropped_exhausted), 0) FROM batches WHERE vertex=?",
-            (vertex,),
-        ).fetchone()
-        total, full, exhausted = int(row[0]), int(row[1]), int(row[2])
-        source = db.execute("SELECT count FROM source_drops WHERE vertex=?", (vertex,)).fetchone()
+        totals = self.totals(vertex)
+        total, full, exhausted = (int(totals[c]) for c in ("dropped", "dropped_full", "dropped_exhausted"))
+        source = self._store.db.execute("SELECT count FROM source_drops WHERE vertex=?", (vertex,)).fetchone()
         out = {
             "tags": total - full - exhausted,
             "buffer-full": full,
@@ -288,10 +334,7 @@ class BatchLedger:
     def sink_retried(self, vertex: str) -> int:
         """Message writes its routed sink retried, over its committed batches (a chain's are its
         head's: the replicas that wrote them)."""
-        row = self._store.db.execute(
-            "SELECT coalesce(sum(retried), 0) FROM batches WHERE vertex=?", (vertex,)
-        ).fetchone()
-        return int(row[0])
+        return int(self.totals(vertex)["retried"])
 
     def processed(self, vertex: str) -> int:
         """Messages the vertex has processed so far (the sum over its committed batches)."""
@@ -309,12 +352,8 @@ class BatchLedger:
 
     def progress(self, vertex: str) -> Progress:
         """Messages processed, busy seconds and tasks so far, summed over the committed batches."""
-        row = self._store.db.execute(
-            "SELECT coalesce(sum(rows), 0), coalesce(sum(busy), 0), coalesce(sum(tasks), 0) "
-            "FROM batches WHERE vertex=?",
-            (vertex,),
-        ).fetchone()
-        return Progress(int(row[0]), float(row[1]), int(row[2]))
+        totals = self.totals(vertex)
+        return Progress(int(totals["rows"]), float(totals["busy"]), int(totals["tasks"]))
 
     def expansion(self, vertex: str, last: int = 5) -> float:
         """Messages written per message read over the vertex's ``last`` committed batches that

@@ -36,7 +36,9 @@ from tidal.isb.batch_ledger import BatchLedger
 from tidal.isb.durability import DEFAULT, Durability
 from tidal.isb.sqlite import SqliteStore
 
-__all__ = ["BatchRange", "ControlStore", "RoomClaims", "SourceReport"]
+__all__ = ["STALE_REPORT_SECONDS", "BatchRange", "ControlStore", "RoomClaims", "SourceReport"]
+
+STALE_REPORT_SECONDS = 30.0  # a source's report older than this says nothing about now
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +80,15 @@ class SourceReport:
         if self.pending is None or self.processed is None:
             return self.pending
         return max(0.0, self.pending - max(0.0, processed - self.processed))
+
+    def current(
+        self, processed: float, now: float, stale_after: float = STALE_REPORT_SECONDS
+    ) -> float | None:
+        """:meth:`pending_now`, or None (not available) once the report is older than
+        ``stale_after`` seconds at ``now``: its reader stopped reporting (a query that is down,
+        a micro-batch that hangs). The live status reads it so; the controller's probe applies the same
+        rule with its own ``stale_after`` (:mod:`tidal.controller.probe`)."""
+        return None if now - self.at > stale_after else self.pending_now(processed)
 
 
 class RoomClaims:
@@ -220,7 +231,7 @@ class ControlStore(BatchLedger):
         with self._store.transaction() as db:
             db.execute(
                 "INSERT OR REPLACE INTO reports (vertex, pending, error, at, processed) VALUES "
-                "(?, ?, ?, ?, (SELECT coalesce(sum(rows), 0) FROM batches WHERE vertex=?))",
+                "(?, ?, ?, ?, coalesce((SELECT rows FROM batch_totals WHERE vertex=?), 0))",
                 (vertex, pending, error, time.time(), vertex),
             )
 

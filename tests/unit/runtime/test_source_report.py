@@ -76,3 +76,12 @@ def test_a_sample_of_a_source_says_how_old_its_report_is(tmp_path):
     with control._store.transaction() as db:
         db.execute("UPDATE reports SET at = at - 2.0 WHERE vertex = 'in'")  # made 2 s ago
     assert probe.sample("in").age == pytest.approx(2.0, abs=1.0)
+
+
+def test_a_report_older_than_the_staleness_rule_says_nothing_about_now():
+    from tidal.isb.control import STALE_REPORT_SECONDS, SourceReport
+
+    report = SourceReport(900.0, "", at=1000.0, processed=500.0)
+    assert report.current(600.0, now=1000.0 + STALE_REPORT_SECONDS) == 800.0
+    assert report.current(600.0, now=1000.0 + STALE_REPORT_SECONDS + 1) is None
+    assert report.current(600.0, now=1005.0, stale_after=4.0) is None

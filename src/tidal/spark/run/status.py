@@ -172,7 +172,7 @@ def vertex_statuses(run: _Run) -> list[VertexStatus]:
         else:
             report = run.control.source_report(v.name)
             done = float(run.control.progress(v.name).processed)
-            pending = report.pending_now(done) if report is not None else None
+            pending = report.current(done, time.time()) if report is not None else None
         rate = metrics[v.name][0] if v.name in metrics else None
         rule, reason = (str(d.rule), d.reason) if d is not None else ("", "")
         if v.name != chain.head:
