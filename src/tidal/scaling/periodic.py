@@ -24,8 +24,9 @@ run's start and a spike a minute later are not a pattern); a rise that does not 
 watch predicts again only once two consecutive periods agree within ``tolerance``: on a trace of
 random bursts (Pareto gaps) it pays for one early start, not one per burst.
 
-How long a rise lasts: its high phase, from the rise to the first low reading that is not a
-stall (a backlog still draining keeps it high, so the length errs long). Once the last two
+How long a rise lasts: its high phase, from the rise to the start of the first low spell after it
+that lasts ``quiet_seconds`` (a reading or two low mid-rise do not end it, and a stall, a backlog
+still draining, is no low spell: the length errs long). Once the last two
 agree (within the tolerance, or the quiet spell), :meth:`RiseWatch.rise_ends` says when the
 rise under way ends (after the longest of the last three), so a policy can tell a burst the
 replicas there absorb from a load that needs more (the cluster's 5 s bursts took `orders`
@@ -132,6 +133,7 @@ class RiseWatch:
         self._highs: deque[float] = deque(maxlen=remember)  # how long each ended high phase lasted
         self._low_rate = 0.0  # the most arrived in the current low spell
         self._before: float = 0.0  # … and in the one before the last rise
+        self._open = False  # the last rise's high phase has not ended yet
         self._trusted = True  # False after a miss, until two periods agree
 
     @property
@@ -167,8 +169,6 @@ class RiseWatch:
             return False
         rose = False  # a Schmitt trigger: low until high, high until low; in between, as it was
         if rate <= self.low_share * self._peak:
-            if self._high and self._rises:
-                self._highs.append(now - self._rises[-1])
             if self._high or self._low_since is None:
                 self._low_rate = rate
             self._high = False
@@ -182,6 +182,12 @@ class RiseWatch:
             self._high, self._low_since = True, None
         if self._high and self._rates:
             self._rates[-1] = max(self._rates[-1], rate)
+        if self._open and self._low_since is not None and now - self._low_since >= self.quiet:
+            # The high phase ended where a low spell began that lasted as long as the one a
+            # rise needs: a reading or two low mid-rise does not end it (on the cluster, the
+            # source's lagging reports cut 5 s bursts into phases of 1, 11, 1 and 13 s).
+            self._highs.append(self._low_since - self._rises[-1])
+            self._open = False
         return rose
 
     def _rise(self, now: float) -> bool:
@@ -191,6 +197,7 @@ class RiseWatch:
         self._needs.append(0)
         self._rates.append(0.0)
         self._before = self._low_rate
+        self._open = True
         periods = self._periods()
         if not self._trusted and len(periods) >= 2:
             self._trusted = self._agree(periods[-2], periods[-1])

@@ -212,6 +212,17 @@ def test_a_rise_s_high_phase_is_learnt_once_two_agree_and_the_rise_under_way_end
     assert forecast is not None and (forecast.lasts, forecast.rate) == (5.0, 2000.0)
 
 
+def test_a_reading_or_two_low_mid_rise_do_not_end_its_high_phase():
+    """On the cluster a source's reports lag its load, and a burst of 5 s read high, low, high:
+    cut at the first low reading, its high phases were 1, 11, 1 and 13 s, which never agree."""
+    watch = RiseWatch()
+    rates = bursts(count=4)
+    for start in (30, 60, 90):
+        rates[start + 1] = 100.0  # one lagging reading a burst
+    feed(watch, rates)
+    assert list(watch._highs) == [5.0, 5.0, 5.0]
+
+
 def test_a_rise_that_outlasts_the_ones_before_is_judged_as_a_load_that_stays():
     watch = RiseWatch()
     feed(watch, bursts(count=3) + [2000.0] * 10)
