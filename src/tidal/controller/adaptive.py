@@ -263,7 +263,7 @@ class AdaptivePolicy(VertexPolicy):
         if wanted > current and ends is not None and clears <= ends.left + self.horizon.catch_up:
             # A rise that ends before a scale-up pays (see the module docstring).
             reason = f"{explain}; {ends.reason()}: {view.ready} clear it in {clears:.0f} s"
-            return self._hold(view, Rule.STEADY, reason)
+            return self._hold(view, Rule.RISE_ENDS, reason)
         if wanted > current:
             if view.pressure.level != Pressure.NONE:
                 return self._hold(view, Rule.BACK_PRESSURE_DOWNSTREAM, f"{explain}; {view.pressure.reason}")

@@ -54,6 +54,9 @@ class Rule(StrEnum):
     SINK_FAILING = "sink-failing"  # its sink retries writes: more replicas would not help
     BACK_PRESSURE_DOWNSTREAM = "back-pressure-downstream"
     BACK_PRESSURE_AT_FLOOR = "back-pressure-at-floor"
+    # a rise that ends before a scale-up pays, held through (policy tidal): a rule of its own, so
+    # the event log keeps the hold that withheld a scale-up, not only the steady one before it
+    RISE_ENDS = "rise-ends"
     # -- KPA ---------------------------------------------------------------------------------
     KPA_STABLE = "kpa-stable"
     KPA_PANIC = "kpa-panic"
