@@ -109,13 +109,12 @@ class StoreProbe:
         report, whose age goes with it (a long micro-batch makes no report: the first one
         after an idle spell took 2 s on the cluster, and the next report's arrivals, read as
         a second's, were 2,491/s where 900/s arrived)."""
-        report = self._control.source_report(vertex)
-        age = 0.0 if report is None else max(0.0, time.time() - report.at)
-        if report is None or age > self._stale_after:
+        report, now = self._control.source_report(vertex), time.time()
+        if report is None or report.stale(now, self._stale_after):
             return None, 0.0
         if report.error:  # once per kind of error (its text before the first colon), then a count
             kind = report.error.split(":", 1)[0]
             self._repeated.warning(
                 (vertex, kind), "source %s: %s (pending not available)", vertex, report.error
             )
-        return report.pending_now(processed), age
+        return report.pending_now(processed), max(0.0, now - report.at)

@@ -29,7 +29,7 @@ import sqlite3
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from tidal.isb.sqlite import SqliteStore
 from tidal.scaling.latency import DelaySample
@@ -188,14 +188,12 @@ class BatchLedger:
         reads = [max(0, int(n)) for n in parts] or [0]
         reads[0] += max(0, rows - sum(reads))
         with self._store.transaction() as db:
-            old = db.execute(
-                "SELECT parts FROM batches WHERE vertex=? AND batch_id=?", (vertex, batch_id)
-            ).fetchone()
+            old = self._recorded(db, vertex, batch_id, "parts")
             head = (rows, busy, tasks, dead, dropped, full, exhausted, retried)
-            self._add_to_totals(db, vertex, batch_id, head)
+            self._add_to_totals(db, vertex, head, None if old is None else old[1:])
             for m in members:
                 member = (m.rows, m.busy, tasks, m.dead, m.dropped, m.full, m.exhausted, 0)
-                self._add_to_totals(db, m.vertex, batch_id, member)
+                self._add_to_totals(db, m.vertex, member, self._recorded(db, m.vertex, batch_id))
             if old is not None and old[0]:  # a replay: take its first recording back
                 for replica, count in enumerate(json.loads(old[0])):
                     db.execute(
@@ -254,18 +252,26 @@ class BatchLedger:
                 )
 
     @staticmethod
-    def _add_to_totals(db: sqlite3.Connection, vertex: str, batch_id: int, new: Sequence[float]) -> None:
-        """Add a batch about to be recorded to its vertex's totals, less its first recording if
-        this is a replay (read before the batch's row is replaced)."""
-        columns = ", ".join(_TOTALLED)
-        old = db.execute(
+    def _recorded(db: sqlite3.Connection, vertex: str, batch_id: int, *first: str) -> tuple[Any, ...] | None:
+        """The batch's recording so far (a replay's first), if any: the columns ``first``, then
+        the totalled ones; read before the row is replaced."""
+        columns = ", ".join((*first, *_TOTALLED))
+        row = db.execute(
             f"SELECT {columns} FROM batches WHERE vertex=? AND batch_id=?", (vertex, batch_id)
         ).fetchone()
+        return None if row is None else tuple(row)
+
+    @staticmethod
+    def _add_to_totals(
+        db: sqlite3.Connection, vertex: str, new: Sequence[float], old: Sequence[float] | None
+    ) -> None:
+        """Add a batch about to be recorded to its vertex's totals, less ``old``, its first
+        recording, if this is a replay."""
         delta = [n - (old[i] if old is not None else 0) for i, n in enumerate(new)]
         updates = ", ".join(f"{c} = {c} + excluded.{c}" for c in _TOTALLED)
         db.execute(
-            f"INSERT INTO batch_totals (vertex, {columns}) VALUES (?, {', '.join('?' * len(_TOTALLED))}) "
-            f"ON CONFLICT(vertex) DO UPDATE SET {updates}",
+            f"INSERT INTO batch_totals (vertex, {', '.join(_TOTALLED)}) "
+            f"VALUES (?, {', '.join('?' * len(_TOTALLED))}) ON CONFLICT(vertex) DO UPDATE SET {updates}",
             (vertex, *delta),
         )
 

@@ -88,7 +88,11 @@ class SourceReport:
         ``stale_after`` seconds at ``now``: its reader stopped reporting (a query that is down,
         a micro-batch that hangs). The live status reads it so; the controller's probe applies the same
         rule with its own ``stale_after`` (:mod:`tidal.controller.probe`)."""
-        return None if now - self.at > stale_after else self.pending_now(processed)
+        return None if self.stale(now, stale_after) else self.pending_now(processed)
+
+    def stale(self, now: float, stale_after: float = STALE_REPORT_SECONDS) -> bool:
+        """Older than ``stale_after`` seconds at ``now``: it says nothing about now."""
+        return now - self.at > stale_after
 
 
 class RoomClaims:
