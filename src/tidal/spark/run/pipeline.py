@@ -51,6 +51,7 @@ from tidal.spark.run.shuffle_follower import ShuffleFollower
 from tidal.spark.run.status import StatusThroughOutages, VertexStatus, write_status_file
 from tidal.spark.run.teardown import drained, stop_in_order
 from tidal.spark.run.vertical import VerticalWatch
+from tidal.spark.sinks.connector import repair_sinks
 from tidal.spec import PipelineSpec, graph
 from tidal.spec.chains import folded, plan_chains
 
@@ -175,6 +176,8 @@ class PipelineRun:
 
     def _start(self) -> PipelineRun:
         rundir.claim(self.run_dir, self.spec)  # refuses another pipeline's run directory
+        for mended in repair_sinks(self.spec, self.run_dir):  # before anything can refuse the run
+            log.warning("%s", mended)
         self.started_at = time.time()
         self.buffers = self._open_buffers()
         self.control = ControlStore(self.db, self.spec.buffers.durability)

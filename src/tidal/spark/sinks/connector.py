@@ -9,7 +9,10 @@ librdkafka unless its sink needs them).
 
 **Adding a sink kind**: its spec model and field in ``SinkSpec`` (:mod:`tidal.spec.endpoints`), a
 module in this room with its builder, and one line in :data:`SINKS`. The writer
-(:mod:`tidal.spark.query.writer`) knows no kind by name.
+(:mod:`tidal.spark.query.writer`) knows no kind by name. A kind whose storage a power cut can
+leave unreadable (a write that is not synced yet, by a library that never syncs) names a
+``repair`` too: :func:`repair_sinks` calls it at the run's start, before anything else can stop
+the run, so no sink is left torn, not even by a run that refuses its damaged directory.
 """
 
 from __future__ import annotations
@@ -20,9 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from tidal.spec.model import SinkSpec
+from tidal.spec.model import PipelineSpec, SinkSpec
 
-__all__ = ["SINKS", "Sink", "SinkKind", "SinkPlace", "build_sink"]
+__all__ = ["SINKS", "Sink", "SinkKind", "SinkPlace", "build_sink", "repair_sinks"]
 
 
 @runtime_checkable
@@ -64,11 +67,18 @@ class SinkKind:
 
     builder: str
     guarantee: str  # "exactly once", "at least once", "none": docs/operations.md says why
+    repair: str | None = None  # module:function, (spec, place) -> what it mended, at a run's start
 
     def build(self, spec: SinkSpec, place: SinkPlace) -> Sink:
-        module, name = self.builder.split(":")
-        build: Callable[[SinkSpec, SinkPlace], Sink] = getattr(importlib.import_module(module), name)
-        return build(spec, place)
+        return _function(self.builder)(spec, place)  # type: ignore[no-any-return]
+
+    def mend(self, spec: SinkSpec, place: SinkPlace) -> list[str]:
+        return [] if self.repair is None else list(_function(self.repair)(spec, place))
+
+
+def _function(path: str) -> Callable[[SinkSpec, SinkPlace], Any]:
+    module, name = path.split(":")
+    return getattr(importlib.import_module(module), name)  # type: ignore[no-any-return]
 
 
 _HERE = "tidal.spark.sinks"
@@ -78,7 +88,7 @@ SINKS: dict[str, SinkKind] = {
     "file": SinkKind(f"{_HERE}.files:file_sink", "exactly once"),
     "user": SinkKind(f"{_HERE}.files:user_sink", "at least once"),
     "parquet": SinkKind(f"{_HERE}.tables:parquet", "exactly once"),
-    "delta": SinkKind(f"{_HERE}.tables:delta", "exactly once"),
+    "delta": SinkKind(f"{_HERE}.tables:delta", "exactly once", repair=f"{_HERE}.tables:repair_delta"),
     "kafka": SinkKind(f"{_HERE}.kafka:build", "at least once"),
     "pynumaflow": SinkKind(f"{_HERE}.pynumaflow:build", "at least once"),
 }
@@ -115,3 +125,22 @@ def build_sink(spec: SinkSpec, vertex: str, run_dir: str | Path, at: str, role: 
         at,
         bypass=spec.bypass,
     )
+
+
+def repair_sinks(spec: PipelineSpec, run_dir: str | Path) -> list[str]:
+    """Mend every sink of the pipeline whose kind has a ``repair`` (a vertex's sink, its fallback
+    and onSuccess sinks, a UDF's dead letter): what each mended, for the run's log."""
+    done: list[str] = []
+    for v in spec.vertices:
+        at = f"vertices[{v.name}]"
+        found: list[tuple[SinkSpec | None, str, str]] = []
+        if v.sink is not None:
+            found += [(v.sink, f"{at}.sink", "sink")]
+            found += [(v.sink.fallback, f"{at}.sink.fallback", "fallback")]
+            found += [(v.sink.on_success, f"{at}.sink.onSuccess", "on-success")]
+        if v.udf is not None:
+            found += [(v.udf.dead_letter, f"{at}.udf.deadLetter", "dead-letter")]
+        for sink, where, role in found:
+            if sink is not None:
+                done += SINKS[sink.kind].mend(sink, SinkPlace(v.name, str(run_dir), where, role))
+    return done

@@ -42,6 +42,7 @@ from typing import Any
 from tidal.errors import SinkError
 from tidal.isb.durability import replace_durably, sync_dir, sync_paths
 from tidal.spark.sinks.connector import Sink, SinkPlace
+from tidal.spark.sinks.delta_log import repair_delta_tail, sync_delta_version
 from tidal.spec.model import SinkSpec, TableSinkSpec
 
 __all__ = ["DeltaSink", "ParquetSink", "SinkError", "committed_files", "delta", "parquet", "rows"]
@@ -244,25 +245,6 @@ class DeltaSink:
         sync_delta_version(Path(self.path))
 
 
-def sync_delta_version(path: Path) -> None:
-    """Sync what the table's newest version wrote: its data files, their folders, its log entry
-    and the log's folder. delta-rs writes without syncing; the version's entry lists its files
-    (``add`` actions), so nothing else of the table is touched."""
-    from urllib.parse import unquote
-
-    from deltalake import DeltaTable
-
-    version = DeltaTable(path).version()
-    entry = path / "_delta_log" / f"{version:020d}.json"
-    added = []
-    for line in entry.read_text().splitlines():
-        action = json.loads(line) if line.strip() else {}
-        if "add" in action:
-            added.append(path / unquote(action["add"]["path"]))
-    sync_paths([*added, entry])
-    sync_dir(path)
-
-
 def _run_name(place: SinkPlace) -> Callable[[], str]:
     """The name of the run's writes to the table, read in the driver's commit only: a task needs
     nothing from the run directory."""
@@ -285,3 +267,11 @@ def delta(spec: SinkSpec, place: SinkPlace) -> Sink:
     table: TableSinkSpec | None = spec.delta
     assert table is not None
     return DeltaSink(place.path(table.path), table.format, table.partition_by, _run_name(place))
+
+
+def repair_delta(spec: SinkSpec, place: SinkPlace) -> list[str]:
+    """At a run's start: the table's unsynced tail a power cut left, removed
+    (:mod:`tidal.spark.sinks.delta_log`)."""
+    table: TableSinkSpec | None = spec.delta
+    assert table is not None
+    return repair_delta_tail(place.path(table.path))
