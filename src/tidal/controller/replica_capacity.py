@@ -22,8 +22,11 @@ work rate)``:
   apart, and wherever the fit says less, the plain ratio stands. The simulator's busy time has no
   fixed part per task, so it counts no tasks.
 * The **batch cost** is the fixed part of a micro-batch outside the tasks (offset log, planning,
-  commit), guessed at ``batch_guess_seconds`` (0.25 s, measured on Spark) and learnt from ticks
-  when the vertex was saturated (more pending than its replicas admit in one micro-batch at
+  commit), guessed at ``batch_guess_seconds`` (0.25 s, measured on Spark) and learnt as the
+  median of the last :data:`BATCH_COST_SAMPLES` ticks when the vertex was saturated (a median,
+  not an average: on the cluster's bursts one tick that held a new executor's first batches,
+  3–7 s each, taught 0.4–0.49 s a batch where the others showed 0.2 s, and ``orders`` was sized
+  at 600–1,700/s a replica where one did 2,000/s) (more pending than its replicas admit in one micro-batch at
   both ends of the tick, warm, none still starting, nothing pushing back): there, the
   throughput per replica is what it sustains. A tick that *ends* with a backlog is not one:
   its replicas worked through what was there at its start, and on the cluster's spike the
@@ -47,6 +50,7 @@ work rate)``:
 
 from __future__ import annotations
 
+import statistics
 from collections import deque
 
 from tidal.controller.policy import PolicyInput
@@ -54,6 +58,7 @@ from tidal.scaling import DEFAULT_READ_BATCH_SIZE, Pressure
 
 __all__ = ["ReplicaCapacity", "TaskCost"]
 
+BATCH_COST_SAMPLES = 9  # saturated ticks whose median is the batch cost
 MAX_BATCH_COST = 5.0  # seconds: a saturated tick implying more is a stall, not a batch's cost
 WARM_SECONDS = 3.0  # replicas ready and working this long before their throughput teaches anything
 DID_SECONDS = 5.0  # what a replica did is measured over this long (several micro-batches)
@@ -68,6 +73,7 @@ class ReplicaCapacity:
         self.work_rate: float | None = None  # messages/s of a replica's tasks (busy time)
         self._work_rate_warm = False  # learnt from warm replicas (else it only stands in)
         self.batch_cost = batch_guess_seconds  # fixed seconds per micro-batch, until learnt
+        self._batch_guess = batch_guess_seconds
         self.sustained: float | None = None  # messages/s per replica seen while saturated
         self.did: tuple[float, float] | None = None  # (most messages/s a replica did, when)
         self._doing: deque[tuple[float, float]] = deque()  # (now, processed) while warm
@@ -79,6 +85,8 @@ class ReplicaCapacity:
     _task_cost: TaskCost | None = None
     _last_tasks: float | None = None  # the cumulative tasks at the last tick
     _last_waiting: float | None = None  # what was pending at the last tick
+    _batch_costs: deque[float] | None = None  # the last saturated ticks' implied batch costs
+    _batch_guess: float = 0.25  # (a snapshot from before the median kept no guess)
 
     def observe(self, view: PolicyInput) -> None:
         """Learn from one tick's counts: busy time, throughput while saturated, what was done."""
@@ -122,7 +130,17 @@ class ReplicaCapacity:
                 size = view.read_batch_size
                 implied = max(0.0, size / observed - size / work_rate)
                 if implied <= MAX_BATCH_COST:  # more is a stall, not what a batch costs
-                    self.batch_cost += 3 * self.learning * (implied - self.batch_cost)
+                    self._learn_batch_cost(implied)
+
+    def _learn_batch_cost(self, implied: float) -> None:
+        """The median of the last :data:`BATCH_COST_SAMPLES` saturated ticks' implied costs, the
+        guess standing in for the samples missing up to three: one tick in which a new executor's
+        first batches landed (3–7 s each, its Python workers starting) no longer moves it."""
+        if self._batch_costs is None:
+            self._batch_costs = deque(maxlen=BATCH_COST_SAMPLES)
+        self._batch_costs.append(implied)
+        prior = [self._batch_guess] * max(0, 3 - len(self._batch_costs))
+        self.batch_cost = statistics.median([*self._batch_costs, *prior])
 
     def _learn_work_rate(self, busy: float, done: float, warm: bool, tasks: float | None) -> None:
         """The work rate from a tick's busy time: a cold replica's stands in until the first

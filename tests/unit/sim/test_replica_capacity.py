@@ -105,9 +105,28 @@ def test_only_a_backlog_through_the_whole_tick_teaches_what_a_replica_sustains()
     saturated_ticks(starting, [5_000, 5_000], replicas=3)  # two asked for, not ready yet
     assert starting.sustained is None and starting.batch_cost == 0.25
     through = ReplicaCapacity(batch_guess_seconds=0.25)
-    saturated_ticks(through, [5_000, 5_000])  # 100/s with a backlog throughout: 100/s sustained
+    saturated_ticks(through, [5_000] * 4)  # 100/s with a backlog throughout: 100/s sustained
     assert through.sustained == pytest.approx(100)
-    assert through.batch_cost > 0.25  # 500/100 - 500/400 = 3.75 s, learnt at 0.3 a tick
+    assert through.batch_cost == pytest.approx(3.75)  # 500/100 - 500/400, the median of 3 ticks
+
+
+def test_one_tick_of_a_new_executors_first_batches_does_not_move_the_batch_cost() -> None:
+    """The cluster's bursts (2026-11-29): a new executor's first batches took 3–7 s and landed in
+    one saturated tick; averaged in at 0.3 a tick, they taught 0.4–0.49 s a batch, and ``orders``
+    was sized at 600–1,700/s a replica where one did 2,000/s. The median of the ticks keeps the
+    cost the other ticks show."""
+    capacity = ReplicaCapacity(batch_guess_seconds=0.25)
+    processed = busy = 0.0
+    for t in range(10):  # one warm replica: 500 a tick, tasks busy 0.05 s a tick
+        processed, busy = processed + 500, busy + 0.05
+        capacity.observe(view("orders", t, 1, processed, 100, busy))
+    lumps = {13: 80, 20: 120}  # two ticks of a cold executor's first batches, bursts apart
+    for t in range(10, 30):
+        done = lumps.get(t, 2_000)  # 2,000 a tick: four batches of 500, 0.2 s each beyond the work
+        processed, busy = processed + done, busy + done / 10_000
+        capacity.observe(view("orders", t, 1, processed, 9_000, busy))
+    assert capacity.batch_cost == pytest.approx(0.2, abs=0.01)
+    assert capacity.capacity == pytest.approx(2_000, rel=0.05)
 
 
 def test_a_query_restart_after_a_replica_change_teaches_no_batch_cost() -> None:
