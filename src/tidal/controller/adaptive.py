@@ -124,6 +124,8 @@ class AdaptivePolicy(VertexPolicy):
         self.rises = RiseWatch() if predict else None
         self.tick = tick_seconds  # a pre-scale comes a start-up and a tick ahead of the rise
 
+    _pre_scaled_for: float | None = None  # the earliest the rise last pre-scaled for may come
+
     # -- learning ------------------------------------------------------------------------------
 
     def _learn(self, view: PolicyInput) -> None:
@@ -272,7 +274,7 @@ class AdaptivePolicy(VertexPolicy):
         # Not to 0 with messages waiting: the sources' quiet took the bench's sink from 3 to 0
         # with 1,500 waiting, and back to 2 a second later.
         least = 1 if backlog > 0 else 0
-        due = self._due(view.now, self.startup + self.tick)
+        due = self._due(view.now, self._lead(view.now))
         if due is not None and max(peak, least) < current:  # asked for ahead of a rise: not down before it
             least = max(least, min(current, due.replicas))
             if least == current:
@@ -341,6 +343,14 @@ class AdaptivePolicy(VertexPolicy):
     def _due(self, now: float, lead: float) -> Forecast | None:
         return None if self.rises is None else self.rises.due_within(now, lead)
 
+    def _lead(self, now: float) -> float:
+        """How far ahead a rise is sized for: a start-up and a tick; once pre-scaled, at least
+        until the rise it was asked for may come. A start-up learnt shorter meanwhile (the new
+        replica ready in a second) let the next tick take the pre-scale back: the cluster's
+        bursts, `orders` 1 → 2 → 1 in a second, 6 s before the rise, and 1 → 2 again as it came."""
+        lead = self.startup + self.tick
+        return lead if self._pre_scaled_for is None else max(lead, self._pre_scaled_for - now)
+
     def _ahead(self, view: PolicyInput, lately: float, backlog: float) -> Decision | None:
         """Learn the rises, and ask for the next one's replicas a start-up before it is due.
         More than a second of arrivals and a micro-batch waiting, a low reading is a stall, not
@@ -350,7 +360,7 @@ class AdaptivePolicy(VertexPolicy):
         if self.arrivals.measured(view, self.panic):
             backed_up = backlog > max(lately, view.read_batch_size)
             self.rises.observe(view.now, lately, backed_up=backed_up)
-        due = self._due(view.now, self.startup + self.tick)
+        due = self._due(view.now, self._lead(view.now))
         if due is None:
             return None
         wanted = min(self.scale.max, max(self.scale.min, due.replicas))
@@ -360,6 +370,7 @@ class AdaptivePolicy(VertexPolicy):
             return None
         under = self.rises.low_share * self.rises.peak
         low = f"{lately:.0f}/s lately, low (≤ {under:.0f}/s) for {self.rises.low_for(view.now):.0f} s"
+        self._pre_scaled_for = due.at - due.spread  # the earliest the rise may come
         return self._up(view, wanted, Rule.PRE_SCALE, f"pre-scaled: {due.reason(view.now)}; {low}")
 
     def wake_for_path(self, view: PolicyInput, woken: str) -> Decision | None:

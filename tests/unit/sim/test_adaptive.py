@@ -612,3 +612,34 @@ def test_a_burst_that_stays_is_scaled_for_as_a_step():
     assert any(d.at >= 120 and d.desired > d.current for d in decisions), [
         (d.at, d.current, d.desired, d.reason) for d in decisions if d.at >= 118
     ]
+
+
+def test_a_pre_scale_is_kept_until_its_rise_though_its_replicas_came_sooner_than_learnt():
+    """The cluster's bursts (2026-11-29): `orders` pre-scaled 1 → 2 six seconds before a rise,
+    its replica ready a second later (an executor was still there), the start-up learnt shorter,
+    and the next tick took the pre-scale back (2 → 1), to ask again as the rise came."""
+    policy = AdaptivePolicy(NumaflowScale(max=10), batch_guess_seconds=0, down_window_seconds=10.0)
+    replicas, ready, done, busy, pending, changes = 1, 1, 0.0, 0.0, 0.0, []
+    asked_at = 0.0
+    for t in range(150):
+        pending += 2000.0 if t % 30 < 5 else 100.0
+        work = min(pending, ready * 370.0)
+        done, busy, pending = done + work, busy + work / 370.0, pending - work
+        lag = 6 if t < 80 else 1  # start-ups took 6 s; then an executor was still there
+        # (a micro-batch's worth always waits, as in a source's report: its start-ups show)
+        if ready != replicas and t - asked_at >= lag:
+            ready = replicas
+        d = policy.decide(
+            view(t, replicas, done, pending + 25, busy, ready=min(ready, replicas), last_scaled_at=-100.0)
+        )
+        if d.desired != d.current:
+            changes.append((t, d.current, d.desired, d.rule))
+            asked_at = t
+            ready = min(ready, d.desired) if d.desired < replicas else ready
+            replicas = d.desired
+    pre = [c for c in changes if c[3] == Rule.PRE_SCALE]
+    assert pre, changes
+    for at, _, to, _ in pre:
+        rise = (at // 30 + 1) * 30
+        between = [c for c in changes if at < c[0] < rise]
+        assert not between, (at, to, changes)
