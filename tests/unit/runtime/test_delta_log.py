@@ -142,3 +142,20 @@ edges:
     assert sorted(d.split(" of Delta table ")[1].split(",")[0] for d in done) == sorted(
         str(tmp_path / t) for t in ("aside", "dead", "main")
     ), done
+
+
+def test_a_checkpoint_of_a_removed_version_goes_with_it(tmp_path):
+    from deltalake import write_deltalake
+
+    path = tmp_path / "d"
+    for _ in range(100):  # delta-rs writes a checkpoint at version 99
+        write_deltalake(str(path), pa.table({"id": ["a"]}), mode="append")
+    lines = _entry(path, 99).read_text().splitlines()
+    added = [path / json.loads(line)["add"]["path"] for line in lines if '"add"' in line]
+    added[0].write_bytes(b"")  # version 99's data lost, its entry and checkpoint whole
+    done = repair_delta_tail(path)
+    assert any("version 99" in d for d in done), done
+    assert not list((path / "_delta_log").glob("*.checkpoint*.parquet"))
+    assert not (path / "_delta_log" / "_last_checkpoint").exists()
+    assert DeltaTable(str(path)).version() == 98
+    assert DeltaTable(str(path)).to_pyarrow_table().num_rows == 99

@@ -65,6 +65,7 @@ def repair_delta_tail(path: Path) -> list[str]:
         return []
     done = _repair_checkpoint(log_dir)
     entries = sorted((int(p.name.split(".")[0]), p) for p in log_dir.glob("*.json") if _is_entry(p))
+    newest = entries[-1][0] if entries else None
     while entries:
         version, entry = entries[-1]
         torn = _torn_version(path, entry)
@@ -77,6 +78,11 @@ def repair_delta_tail(path: Path) -> list[str]:
         done.append(
             f"removed version {version} of Delta table {path}, cut short by a crash; its batch goes again"
         )
+    if newest is not None and (not entries or entries[-1][0] < newest):  # versions removed
+        kept = entries[-1][0] if entries else -1
+        stale = [c for c in log_dir.glob("*.checkpoint*.parquet") if int(c.name.split(".")[0]) > kept]
+        for c in [*stale, *([log_dir / LAST_CHECKPOINT] if stale else [])]:
+            c.unlink(missing_ok=True)  # a checkpoint of a removed version holds its files
     for _, entry in entries:
         if _actions(entry) is None:
             raise errors.RunDirectoryError(
