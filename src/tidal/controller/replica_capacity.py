@@ -22,11 +22,8 @@ work rate)``:
   apart, and wherever the fit says less, the plain ratio stands. The simulator's busy time has no
   fixed part per task, so it counts no tasks.
 * The **batch cost** is the fixed part of a micro-batch outside the tasks (offset log, planning,
-  commit), guessed at ``batch_guess_seconds`` (0.25 s, measured on Spark) and learnt as the
-  median of the last :data:`BATCH_COST_SAMPLES` ticks when the vertex was saturated (a median,
-  not an average: on the cluster's bursts one tick that held a new executor's first batches,
-  3–7 s each, taught 0.4–0.49 s a batch where the others showed 0.2 s, and ``orders`` was sized
-  at 600–1,700/s a replica where one did 2,000/s) (more pending than its replicas admit in one micro-batch at
+  commit), guessed at ``batch_guess_seconds`` (0.25 s, measured on Spark) and learnt from ticks
+  when the vertex was saturated (more pending than its replicas admit in one micro-batch at
   both ends of the tick, warm, none still starting, nothing pushing back): there, the
   throughput per replica is what it sustains. A tick that *ends* with a backlog is not one:
   its replicas worked through what was there at its start, and on the cluster's spike the
@@ -37,7 +34,11 @@ work rate)``:
   nothing: capped at 5 s instead, the first batch after a 5 s restart on the cluster's step (42
   messages in a second) taught 1.68 s at once, a replica sustaining 159/s where one did 362/s.
   (Counting warm from the replicas' first work after a change instead of from the change also
-  mends that case, but costs the simulator's step ×10 on shared cores 2 s of p99.) Busy time alone
+  mends that case, but costs the simulator's step ×10 on shared cores 2 s of p99.) The cost is
+  the median of the last :data:`BATCH_COST_SAMPLES` such ticks' implied costs, not an average:
+  on the cluster's bursts one tick that held a new executor's first batches, 3–7 s each, taught
+  0.4–0.49 s a batch where the others showed 0.2 s, and ``orders`` was sized at 600–1,700/s a
+  replica where one did 2,000/s. Busy time alone
   overstates a fast vertex: a generator whose tasks read 8,000/s sustains ~1,700/s at 500 a
   batch; sized from busy time, a source stayed at one replica on Spark through a wave with
   6,000–8,000 messages waiting. Without busy time, the saturated throughput is used as is.

@@ -111,20 +111,24 @@ def build_sink(spec: SinkSpec, vertex: str, run_dir: str | Path, at: str, role: 
     from tidal.spark.sinks.routes import RoutedSink
     from tidal.spec.retry import RetryStrategySpec
 
-    def other(other: SinkSpec | None, name: str, role: str) -> Sink | None:
-        if other is None:
-            return None
-        return SINKS[other.kind].build(other, SinkPlace(vertex, str(run_dir), f"{at}.{name}", role))
-
+    fallback, on_success = (
+        None if s is None else SINKS[s.kind].build(s, SinkPlace(vertex, place.run_dir, where, role))
+        for s, where, role in _routed(spec, at)
+    )
     return RoutedSink(
         sink,
-        other(spec.fallback, "fallback", "fallback"),
-        other(spec.on_success, "onSuccess", "on-success"),
+        fallback,
+        on_success,
         spec.retry_strategy or RetryStrategySpec(),
         place.state_dir(),
         at,
         bypass=spec.bypass,
     )
+
+
+def _routed(spec: SinkSpec, at: str) -> list[tuple[SinkSpec | None, str, str]]:
+    """A sink's fallback and onSuccess sinks: (spec or None, its field for errors, its role)."""
+    return [(spec.fallback, f"{at}.fallback", "fallback"), (spec.on_success, f"{at}.onSuccess", "on-success")]
 
 
 def repair_sinks(spec: PipelineSpec, run_dir: str | Path) -> list[str]:
@@ -135,9 +139,7 @@ def repair_sinks(spec: PipelineSpec, run_dir: str | Path) -> list[str]:
         at = f"vertices[{v.name}]"
         found: list[tuple[SinkSpec | None, str, str]] = []
         if v.sink is not None:
-            found += [(v.sink, f"{at}.sink", "sink")]
-            found += [(v.sink.fallback, f"{at}.sink.fallback", "fallback")]
-            found += [(v.sink.on_success, f"{at}.sink.onSuccess", "on-success")]
+            found += [(v.sink, f"{at}.sink", "sink"), *_routed(v.sink, f"{at}.sink")]
         if v.udf is not None:
             found += [(v.udf.dead_letter, f"{at}.udf.deadLetter", "dead-letter")]
         for sink, where, role in found:
