@@ -10,7 +10,7 @@ import pytest
 from tidal.isb import BufferLimits
 from tidal.isb.control import ControlStore
 from tidal.isb.sqlite import SqliteStore
-from tidal.spark.batch.admission import admit
+from tidal.spark.batch.admission import admit, partition_batch
 from tidal.spark.batch.config import QueryConfig
 from tidal.spec import Limits
 
@@ -135,3 +135,22 @@ def test_a_closing_source_admits_nothing_and_a_reopened_one_admits_again(setup, 
     assert admit(base, 10, 100_000).end == 10 and admit(source, 10, 100_000).end == 10
     control.set_holding("v", False)
     assert admit(base, 10, 100_000).end == 810
+
+
+def test_a_batch_takes_no_more_replicas_than_the_vertex_has_task_slots(setup):
+    """A scale-up waiting for executors: the batch is sized and split for the replicas that can
+    run now, not for the count the controller set (the allocator's slots in the control record)."""
+    _, control, _, plan = setup
+    control.set_replicas("v", 6)
+    control.set_slots({"v": 2, "w": 0})
+    admission = admit(plan(outputs=()), 0, 100_000)
+    assert admission == (2 * 400, 2)
+    assert len(partition_batch(plan(outputs=()), 1, admission.end, admission.replicas)) == 2
+    control.set_slots({"v": 0})  # a share of none: one replica still reads
+    assert admit(plan(outputs=()), 0, 100_000) == (400, 1)
+    control.set_slots({"v": 8})  # more slots than replicas: the controller's count
+    assert admit(plan(outputs=()), 0, 100_000) == (6 * 400, 6)
+    control.set_slots({})  # a local run: no cap
+    control.set_replicas("v", 3)
+    assert admit(plan(outputs=()), 0, 100_000) == (3 * 400, 3)
+    assert control.slots("v") is None

@@ -12,9 +12,9 @@ vertex's committed micro-batches (:class:`~tidal.isb.control.ControlStore`). Rea
 observed, not assumed: what the latest batches really ran
 (:meth:`~tidal.isb.control.ControlStore.ready_replicas`), so a scale-up counts as ready only once
 Spark ran it; on a cluster manager ``slots()`` caps them by the registered executors' cores
-(:func:`~tidal.scaling.executors.ready_slots`), since a partition without a core only waits in
-Spark's queue. ``running(vertex)`` says whether the vertex's query is up: a vertex whose query is
-down has no ready replica, and the policy does not scale it.
+(:func:`~tidal.scaling.executors.slotted`, as admission does), since a partition without a core
+only waits in Spark's queue. ``running(vertex)`` says whether the vertex's query is up: a vertex
+whose query is down has no ready replica, and the policy does not scale it.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from tidal.controller.loop import ProbeSample
 from tidal.isb.base import BufferStore
 from tidal.isb.control import STALE_REPORT_SECONDS, ControlStore
 from tidal.log import Repeated
+from tidal.scaling.executors import slotted
 from tidal.spec import PipelineSpec
 
 __all__ = ["StoreProbe"]
@@ -75,7 +76,7 @@ class StoreProbe:
         else:
             ready = self._control.ready_replicas(vertex, replicas)
             if self._slots is not None:  # on a cluster: only the replicas that have a core
-                ready = min(ready, self._slots().get(vertex, ready))
+                ready = slotted(ready, self._slots().get(vertex))
         reads = self._control.read_counts(vertex, replicas)
         retried = float(self._control.sink_retried(vertex))
         return ProbeSample(

@@ -17,7 +17,8 @@ Python objects (``shared/design.md``). What goes through it:
 - ``reports``: what a source's reader saw of its source (its ``pending()``, or why it is not
   available), for the controller in the driver process.
 - ``meta``: small facts of the run that must survive a restart (the generator's start time, a
-  Kafka source's last micro-batch and its split into tasks).
+  Kafka source's last micro-batch and its split into tasks), and the task slots each vertex has
+  on a cluster manager (:meth:`ControlStore.set_slots`), which cap what admission takes.
 - ``claims``: the room in a buffer that several vertices write (a join's input) each writer's
   admitted micro-batch may fill (:meth:`ControlStore.claiming`, :mod:`tidal.spark.batch.admission`).
 """
@@ -27,7 +28,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +38,8 @@ from tidal.isb.durability import DEFAULT, Durability
 from tidal.isb.sqlite import SqliteStore
 
 __all__ = ["STALE_REPORT_SECONDS", "BatchRange", "ControlStore", "RoomClaims", "SourceReport"]
+
+SLOTS_KEY = "executors:slots"  # the meta record of set_slots
 
 STALE_REPORT_SECONDS = 30.0  # a source's report older than this says nothing about now
 
@@ -190,6 +193,20 @@ class ControlStore(BatchLedger):
     def replicas(self, vertex: str, default: int = 1) -> int:
         row = self._store.db.execute("SELECT replicas FROM control WHERE vertex=?", (vertex,)).fetchone()
         return int(row[0]) if row else default
+
+    def set_slots(self, slots: Mapping[str, int]) -> None:
+        """The task slots each vertex's replicas have now on a cluster manager: the registered
+        executors' cores shared among the vertices (the executor allocator writes them as they
+        change, :func:`~tidal.scaling.executors.ready_slots`). Admission takes no more replicas
+        than these into a micro-batch (:mod:`tidal.spark.batch.admission`). Empty: no cap (local
+        mode, or no look at the executors yet this run)."""
+        self.set_meta(SLOTS_KEY, json.dumps(dict(sorted(slots.items()))) if slots else "")
+
+    def slots(self, vertex: str) -> int | None:
+        """The task slots the vertex has now (:meth:`set_slots`); None: no cap known."""
+        value = self.meta(SLOTS_KEY)
+        found = json.loads(value).get(vertex) if value else None
+        return None if found is None else int(found)
 
     def set_closing(self, vertex: str, closing: bool) -> None:
         """Mark a source as closing: its reader admits nothing more, so the batch in flight is

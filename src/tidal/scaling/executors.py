@@ -42,6 +42,7 @@ __all__ = [
     "ExecutorRule",
     "decide_executors",
     "ready_slots",
+    "slotted",
 ]
 
 
@@ -292,3 +293,18 @@ def ready_slots(replicas: Mapping[str, int], slots: int, idle: Collection[str] =
     for name in sorted(shares, key=lambda n: (-(shares[n] - out[n]), n))[:left]:
         out[name] += 1
     return out
+
+
+def slotted(replicas: int, slots: int | None) -> int:
+    """The replicas of a vertex that run: no more than its task ``slots`` on a cluster manager
+    (its share of the registered cores, :func:`ready_slots`; None: no cap), and never fewer than
+    one while it has any (Spark's FAIR pools queue that one task rather than starve the vertex).
+    Admission sizes a micro-batch by it (:mod:`tidal.spark.batch.admission`); the probe counts
+    the ready replicas by it.
+
+    >>> slotted(6, 2), slotted(6, None), slotted(1, 0), slotted(0, 4)
+    (2, 6, 1, 0)
+    """
+    if slots is None or replicas <= 0:
+        return replicas
+    return min(replicas, max(1, slots))

@@ -179,3 +179,26 @@ def test_an_executor_that_did_not_pay_is_let_go_and_not_asked_for_again(tmp_path
     measured = [(sorted(p["delivered_per_executors"]), p["cap"]) for p in log["payoff"]]
     assert measured == [(["1"], None), (["1", "2"], 1)], measured
     assert log["payoff"][-1]["delivered_per_executors"] == {"1": 500.0, "2": 500.0}
+
+
+def test_each_vertexs_task_slots_are_published_as_they_change_and_cleared_at_the_stop(tmp_path):
+    """Admission caps a batch by these (tidal.spark.batch.admission): a scale-up waiting for
+    executors is admitted for the cores registered, then for all its replicas once they come."""
+    cluster, wanted = FakeCluster(), {"a": 1, "b": 1}
+    published: list[dict[str, int]] = []
+    bounds = ExecutorBounds(cores=2, min=1, max=4)
+    alloc = ExecutorAllocator(
+        cluster, bounds, lambda: wanted, tmp_path / "x.jsonl", clock=lambda: 100.0, publish=published.append
+    )
+    alloc.requested = 1
+    cluster.request_total(1)
+    cluster.arrive(100.0)
+    alloc.tick(100.5)
+    wanted = {"a": 1, "b": 6}  # 7 replicas on 2 cores: b's share is 2, a's none
+    alloc.tick(101.0)
+    alloc.tick(101.5)  # nothing new: nothing written
+    cluster.arrive(104.0)
+    alloc.tick(104.5)
+    assert published == [{"a": 1, "b": 1}, {"a": 0, "b": 2}, {"a": 1, "b": 6}]
+    alloc.stop()
+    assert published[-1] == {}

@@ -11,7 +11,10 @@ registered count (the report's executor-seconds and panel).
 
 It also says which replicas are ready: the registered executors' cores shared among the
 vertices (:func:`~tidal.scaling.executors.ready_slots`), which the probe uses to cap what the
-micro-batches ran — on a cluster a partition without a core waits in Spark's queue.
+micro-batches ran — on a cluster a partition without a core waits in Spark's queue. It writes
+the same shares into the control record as they change (``publish``), and admission takes no
+more replicas into a batch than a vertex has slots (:mod:`tidal.spark.batch.admission`), so a
+scale-up waiting for executors does not stall the batches of the replicas already running.
 
 With SQLite buffers every task opens the pipeline's database file on the driver's disk, so an
 executor on another host is refused: the allocator records the error and the run stops with it,
@@ -77,6 +80,7 @@ class ExecutorAllocator:
         interval: float = 0.5,
         clock: Callable[[], float] = time.time,
         failures: StartFailures | None = None,
+        publish: Callable[[Mapping[str, int]], None] | None = None,
     ) -> None:
         self._executors = executors
         self.bounds = bounds
@@ -92,6 +96,8 @@ class ExecutorAllocator:
         self.requested = 0
         self.error: errors.ClusterError | None = None
         self._ready: dict[str, int] = {}
+        self._publish = publish  # the slots to the control record (admission caps by them)
+        self._published: dict[str, int] | None = None
         self._shrink_since: float | None = None
         self._last_written: tuple[str, int] | None = None
         self._count: tuple[int, int] | None = None
@@ -141,6 +147,9 @@ class ExecutorAllocator:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=10)
+        if self._publish is not None and self._published:
+            self._publish({})  # no cap left behind for the next run of this directory
+            self._published = None
         self._write_count(self._clock(), force=True)
 
     def registered_count(self) -> tuple[int, int] | None:
@@ -165,8 +174,12 @@ class ExecutorAllocator:
         executors = [e for e in listed if e.id not in self._killing]  # a killed one is on its way out
         quiet = self.idle_for(now) if self.idle_for is not None else {}
         idle = {n: r for n, r in wanted.items() if r > 0 and quiet.get(n, 0.0) >= self.bounds.idle_seconds}
+        ready = ready_slots(wanted, sum(e.cores for e in executors), idle)
         with self._lock:
-            self._ready = ready_slots(wanted, sum(e.cores for e in executors), idle)
+            self._ready = ready
+        if self._publish is not None and ready != self._published:
+            self._publish(ready)
+            self._published = ready
         self._notice_failed_starts(now)
         payoff = self._judge_payoff(now, sum(wanted.values()) - sum(idle.values()), len(executors))
         decision = decide_executors(
@@ -369,4 +382,5 @@ def start_allocator(
         backend=spec.buffers.backend,
         db=db,
         failures=StartFailures(master_web, spark.sparkContext.applicationId) if master_web else None,
+        publish=control.set_slots,
     ).start()

@@ -181,6 +181,7 @@ class PipelineRun:
         self.started_at = time.time()
         self.buffers = self._open_buffers()
         self.control = ControlStore(self.db, self.spec.buffers.durability)
+        self.control.set_slots({})  # a cluster's allocator sets them again; a local run has none
         owned = [(b, v.name) for v in self.control_spec.vertices if (b := input_buffer(v)) is not None]
         made = [b for b, _ in owned]
         for name, reader in owned:  # a chain's followers have no buffer; a buffer has its reader's limits

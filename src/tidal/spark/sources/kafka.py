@@ -41,7 +41,7 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from tidal import errors
 from tidal.log import Repeated
 from tidal.spark.batch import side_inputs, stores
-from tidal.spark.batch.admission import admit
+from tidal.spark.batch.admission import admissible, admit
 from tidal.spark.batch.checkpoint_sync import sync_planned_batch
 from tidal.spark.batch.clients import expand_env
 from tidal.spark.batch.config import QueryConfig
@@ -274,7 +274,7 @@ class KafkaReader(DataSourceStreamReader):
                 return [KafkaRanges([tuple(r) for r in t], i) for i, t in enumerate(batch["tasks"])]
         replicas = self._admitted.pop(key, None)
         if replicas is None:
-            replicas = max(1, control.replicas(vertex, default=1))
+            replicas = max(1, admissible(control, vertex))
         ranges = [
             (p, begin.get(p, stop[p]), stop[p] - 1) for p in sorted(stop) if stop[p] > begin.get(p, stop[p])
         ]
