@@ -193,6 +193,32 @@ def test_a_low_reading_with_a_backlog_is_a_stall_not_a_quiet() -> None:
     assert stalled.observe(30.0, 900.0) is False
 
 
+def test_a_rise_whose_backlog_is_seen_a_tick_before_its_rate_is_still_a_rise() -> None:
+    """The cluster's bursts at `enrich` (sized on its source's counts, which come with the
+    source's next report while its pending is seen at once): after 15 s of quiet at 100/s, the
+    burst's first tick read 0/s with 1,754 waiting, the next 1,975/s. Each such rise was missed
+    when the backed-up reading wiped the quiet before it: two rises learnt of eight."""
+    watch = RiseWatch()
+    for t in range(15):  # nothing yet
+        watch.observe(float(t), 0.0)
+    rose: list[float] = []
+    for start in (15, 45, 75, 105):
+        for t in range(start, start + 30):
+            into = t - start
+            if into == 0:
+                reading, backed_up = 0.0, True  # the backlog first, the rate a tick later
+            elif into < 6:
+                reading, backed_up = 2000.0, True
+            elif into < 16:
+                reading, backed_up = 0.0, True  # draining: a stall, no quiet
+            else:
+                reading, backed_up = 100.0, False
+            if watch.observe(float(t), reading, backed_up=backed_up):
+                rose.append(float(t))
+    assert rose == [16.0, 46.0, 76.0, 106.0]
+    assert watch.due_within(130.0, 8.0) is not None  # after 15 s of quiet: the next is due at 136
+
+
 def bursts(
     count: int = 4, on: int = 5, period: int = 30, base: float = 100.0, peak: float = 2000.0
 ) -> list[float]:
