@@ -51,3 +51,20 @@ def test_replicas_asked_for_are_starting_and_the_backlog_is_projected_to_when_th
     startups.learn(dataclasses.replace(view(11, 6, 900), ready=6))
     assert startups.seconds == 7.0  # half-way from 5 to the 9 s since the last ask
     assert not startups.starting(view(12, 6, 1000))
+
+
+def test_replicas_the_cluster_can_never_run_are_not_waited_for():
+    """The cluster's bursts: `orders` 3 and `enrich` 6 asked for 9 of the 8 cores the executor
+    bounds allow; `enrich` had 5 ready until `orders` fell back 14 s later, and a start-up of
+    24 s was learnt where its executors ran their first tasks 5-10 s after the request."""
+    startups = StartUps(8.0)
+    startups.asked(view(100, 1, 0), 6)
+    capped = [dataclasses.replace(view(t, 6, 100.0 * t, ready=5), attainable=5) for t in (104, 110)]
+    assert startups.starting(dataclasses.replace(capped[0], ready=2))
+    startups.learn(capped[1])  # all it can ever have are ready: a start-up of 10 s
+    assert startups.seconds == 9.0
+    assert not startups.starting(capped[1])
+    blind = StartUps(8.0)  # without the bound (local mode, the simulator): waited for, as before
+    blind.asked(view(100, 1, 0), 6)
+    blind.learn(view(110, 6, 1000, ready=5))
+    assert blind.seconds == 8.0 and blind.starting(view(110, 6, 1000, ready=5))

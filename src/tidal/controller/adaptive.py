@@ -401,4 +401,8 @@ class AdaptivePolicy(VertexPolicy):
 
     def _inputs(self, view: PolicyInput) -> dict[str, float | int | str | None]:
         learnt = self.learnt.inputs()
-        return {**learnt, "pending": view.pending_now, "ready": view.ready, "replicas": view.replicas}
+        out = {**learnt, "pending": view.pending_now, "ready": view.ready, "replicas": view.replicas}
+        if view.attainable is not None:  # on a cluster: the most it can have within the executor bounds
+            out["attainable"] = view.attainable
+        out["startup"] = round(self.startups.seconds, 2)  # as learnt: what a pre-scale leads by
+        return out

@@ -146,7 +146,7 @@ class FlinkPolicy(VertexPolicy):
         job, o, now = self.job, self.options, view.now
         if job.started_at is None:
             job.started_at = now  # the job's start counts as its last update
-        if self.restarting_since is not None and view.ready >= view.replicas:
+        if self.restarting_since is not None and view.ready >= view.ready_for:
             job.restarts.append(now - self.restarting_since)
             self.restarting_since = None
         usable = view.buffer_max_length * view.buffer_usage_limit

@@ -369,6 +369,7 @@ class Controller:
             rate_limit=shared_rate_limit(self.spec, v, now),
             throttled_at=sample.throttled_at,
             tasks=sample.tasks,
+            attainable=sample.attainable,
         )
 
     # -- across a driver restart (tidal.controller.restart) -------------------------------------

@@ -90,6 +90,15 @@ class PolicyInput:
     rate_limit: float | None = None
     throttled_at: float | None = None  # when its rate limit last held a micro-batch back
     tasks: float | None = None  # cumulative tasks its micro-batches ran (None: not counted)
+    # The most replicas the cluster can run for it (its share of maxExecutors × executorCores;
+    # None: no such limit known): more asked for are never ready, and are not waited for.
+    attainable: int | None = None
+
+    @property
+    def ready_for(self) -> int:
+        """The replicas that can ever be ready of those asked for: ``replicas``, no more than
+        :attr:`attainable`."""
+        return self.replicas if self.attainable is None else min(self.replicas, self.attainable)
 
     @property
     def arrived(self) -> float | None:

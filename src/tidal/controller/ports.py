@@ -30,6 +30,9 @@ class ProbeSample:
     sink_retried: float | None = None  # cumulative message writes its sink retried; None: not counted
     throttled_at: float | None = None  # when its rate limit last held a micro-batch back; None: never
     tasks: float | None = None  # cumulative tasks its micro-batches ran; None: not counted
+    # The most replicas the cluster can run for it at all: its share of the most cores the
+    # executor bounds allow (None: no such limit known, as in local mode and the simulator).
+    attainable: int | None = None
     # How old ``processed + pending`` are together, in seconds: a source's pending comes from its
     # reader's last report (made when a micro-batch is planned), so its arrivals are as of then.
     age: float = 0.0

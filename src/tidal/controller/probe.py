@@ -47,12 +47,14 @@ class StoreProbe:
         running: Callable[[str], bool] | None = None,
         stale_after: float = STALE_REPORT_SECONDS,
         slots: Callable[[], Mapping[str, int]] | None = None,
+        attainable: Callable[[], Mapping[str, int]] | None = None,
         measured: Mapping[str, Callable[[int], ProbeSample]] | None = None,
     ) -> None:
         # Vertices the runtime measures itself (an HTTP source: its request path), given the replicas.
         self._measured = dict(measured or {})
         self._buffers = buffers
         self._slots = slots
+        self._attainable = attainable
         self._control = control
         self._source_pending = dict(source_pending or {})
         self._running = running
@@ -90,6 +92,7 @@ class StoreProbe:
             sink_retried=retried,
             throttled_at=self._control.throttled_at(vertex),
             age=age,
+            attainable=None if self._attainable is None else self._attainable().get(vertex),
         )
 
     def _pending_of_source(self, vertex: str, processed: float) -> tuple[float | None, float]:

@@ -96,6 +96,7 @@ class ExecutorAllocator:
         self.requested = 0
         self.error: errors.ClusterError | None = None
         self._ready: dict[str, int] = {}
+        self._attainable: dict[str, int] = {}
         self._publish = publish  # the slots to the control record (admission caps by them)
         self._published: dict[str, int] | None = None
         self._shrink_since: float | None = None
@@ -162,6 +163,12 @@ class ExecutorAllocator:
         with self._lock:
             return dict(self._ready)
 
+    def attainable(self) -> dict[str, int]:
+        """Each vertex's replicas that could have a core at all: its share of the most cores
+        the bounds allow (``maxExecutors × executorCores``). More are never ready (for the probe)."""
+        with self._lock:
+            return dict(self._attainable)
+
     def tick(self, now: float) -> ExecutorDecision:
         wanted = dict(self._replicas())
         listed = self._executors.registered()
@@ -177,6 +184,7 @@ class ExecutorAllocator:
         ready = ready_slots(wanted, sum(e.cores for e in executors), idle)
         with self._lock:
             self._ready = ready
+            self._attainable = ready_slots(wanted, self.bounds.max * self.bounds.cores, idle)
         if self._publish is not None and ready != self._published:
             self._publish(ready)
             self._published = ready

@@ -33,6 +33,7 @@ def build_controller(run: Any) -> Controller:
         run.control,
         running=run.running,
         slots=run.allocator.ready if run.allocator is not None else None,
+        attainable=run.allocator.attainable if run.allocator is not None else None,
         measured={n: functools.partial(probe_sample, p) for n, p in run.requests.items()},
     )
     controller = Controller(
