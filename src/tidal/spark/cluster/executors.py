@@ -96,7 +96,7 @@ class ExecutorAllocator:
         self.requested = 0
         self.error: errors.ClusterError | None = None
         self._ready: dict[str, int] = {}
-        self._attainable: dict[str, int] = {}
+        self._idle: set[str] = set()  # the vertices idle at the last look (their replicas need no core)
         self._publish = publish  # the slots to the control record (admission caps by them)
         self._published: dict[str, int] | None = None
         self._shrink_since: float | None = None
@@ -165,9 +165,13 @@ class ExecutorAllocator:
 
     def attainable(self) -> dict[str, int]:
         """Each vertex's replicas that could have a core at all: its share of the most cores
-        the bounds allow (``maxExecutors × executorCores``). More are never ready (for the probe)."""
+        the bounds allow (``maxExecutors × executorCores``). More are never ready (for the probe).
+        Of the replicas set now, not at the last look: the controller's next tick asks, and a
+        share of the count before its change would call a scale-up ready at once."""
+        wanted = dict(self._replicas())
         with self._lock:
-            return dict(self._attainable)
+            idle = {n for n in self._idle if n in wanted}
+        return ready_slots(wanted, self.bounds.max * self.bounds.cores, idle)
 
     def tick(self, now: float) -> ExecutorDecision:
         wanted = dict(self._replicas())
@@ -184,7 +188,7 @@ class ExecutorAllocator:
         ready = ready_slots(wanted, sum(e.cores for e in executors), idle)
         with self._lock:
             self._ready = ready
-            self._attainable = ready_slots(wanted, self.bounds.max * self.bounds.cores, idle)
+            self._idle = set(idle)
         if self._publish is not None and ready != self._published:
             self._publish(ready)
             self._published = ready
