@@ -160,8 +160,8 @@ class RiseWatch:
         A quiet spell already as long as a rise needs stands, though: a rise's backlog is often
         seen a tick before its rate (a source's count comes with its next report, its pending
         at once). On the cluster's bursts `enrich`, sized on its source's counts, read 0/s with
-        1,754 waiting at each burst's first tick after 15 s of quiet, then 1,975/s: the spell
-        was wiped and the rise missed, so it learnt two rises in 240 s out of eight and
+        1,252 waiting at each burst's first tick after 15 s of quiet, then 1,975/s: the spell
+        was wiped and the rise missed, so it learnt three rises in 240 s out of eight and
         pre-scaled for none (2026-11-29, night)."""
         if self._at is not None and now > self._at:
             self._peak *= 0.5 ** ((now - self._at) / self.half_life)

@@ -196,8 +196,8 @@ def test_a_low_reading_with_a_backlog_is_a_stall_not_a_quiet() -> None:
 def test_a_rise_whose_backlog_is_seen_a_tick_before_its_rate_is_still_a_rise() -> None:
     """The cluster's bursts at `enrich` (sized on its source's counts, which come with the
     source's next report while its pending is seen at once): after 15 s of quiet at 100/s, the
-    burst's first tick read 0/s with 1,754 waiting, the next 1,975/s. Each such rise was missed
-    when the backed-up reading wiped the quiet before it: two rises learnt of eight."""
+    burst's first tick read 0/s with 1,252 waiting, the next 1,975/s. Each such rise was missed
+    when the backed-up reading wiped the quiet before it: three rises learnt of eight."""
     watch = RiseWatch()
     for t in range(15):  # nothing yet
         watch.observe(float(t), 0.0)
