@@ -68,3 +68,17 @@ def test_replicas_the_cluster_can_never_run_are_not_waited_for():
     blind.asked(view(100, 1, 0), 6)
     blind.learn(view(110, 6, 1000, ready=5))
     assert blind.seconds == 8.0 and blind.starting(view(110, 6, 1000, ready=5))
+
+
+def test_a_scale_up_of_which_no_replica_can_come_teaches_no_start_up():
+    """The cluster's cores all taken by other vertices: the vertex's share of the bounds is what
+    it has, so the replicas asked for beyond it never start, and the next tick's readiness is no
+    start-up of 1 s."""
+    startups = StartUps(8.0)
+    startups.asked(view(100, 1, 0, ready=1), 3)
+    full = dataclasses.replace(view(101, 3, 100, ready=1), attainable=1)
+    startups.learn(full)
+    assert startups.seconds == 8.0 and not startups.starting(full)
+    startups.asked(view(110, 1, 0, ready=1), 3)  # room for one more of them: that one is a start-up
+    startups.learn(dataclasses.replace(view(116, 3, 100, ready=2), attainable=2))
+    assert startups.seconds == 7.0

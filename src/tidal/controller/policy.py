@@ -39,6 +39,7 @@ from tidal.scaling import (
     wake_from_zero,
     wake_on_path,
 )
+from tidal.scaling.executors import slotted
 from tidal.scaling.sink_health import SinkHealth
 from tidal.scaling.throttle import THROTTLED_RECENTLY
 
@@ -97,8 +98,8 @@ class PolicyInput:
     @property
     def ready_for(self) -> int:
         """The replicas that can ever be ready of those asked for: ``replicas``, no more than
-        :attr:`attainable`."""
-        return self.replicas if self.attainable is None else min(self.replicas, self.attainable)
+        :attr:`attainable` (but one, as admission runs one: :func:`~tidal.scaling.executors.slotted`)."""
+        return slotted(self.replicas, self.attainable)
 
     @property
     def arrived(self) -> float | None:

@@ -13,12 +13,15 @@ Pure: time is an argument.
 from __future__ import annotations
 
 from tidal.controller.policy import PolicyInput
+from tidal.scaling.executors import slotted
 
 __all__ = ["StartUps"]
 
 
 class StartUps:
     """One vertex's start-ups: learnt from ``guess`` seconds on (see the module docstring)."""
+
+    _had = 0  # the replicas ready when the last scale-up was asked for
 
     def __init__(self, guess: float) -> None:
         self.seconds = guess  # until a start-up is observed
@@ -45,11 +48,9 @@ class StartUps:
         # waited for: on the cluster's bursts `orders` 3 and `enrich` 6 asked for 9 of 8 cores,
         # `enrich` stayed at 5 ready until `orders` fell back, and a start-up of 24 s was learnt
         # where its executors ran their first tasks 5-10 s after the request.
-        wanted = self._asked[1] if self._asked is not None else 0
-        if view.attainable is not None:
-            wanted = min(wanted, view.attainable)
+        wanted = slotted(self._asked[1], view.attainable) if self._asked is not None else 0
         if self._asked is not None and (woken or (self._woke_at is None and view.ready >= wanted)):
-            if not self._asked_blind:
+            if not self._asked_blind and (woken or wanted > self._had):  # else none could start
                 took = view.now - self._asked[0]
                 self.seconds += 0.5 * (took - self.seconds)  # few observations: learn them fast
             self._asked = self._woke_at = None
@@ -97,6 +98,7 @@ class StartUps:
         """``to`` replicas asked for, more than are ready."""
         first = self._asked[2] if self.starting(view) and self._asked is not None else view.now
         self._asked, self._asked_blind = (view.now, to, first), False
+        self._had = view.ready
         self._woke_at = view.processed if view.replicas == 0 else None
 
     def changed(self, view: PolicyInput, to: int) -> None:
