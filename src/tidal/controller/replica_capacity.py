@@ -22,9 +22,9 @@ work rate)``:
   apart, and wherever the fit says less, the plain ratio stands. The simulator's busy time has no
   fixed part per task, so it counts no tasks.
 * The **batch cost** is the fixed part of a micro-batch outside the tasks (offset log, planning,
-  commit), guessed at ``batch_guess_seconds`` (0.25 s, measured on Spark) and learnt from ticks
+  commit), guessed at ``batch_guess_seconds`` (0.25 s, measured on Spark) and learnt from spans
   when the vertex was saturated (more pending than its replicas admit in one micro-batch at
-  both ends of the tick, warm, none still starting, nothing pushing back): there, the
+  both ends of each tick, warm, none still starting, nothing pushing back): there, the
   throughput per replica is what it sustains. A tick that *ends* with a backlog is not one:
   its replicas worked through what was there at its start, and on the cluster's spike the
   first tick of the ×10 taught 1.52 s a batch (a replica sustaining 181/s, where it then did
@@ -35,7 +35,7 @@ work rate)``:
   messages in a second) taught 1.68 s at once, a replica sustaining 159/s where one did 362/s.
   (Counting warm from the replicas' first work after a change instead of from the change also
   mends that case, but costs the simulator's step ×10 on shared cores 2 s of p99.) The cost is
-  the median of the last :data:`BATCH_COST_SAMPLES` such ticks' implied costs, not an average:
+  the median of the last :data:`BATCH_COST_SAMPLES` such spans' implied costs, not an average:
   on the cluster's bursts one tick that held a new executor's first batches, 3–7 s each, taught
   0.4–0.49 s a batch where the others showed 0.2 s, and ``orders`` was sized at 600–1,700/s a
   replica where one did 2,000/s. Busy time alone
@@ -47,6 +47,17 @@ work rate)``:
   ~1,700/s at one replica while its busy time said 270–650/s, and the policy ran it at 3 where
   Numaflow kept 1–2). So a replica is worth at least what one was seen to do over
   ``DID_SECONDS`` lately (kept ``DID_MEMORY_SECONDS``), saturated or not.
+* **From commit to commit, never over one tick.** The processed count moves when a micro-batch
+  commits, a whole batch at once: on the cluster's step (2026-11-29) ``enrich``'s three replicas
+  committed 1,500 every 1.27–1.36 s, and its ticks came every 0.5 s, so a tick saw 0 or 1,500.
+  Learnt from the ticks that saw a commit (a tick without one taught nothing), nine saturated
+  ticks in a row implied 0 s a batch, where busy time and commits put it at 0.17 s; and a 4 s
+  window from just before one commit to just after a fourth counted 6,000 in 4 s, "what a
+  replica did" 500/s where they sustained 385/s. Sized on it, ``enrich`` went 3 → 2 and back
+  six times under a steady 900/s. So both are measured from a tick that saw a commit to a
+  later one that saw one, at least ``SPAN_SECONDS`` / ``DID_SECONDS`` apart, the ticks between
+  them counted whatever they saw: whole micro-batches over the time they took, give or take a
+  tick at each end.
 """
 
 from __future__ import annotations
@@ -59,10 +70,11 @@ from tidal.scaling import DEFAULT_READ_BATCH_SIZE, Pressure
 
 __all__ = ["ReplicaCapacity", "TaskCost"]
 
-BATCH_COST_SAMPLES = 9  # saturated ticks whose median is the batch cost
-MAX_BATCH_COST = 5.0  # seconds: a saturated tick implying more is a stall, not a batch's cost
+BATCH_COST_SAMPLES = 9  # saturated spans whose median is the batch cost
+MAX_BATCH_COST = 5.0  # seconds: a saturated span implying more is a stall, not a batch's cost
 WARM_SECONDS = 3.0  # replicas ready and working this long before their throughput teaches anything
-DID_SECONDS = 5.0  # what a replica did is measured over this long (several micro-batches)
+DID_SECONDS = 5.0  # what a replica did is measured from one commit to another this long after
+SPAN_SECONDS = 5.0  # a saturated throughput is measured from one commit to another this long after
 DID_MEMORY_SECONDS = 300.0  # and trusted this long
 
 
@@ -81,13 +93,15 @@ class ReplicaCapacity:
         self.read_batch_size = DEFAULT_READ_BATCH_SIZE  # the vertex's, from its first tick
         self._last: tuple[float, float, float | None, int] | None = None  # now, processed, busy, ready
         self._working_since: float | None = None  # the same replicas ready and working since
+        self._span: tuple[float, float] | None = None  # (now, processed) at a saturated commit
 
     # Made at the first task count (absent from a snapshot taken before they were counted).
     _task_cost: TaskCost | None = None
     _last_tasks: float | None = None  # the cumulative tasks at the last tick
     _last_waiting: float | None = None  # what was pending at the last tick
-    _batch_costs: deque[float] | None = None  # the last saturated ticks' implied batch costs
+    _batch_costs: deque[float] | None = None  # the last saturated spans' implied batch costs
     _batch_guess: float = 0.25  # (a snapshot from before the median kept no guess)
+    _span: tuple[float, float] | None = None  # (a snapshot from before spans were measured)
 
     def observe(self, view: PolicyInput) -> None:
         """Learn from one tick's counts: busy time, throughput while saturated, what was done."""
@@ -121,20 +135,36 @@ class ReplicaCapacity:
             and warm
             and view.pressure.level == Pressure.NONE
         )
-        if warm and view.ready > 0:
+        committed = done > 0  # a micro-batch was committed since the last tick
+        if warm and view.ready > 0 and committed:
             self._note_did(view)
-        if saturated and done > 0:
-            observed = done / (view.now - last[0]) / view.ready
-            self.sustained = self._average(self.sustained, observed, 3 * self.learning)
-            work_rate = self.full_batch_rate
-            if work_rate is not None:  # what the batches cost besides the work
-                size = view.read_batch_size
-                implied = max(0.0, size / observed - size / work_rate)
-                if implied <= MAX_BATCH_COST:  # more is a stall, not what a batch costs
-                    self._learn_batch_cost(implied)
+        if not saturated:
+            self._span = None
+        elif committed:
+            self._learn_saturated(view)
+
+    def _learn_saturated(self, view: PolicyInput) -> None:
+        """Throughput over a saturated span from one commit to another at least
+        :data:`SPAN_SECONDS` later, the ticks without a commit between them included: what a
+        replica sustains, and from it what a batch costs beside the work (the module's
+        docstring says why never from one tick)."""
+        span = self._span
+        if span is None or view.now - span[0] < SPAN_SECONDS:
+            if span is None:
+                self._span = (view.now, view.processed)
+            return
+        self._span = (view.now, view.processed)
+        observed = (view.processed - span[1]) / (view.now - span[0]) / view.ready
+        self.sustained = self._average(self.sustained, observed, 3 * self.learning)
+        work_rate = self.full_batch_rate
+        if work_rate is not None:  # what the batches cost besides the work
+            size = view.read_batch_size
+            implied = max(0.0, size / observed - size / work_rate)
+            if implied <= MAX_BATCH_COST:  # more is a stall, not what a batch costs
+                self._learn_batch_cost(implied)
 
     def _learn_batch_cost(self, implied: float) -> None:
-        """The median of the last :data:`BATCH_COST_SAMPLES` saturated ticks' implied costs, the
+        """The median of the last :data:`BATCH_COST_SAMPLES` saturated spans' implied costs, the
         guess standing in for the samples missing up to three: one tick in which a new executor's
         first batches landed (3–7 s each, its Python workers starting) no longer moves it."""
         if self._batch_costs is None:
@@ -160,13 +190,14 @@ class ReplicaCapacity:
             self.work_rate = self._average(self.work_rate, done / busy, self.learning)
 
     def _note_did(self, view: PolicyInput) -> None:
-        """What a replica did over the last :data:`DID_SECONDS`, saturated or not: a replica can
-        do at least that much, whatever its busy time says."""
+        """What a replica did from one commit to another at least :data:`DID_SECONDS` later,
+        saturated or not: a replica can do at least that much, whatever its busy time says.
+        Called at ticks that saw a commit only (the module's docstring says why)."""
         self._doing.append((view.now, view.processed))
-        while self._doing and self._doing[0][0] < view.now - DID_SECONDS - 1e-9:
-            self._doing.popleft()
+        while len(self._doing) > 1 and self._doing[1][0] <= view.now - DID_SECONDS + 1e-9:
+            self._doing.popleft()  # keep the last commit at least DID_SECONDS before this one
         then, done = self._doing[0]
-        if view.now - then < 0.8 * DID_SECONDS:
+        if view.now - then < DID_SECONDS - 1e-9:
             return
         rate = (view.processed - done) / (view.now - then) / view.ready
         if rate <= 0:

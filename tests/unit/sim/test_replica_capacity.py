@@ -105,23 +105,23 @@ def test_only_a_backlog_through_the_whole_tick_teaches_what_a_replica_sustains()
     saturated_ticks(starting, [5_000, 5_000], replicas=3)  # two asked for, not ready yet
     assert starting.sustained is None and starting.batch_cost == 0.25
     through = ReplicaCapacity(batch_guess_seconds=0.25)
-    saturated_ticks(through, [5_000] * 4)  # 100/s with a backlog throughout: 100/s sustained
+    saturated_ticks(through, [5_000] * 12)  # 100/s with a backlog throughout: 100/s sustained
     assert through.sustained == pytest.approx(100)
-    assert through.batch_cost == pytest.approx(3.75)  # 500/100 - 500/400, the median of 3 ticks
+    assert through.batch_cost == pytest.approx(3.75)  # 500/100 - 500/400: two spans and the guess
 
 
-def test_one_tick_of_a_new_executors_first_batches_does_not_move_the_batch_cost() -> None:
+def test_one_span_of_a_new_executors_first_batches_does_not_move_the_batch_cost() -> None:
     """The cluster's bursts (2026-11-29): a new executor's first batches took 3–7 s and landed in
     one saturated tick; averaged in at 0.3 a tick, they taught 0.4–0.49 s a batch, and ``orders``
-    was sized at 600–1,700/s a replica where one did 2,000/s. The median of the ticks keeps the
-    cost the other ticks show."""
+    was sized at 600–1,700/s a replica where one did 2,000/s. The median of the spans keeps the
+    cost the other spans show."""
     capacity = ReplicaCapacity(batch_guess_seconds=0.25)
     processed = busy = 0.0
     for t in range(10):  # one warm replica: 500 a tick, tasks busy 0.05 s a tick
         processed, busy = processed + 500, busy + 0.05
         capacity.observe(view("orders", t, 1, processed, 100, busy))
-    lumps = {13: 80, 20: 120}  # two ticks of a cold executor's first batches, bursts apart
-    for t in range(10, 30):
+    lumps = {13: 80, 33: 120}  # two ticks of a cold executor's first batches, bursts apart
+    for t in range(10, 60):
         done = lumps.get(t, 2_000)  # 2,000 a tick: four batches of 500, 0.2 s each beyond the work
         processed, busy = processed + done, busy + done / 10_000
         capacity.observe(view("orders", t, 1, processed, 9_000, busy))
@@ -145,17 +145,48 @@ def test_a_query_restart_after_a_replica_change_teaches_no_batch_cost() -> None:
     processed, busy = processed + 42, busy + 0.1  # the first batch after the restart: 42 messages
     capacity.observe(view("work", 26, 1, processed, 1_600, busy))
     assert capacity.batch_cost == 0.25
-    for t in range(27, 33):  # then full batches: 500 a second, saturated and warm
+    for t in range(27, 43):  # then full batches: 500 a second, saturated and warm
         processed, busy = processed + 500, busy + 1.25
         capacity.observe(view("work", t, 1, processed, 1_600, busy))
     assert capacity.batch_cost < 0.25  # 500 a second at 400/s of busy time: no cost beyond it
 
 
-def test_a_saturated_tick_implying_more_than_a_batch_could_cost_is_a_stall_and_teaches_nothing() -> None:
+def test_a_saturated_span_implying_more_than_a_batch_could_cost_is_a_stall_and_teaches_nothing() -> None:
     capacity = ReplicaCapacity(batch_guess_seconds=0.25)
-    saturated_ticks(capacity, [5_000] * 4)  # 100/s at 400/s of busy time: 3.75 s a batch, learnt
+    saturated_ticks(capacity, [5_000] * 12)  # 100/s at 400/s of busy time: 3.75 s a batch, learnt
     learnt = capacity.batch_cost
     assert 0.25 < learnt < 5
-    processed, busy = 100.0 * 13, 13 / 4
-    capacity.observe(view("work", 14, 1, processed + 20, 5_000, busy + 0.05))  # 20 in a second: 24 s a batch
+    processed, busy = 100.0 * 21, 21 / 4
+    for t in range(22, 27):  # a span with 20 done in 5 s: 125 s a batch
+        capacity.observe(view("work", t, 1, processed, 5_000, busy))
+    capacity.observe(view("work", 27, 1, processed + 20, 5_000, busy + 0.05))
     assert capacity.batch_cost == learnt
+
+
+def staircase(capacity: ReplicaCapacity, seconds: float, pending: float) -> None:
+    """The cluster's step (2026-11-29): three warm replicas of ``enrich`` committing 1,500 every
+    1.3 s (500 a task, each task busy 1.13 s), seen by ticks every 0.5 s."""
+    processed = busy = 0.0
+    commits = iter(1.3 * k for k in range(1, 10_000))
+    due = next(commits)
+    for i in range(int(seconds / 0.5) + 1):
+        now = 0.5 * i
+        while due <= now:
+            processed, busy, due = processed + 1_500, busy + 3 * 1.13, next(commits)
+        capacity.observe(view("enrich", now, 3, processed, pending, busy))
+
+
+def test_commits_seen_by_shorter_ticks_teach_the_batch_cost_and_what_a_replica_did() -> None:
+    """Learnt from the ticks that saw a commit, the step's nine saturated ticks implied 0 s a
+    batch, and a 4 s window from just before a commit to just after the fourth counted 500/s a
+    replica: ``enrich`` went 3 → 2 and back six times under 900/s. Commit to commit, the three
+    replicas sustain 1,500 / 1.3 / 3 = 385/s at 1.3 − 1.13 = 0.17 s a batch."""
+    saturated = ReplicaCapacity(batch_guess_seconds=0.25)
+    staircase(saturated, 120, pending=5_000)
+    assert saturated.batch_cost == pytest.approx(0.17, abs=0.05)
+    assert saturated.sustained == pytest.approx(385, rel=0.08)
+    assert saturated.did is not None and saturated.did[0] < 1.1 * 385
+    assert saturated.capacity == pytest.approx(385, rel=0.1)
+    keeping_up = ReplicaCapacity(batch_guess_seconds=0.25)
+    staircase(keeping_up, 120, pending=100)
+    assert keeping_up.did is not None and keeping_up.did[0] < 1.1 * 385
