@@ -72,3 +72,21 @@ def test_a_rate_spans_the_times_the_counts_were_true_not_the_ticks_that_read_the
     here, sources = arrivals.rates(12.0, 1.0)
     assert sources == pytest.approx(900.0)
     assert here == pytest.approx(500.0)  # the vertex's own counts are read at the tick
+
+
+def test_a_tick_left_out_as_frozen_widens_the_window_instead_of_emptying_it():
+    """The cluster's bursts (2026-11-30): a source's arrivals are its last report's, so the same
+    report read at two ticks is one frozen sample, left out. The next report came with a burst:
+    80,072 → 85,031 arrived over two seconds. A one-second window that starts at the first sample
+    inside it held only the tick's own sample and read 0/s (measured), and `enrich` never saw
+    that burst rise. Widened to the last sample kept, it reads the burst."""
+    arrivals = Arrivals(keep_seconds=30.0, frozen_seconds=10.0)
+    for t in range(10):
+        arrivals.observe(view(t, 100.0 * t, 100.0 * t, 30.0))
+    arrivals.observe(view(10, 1_000.0, 1_000.0, 5_000.0))  # the burst's first report
+    arrivals.observe(view(11, 1_000.0, 1_000.0, 5_000.0))  # read again: frozen, left out
+    arrivals.observe(view(12, 5_959.0, 5_959.0, 7_000.0))  # the next report
+    here, sources = arrivals.rates(12.0, 1.0)
+    assert sources == pytest.approx(4_959.0 / 2)  # over the two seconds since the last sample kept
+    assert here == pytest.approx(4_959.0 / 2)
+    assert arrivals.measured(view(12, 5_959.0, 5_959.0, 7_000.0), 1.0)

@@ -54,7 +54,8 @@ measures, each tick:
   ``scale.min`` as soon as it has been quiet for 5 s when the next rise is more than two
   start-ups away, instead of after three start-ups idle. A rise that does not come is a miss:
   the replicas go as any idle ones do, and prediction waits for two periods that agree. A low
-  reading with a backlog is a stall, not a quiet (:meth:`_ahead`). The demo's waves on a
+  reading with more than a second of a rise's arrivals waiting is a stall, not a quiet
+  (:meth:`_ahead`). The demo's waves on a
   cluster: an executor asked for 11-21 s before it runs a task, so each wave found its
   vertices a start-up short; Numaflow, Knative and Spark's dynamic allocation all react to the
   rise instead.
@@ -353,12 +354,12 @@ class AdaptivePolicy(VertexPolicy):
 
     def _ahead(self, view: PolicyInput, lately: float, backlog: float) -> Decision | None:
         """Learn the rises, and ask for the next one's replicas a start-up before it is due.
-        More than a second of arrivals and a micro-batch waiting, a low reading is a stall, not
-        a quiet (:meth:`~tidal.scaling.periodic.RiseWatch.observe`)."""
+        More than a second of arrivals, of a rise's and a micro-batch waiting, a low reading is a
+        stall, not a quiet (:meth:`~tidal.scaling.periodic.RiseWatch.backed_up`)."""
         if self.rises is None:
             return None
         if self.arrivals.measured(view, self.panic):
-            backed_up = backlog > max(lately, view.read_batch_size)
+            backed_up = self.rises.backed_up(backlog, lately, view.read_batch_size)
             self.rises.observe(view.now, lately, backed_up=backed_up)
         due = self._due(view.now, self._lead(view.now))
         if due is None:

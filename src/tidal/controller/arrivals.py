@@ -70,8 +70,20 @@ class Arrivals:
         each count over the time between when it was true at the window's ends: a source's
         report can be seconds older than the tick that reads it (its reader reports only when
         it plans a micro-batch), and over the tick's second, the first report after a 2 s
-        batch read 2,491/s arriving where 900/s did (the cluster's waves, 2026-11-29)."""
-        then = next((x for x in self.samples if x[0] >= now - window - 1e-9), None)
+        batch read 2,491/s arriving where 900/s did (the cluster's waves, 2026-11-29).
+
+        The window starts at the last sample kept at or before its start (else the first): a
+        tick left out as frozen widens it to span the stall. Started at the first sample inside
+        it, a one-second window after a left-out tick held only the tick's own sample and read
+        0/s: on the cluster's bursts `orders` went 80,072 → 85,031 arrived over the two seconds
+        around a frozen tick, the reading said 0/s, measured, and `enrich` never saw that burst
+        rise (2026-11-30)."""
+        start = now - window + 1e-9
+        then = None
+        for sample in self.samples:
+            if sample[0] > start and then is not None:
+                break
+            then = sample
         last = self.samples[-1] if self.samples else None
         if then is None or last is None or now <= then[0]:
             return 0.0, None

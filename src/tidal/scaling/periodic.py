@@ -147,15 +147,26 @@ class RiseWatch:
         if self._high and self._needs:
             self._needs[-1] = max(self._needs[-1], replicas)
 
+    def backed_up(self, waiting: float, rate: float, batch: int) -> bool:
+        """Does ``waiting`` make a low reading a stall (:meth:`observe`)? More than a micro-batch
+        (``batch``), than a second of ``rate`` and than a second of a rise's arrivals (the high
+        share of the peak) waits. Without the last, a quiet spell's own small backlog was a
+        stall: on the cluster's bursts `enrich` went 6 → 1 five seconds into a quiet spell, its
+        query's restart piled up 525–675 of the 100/s arriving, one reading of 0/s over 525
+        waiting cleared the spell, the next burst came three seconds into a new one, and that
+        rise was never learnt (2026-11-30). A stall under a rise's load (the first wave's
+        executors starting with 7,380 waiting) is well over a second of it."""
+        return waiting > max(rate, batch, self.high_share * self._peak)
+
     def observe(self, now: float, rate: float, *, backed_up: bool = False) -> bool:
         """Arrivals ``rate``/s at ``now``. True when a rise starts at this observation.
 
-        ``backed_up``: more waits than the vertex takes in at once. A reading under the high
-        share then is a stall (a query restarting, executors starting), not a quiet: it neither
-        starts a low spell nor continues one. On a cluster the demo's first wave read low for
-        seconds while its executors started with 7,380 waiting, and its end at 20 s was taken
-        for a rise: with the next wave's at 108 s, a period of 88 s where the waves come every
-        110 s, and a pre-scale 18 s early (2026-11-29).
+        ``backed_up``: more waits than the vertex takes in at once (:meth:`backed_up`). A reading
+        under the high share then is a stall (a query restarting, executors starting), not a
+        quiet: it neither starts a low spell nor continues one. On a cluster the demo's first
+        wave read low for seconds while its executors started with 7,380 waiting, and its end
+        at 20 s was taken for a rise: with the next wave's at 108 s, a period of 88 s where the
+        waves come every 110 s, and a pre-scale 18 s early (2026-11-29).
 
         A quiet spell already as long as a rise needs stands, though: a rise's backlog is often
         seen a tick before its rate (a source's count comes with its next report, its pending

@@ -293,3 +293,32 @@ def test_more_capacity_never_clears_later(backlog, capacity, more, arriving, lef
 
     ends = RiseEnd(left=left, lasts=left, seen=2, low=low)
     assert ends.clears(backlog, capacity + more, arriving) <= ends.clears(backlog, capacity, arriving) + 1e-6
+
+
+def test_a_quiet_spell_s_own_small_backlog_is_no_stall() -> None:
+    """The cluster's bursts (2026-11-30): `enrich` went 6 → 1 five seconds into a quiet spell
+    at 100/s, and its query's restart piled up 525–675 waiting. Over a micro-batch, one reading
+    of 0/s was a stall and cleared the spell; the next burst came three seconds into a new one
+    and was never learnt. Under a second of a rise's arrivals waiting, it is still a quiet."""
+    watch = RiseWatch()
+    for t in range(15):
+        watch.observe(float(t), 0.0)
+    rose: list[float] = []
+    for start in (15, 45, 75):
+        for t in range(start, start + 30):
+            into = t - start
+            if into < 5:
+                reading, waiting = 2000.0, 3_000.0
+            elif into < 12:
+                reading, waiting = 0.0, 4_000.0 - 400 * (into - 5)  # draining the burst: a stall
+            elif into < 27:
+                reading, waiting = (0.0, 525.0) if into % 2 else (100.0, 675.0)  # the restart's pile
+            else:
+                reading, waiting = 100.0, 25.0
+            if watch.observe(float(t), reading, backed_up=watch.backed_up(waiting, reading, 500)):
+                rose.append(float(t))
+    assert rose == [15.0, 45.0, 75.0]
+    assert watch.backed_up(1_252.0, 0.0, 500)  # a burst's backlog seen a tick before its rate
+    assert not watch.backed_up(525.0, 0.0, 500)  # a quiet spell's restart
+    fresh = RiseWatch()  # no peak yet: more than a micro-batch or a second of arrivals
+    assert fresh.backed_up(7_380.0, 0.0, 500) and not fresh.backed_up(400.0, 0.0, 500)
