@@ -57,7 +57,11 @@ work rate)``:
   six times under a steady 900/s. So both are measured from a tick that saw a commit to a
   later one that saw one, at least ``SPAN_SECONDS`` / ``DID_SECONDS`` apart, the ticks between
   them counted whatever they saw: whole micro-batches over the time they took, give or take a
-  tick at each end.
+  tick at each end. A saturated span does not run across a stall, commits further apart than
+  twice what a batch takes and a tick (``STALL_BATCHES``): at a wave's start on the cluster
+  `orders` committed every 0.2–0.5 s with a 4 s pause every few batches while executors
+  started, and spans across the pauses taught 0.9–1.6 s a batch, 503/s a replica where one did
+  1,600/s. Ticks without a commit between two that had one still count: they are the batch.
 """
 
 from __future__ import annotations
@@ -75,6 +79,8 @@ MAX_BATCH_COST = 5.0  # seconds: a saturated span implying more is a stall, not 
 WARM_SECONDS = 3.0  # replicas ready and working this long before their throughput teaches anything
 DID_SECONDS = 5.0  # what a replica did is measured from one commit to another this long after
 SPAN_SECONDS = 5.0  # a saturated throughput is measured from one commit to another this long after
+STALL_BATCHES = 2.0  # commits further apart than this many batches' time (and a tick) are a stall
+STALL_TICKS_SECONDS = 1.0  # a tick either side: when the ticks saw them, give or take
 DID_MEMORY_SECONDS = 300.0  # and trusted this long
 
 
@@ -93,7 +99,7 @@ class ReplicaCapacity:
         self.read_batch_size = DEFAULT_READ_BATCH_SIZE  # the vertex's, from its first tick
         self._last: tuple[float, float, float | None, int] | None = None  # now, processed, busy, ready
         self._working_since: float | None = None  # the same replicas ready and working since
-        self._span: tuple[float, float] | None = None  # (now, processed) at a saturated commit
+        self._span: tuple[float, float, float] | None = None  # (now, processed) at its start, last commit
 
     # Made at the first task count (absent from a snapshot taken before they were counted).
     _task_cost: TaskCost | None = None
@@ -101,7 +107,7 @@ class ReplicaCapacity:
     _last_waiting: float | None = None  # what was pending at the last tick
     _batch_costs: deque[float] | None = None  # the last saturated spans' implied batch costs
     _batch_guess: float = 0.25  # (a snapshot from before the median kept no guess)
-    _span: tuple[float, float] | None = None  # (a snapshot from before spans were measured)
+    _span: tuple[float, float, float] | None = None  # (a snapshot from before spans were measured)
 
     def observe(self, view: PolicyInput) -> None:
         """Learn from one tick's counts: busy time, throughput while saturated, what was done."""
@@ -147,13 +153,17 @@ class ReplicaCapacity:
         """Throughput over a saturated span from one commit to another at least
         :data:`SPAN_SECONDS` later, the ticks without a commit between them included: what a
         replica sustains, and from it what a batch costs beside the work (the module's
-        docstring says why never from one tick)."""
+        docstring says why never from one tick). A span starts again after a stall: commits
+        further apart than :meth:`_stall_gap`."""
         span = self._span
+        if span is not None and view.now - span[2] > self._stall_gap(view.read_batch_size):
+            span = None  # a stall since the last commit: no span runs across it
         if span is None or view.now - span[0] < SPAN_SECONDS:
-            if span is None:
-                self._span = (view.now, view.processed)
+            self._span = (
+                (view.now, view.processed, view.now) if span is None else (span[0], span[1], view.now)
+            )
             return
-        self._span = (view.now, view.processed)
+        self._span = (view.now, view.processed, view.now)
         observed = (view.processed - span[1]) / (view.now - span[0]) / view.ready
         self.sustained = self._average(self.sustained, observed, 3 * self.learning)
         work_rate = self.full_batch_rate
@@ -162,6 +172,18 @@ class ReplicaCapacity:
             implied = max(0.0, size / observed - size / work_rate)
             if implied <= MAX_BATCH_COST:  # more is a stall, not what a batch costs
                 self._learn_batch_cost(implied)
+
+    def _stall_gap(self, size: int) -> float:
+        """Seconds between two commits beyond which the vertex stalled (a query restarting, a
+        new executor's cold first batch, tasks waiting for a core) rather than worked: twice
+        what a full batch takes by what is known, and a tick either side. On the cluster's waves
+        `orders` committed 500 every 0.2–0.5 s at a wave's start with a 4 s pause every few
+        batches while executors started; across them, its spans taught 0.9–1.6 s a batch and
+        sized it at 503/s a replica where one did 1,600/s (2026-11-30)."""
+        work_rate = self.full_batch_rate
+        if work_rate is None:
+            return MAX_BATCH_COST
+        return STALL_BATCHES * (size / work_rate + self.batch_cost) + STALL_TICKS_SECONDS
 
     def _learn_batch_cost(self, implied: float) -> None:
         """The median of the last :data:`BATCH_COST_SAMPLES` saturated spans' implied costs, the

@@ -190,3 +190,28 @@ def test_commits_seen_by_shorter_ticks_teach_the_batch_cost_and_what_a_replica_d
     keeping_up = ReplicaCapacity(batch_guess_seconds=0.25)
     staircase(keeping_up, 120, pending=100)
     assert keeping_up.did is not None and keeping_up.did[0] < 1.1 * 385
+
+
+def test_a_stall_between_commits_ends_the_span_instead_of_teaching_a_batch_cost() -> None:
+    """The cluster's waves (2026-11-30): at a wave's start `orders` committed 500 every 0.32 s
+    (0.07 s of work, 0.25 s beside it) with a 4 s pause every few batches while executors
+    started. Spans across the pauses taught 0.9–1.6 s a batch (503/s a replica, where one did
+    1,600/s); a span now starts again after commits further apart than twice a batch."""
+    capacity = ReplicaCapacity(batch_guess_seconds=0.25)
+    processed = busy = 0.0
+    commits: list[float] = []
+    t = 0.0
+    while t < 200:
+        for _ in range(12):
+            t += 0.32
+            commits.append(t)
+        t += 4.0  # a stall
+    due = iter(commits)
+    at = next(due)
+    for i in range(400):
+        now = 0.5 * i
+        while at <= now:
+            processed, busy, at = processed + 500, busy + 500 / 7_000, next(due)
+        capacity.observe(view("orders", now, 1, processed, 9_000, busy))
+    assert capacity.batch_cost == pytest.approx(0.25, abs=0.06)
+    assert capacity.capacity == pytest.approx(500 / 0.32, rel=0.15)
