@@ -272,6 +272,13 @@ class AdaptivePolicy(VertexPolicy):
                 return self._hold(view, Rule.BACK_PRESSURE_DOWNSTREAM, f"{explain}; {view.pressure.reason}")
             return self._up(view, wanted, Rule.SCALE_UP, explain)
         peak, recent = self._steady.peak(), self._steady.recent(view.now, self.down_window)
+        over = None if self.rises is None else self.rises.over_since(view.now)
+        if over is not None:
+            # A forecast rise whose load has fallen for as long as a rise needs before it: what
+            # it needed is no floor for the quiet spell. Held for the whole down window, the
+            # cluster's bursts kept `enrich` at 6 for 8–9 s after each had drained, then asked
+            # for 6 again 2–3 s later for the next (2026-11-30).
+            peak = self._steady.since(over)
         # Not to 0 with messages waiting: the sources' quiet took the bench's sink from 3 to 0
         # with 1,500 waiting, and back to 2 a second later.
         least = 1 if backlog > 0 else 0
@@ -303,7 +310,9 @@ class AdaptivePolicy(VertexPolicy):
         if floor > 0 and current - floor < self.down_band * current:
             reason = f"{explain}; {floor} would do, within {self.down_band:.0%} of {current}: kept"
             return self._hold(view, Rule.STEADY, reason)
-        reason = f"{explain}; drained, arrivals needed at most {floor} in {self.down_window:g} s"
+        over_for = "" if over is None else f" since the rise's load fell {view.now - over:.0f} s ago"
+        window = over_for or f" in {self.down_window:g} s"
+        reason = f"{explain}; drained, arrivals needed at most {floor}{window}"
         return self._move(view, floor, Rule.SCALE_DOWN, reason)
 
     def _idle(self, view: PolicyInput, low: int) -> Decision:

@@ -298,6 +298,15 @@ class RiseWatch:
         """The recent peak arrival rate (decayed), which low and high are shares of."""
         return self._peak
 
+    def over_since(self, now: float) -> float | None:
+        """When the last rise's load fell, once it has been low as long as a rise needs before
+        it (``quiet``) and the next rise is forecast: that rise is over, and what it needed is
+        no floor for the quiet spell. ``None`` otherwise (no rise yet, still high, not low long
+        enough, or no period trusted)."""
+        if self._high or self._low_since is None or not self._rises or now - self._low_since < self.quiet:
+            return None
+        return self._low_since if self.forecast(now) is not None else None
+
     def low_for(self, now: float) -> float:
         """How long the arrivals have been low (0 when they are not)."""
         return 0.0 if self._high or self._low_since is None else max(0.0, now - self._low_since)

@@ -643,3 +643,18 @@ def test_a_pre_scale_is_kept_until_its_rise_though_its_replicas_came_sooner_than
         rise = (at // 30 + 1) * 30
         between = [c for c in changes if at < c[0] < rise]
         assert not between, (at, to, changes)
+
+
+def test_once_a_forecast_rise_has_fallen_for_a_quiet_spell_its_replicas_go() -> None:
+    """The cluster's bursts (2026-11-30): with every burst pre-scaled for, `enrich` kept 6 for
+    the whole down window after each had drained (what the burst needed was its floor), then
+    asked for 6 again 2–3 s later. Once the period is trusted, a rise whose load has been low
+    as long as a rise needs before it is over: down at the burst's start + 5 s high + 5 s low."""
+    decisions = _bursts(370.0, seconds=240)
+    downs = [d for d in decisions if d.at >= 120 and d.desired < d.current]
+    assert downs, [(d.at, d.current, d.desired, d.rule) for d in decisions if d.desired != d.current]
+    for d in downs:
+        assert d.desired == 1 and d.at % 30 <= 10, (d.at, d.reason)
+        assert "since the rise's load fell 5 s ago" in d.reason
+    pre = [d for d in decisions if d.rule == Rule.PRE_SCALE]
+    assert len(pre) >= 4  # and each next burst is still asked for ahead
