@@ -49,7 +49,7 @@ work rate)``:
   ``DID_SECONDS`` lately (kept ``DID_MEMORY_SECONDS``), saturated or not.
 * **From commit to commit, never over one tick.** The processed count moves when a micro-batch
   commits, a whole batch at once: on the cluster's step (2026-11-29) ``enrich``'s three replicas
-  committed 1,500 every 1.27–1.36 s, and its ticks came every 0.5 s, so a tick saw 0 or 1,500.
+  committed 1,500 every 1.27–1.36 s, and its ticks came every second, so a tick saw 0 or 1,500.
   Learnt from the ticks that saw a commit (a tick without one taught nothing), nine saturated
   ticks in a row implied 0 s a batch, where busy time and commits put it at 0.17 s; and a 4 s
   window from just before one commit to just after a fourth counted 6,000 in 4 s, "what a
