@@ -310,9 +310,12 @@ class AdaptivePolicy(VertexPolicy):
         if floor > 0 and current - floor < self.down_band * current:
             reason = f"{explain}; {floor} would do, within {self.down_band:.0%} of {current}: kept"
             return self._hold(view, Rule.STEADY, reason)
-        over_for = "" if over is None else f" since the rise's load fell {view.now - over:.0f} s ago"
-        window = over_for or f" in {self.down_window:g} s"
-        reason = f"{explain}; drained, arrivals needed at most {floor}{window}"
+        window = (
+            f"in {self.down_window:g} s"
+            if over is None
+            else f"since the rise's load fell {view.now - over:.0f} s ago"
+        )
+        reason = f"{explain}; drained, arrivals needed at most {floor} {window}"
         return self._move(view, floor, Rule.SCALE_DOWN, reason)
 
     def _idle(self, view: PolicyInput, low: int) -> Decision:

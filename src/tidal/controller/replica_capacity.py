@@ -99,7 +99,6 @@ class ReplicaCapacity:
         self.read_batch_size = DEFAULT_READ_BATCH_SIZE  # the vertex's, from its first tick
         self._last: tuple[float, float, float | None, int] | None = None  # now, processed, busy, ready
         self._working_since: float | None = None  # the same replicas ready and working since
-        self._span: tuple[float, float, float] | None = None  # (now, processed) at its start, last commit
 
     # Made at the first task count (absent from a snapshot taken before they were counted).
     _task_cost: TaskCost | None = None
@@ -107,7 +106,8 @@ class ReplicaCapacity:
     _last_waiting: float | None = None  # what was pending at the last tick
     _batch_costs: deque[float] | None = None  # the last saturated spans' implied batch costs
     _batch_guess: float = 0.25  # (a snapshot from before the median kept no guess)
-    _span: tuple[float, float, float] | None = None  # (a snapshot from before spans were measured)
+    # The saturated span under way: (now, processed) at its first commit, and its last commit's now.
+    _span: tuple[float, float, float] | None = None
 
     def observe(self, view: PolicyInput) -> None:
         """Learn from one tick's counts: busy time, throughput while saturated, what was done."""

@@ -98,7 +98,7 @@ class DownWindow:
 
     def recent(self, now: float, window: float) -> int:
         """The most needed over the window's recent half."""
-        return max((r for t, r in self._needed if t >= now - window / 2), default=self.peak())
+        return self.since(now - window / 2)
 
     def since(self, start: float) -> int:
         """The most needed from ``start`` on (the window's most, if nothing was noted since)."""

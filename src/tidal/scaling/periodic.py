@@ -303,9 +303,9 @@ class RiseWatch:
         it (``quiet``) and the next rise is forecast: that rise is over, and what it needed is
         no floor for the quiet spell. ``None`` otherwise (no rise yet, still high, not low long
         enough, or no period trusted)."""
-        if self._high or self._low_since is None or not self._rises or now - self._low_since < self.quiet:
+        if not self._rises or self.low_for(now) < self.quiet or self.forecast(now) is None:
             return None
-        return self._low_since if self.forecast(now) is not None else None
+        return self._low_since
 
     def low_for(self, now: float) -> float:
         """How long the arrivals have been low (0 when they are not)."""
