@@ -24,9 +24,13 @@ run's start and a spike a minute later are not a pattern); a rise that does not 
 watch predicts again only once two consecutive periods agree within ``tolerance``: on a trace of
 random bursts (Pareto gaps) it pays for one early start, not one per burst.
 
-How long a rise lasts: its high phase, from the rise to the start of the first low spell after it
-that lasts ``quiet_seconds`` (a reading or two low mid-rise do not end it, and a stall, a backlog
-still draining, is no low spell: the length errs long). Once the last two
+How long a rise lasts: its high phase, from the rise to the first reading under the high share
+after its last one at it. The phase closes once a low spell of ``quiet_seconds`` follows (a
+reading or two low mid-rise do not end it, nor does a stall), but what it lasted is how long the
+*arrivals* stayed high, not how long the backlog they left took to drain: measured to the end of
+the stall after it, the cluster's 5 s bursts lasted 17-20 s, which made `orders`' one replica
+look too slow for the next burst, pre-scaled it, and restarted the source as the burst came
+(2026-12-06). Once the last two
 agree (within the tolerance, or the quiet spell), :meth:`RiseWatch.rise_ends` says when the
 rise under way ends (after the longest of the last three), so a policy can tell a burst the
 replicas there absorb from a load that needs more (the cluster's 5 s bursts took `orders`
@@ -134,6 +138,7 @@ class RiseWatch:
         self._low_rate = 0.0  # the most arrived in the current low spell
         self._before: float = 0.0  # … and in the one before the last rise
         self._open = False  # the last rise's high phase has not ended yet
+        self._fell_at: float | None = None  # the first reading under the high share since the last at it
         self._trusted = True  # False after a miss, until two periods agree
 
     @property
@@ -179,6 +184,10 @@ class RiseWatch:
         self._at = now
         self._peak = max(self._peak, rate)
         self._check_miss(now)
+        if rate >= self.high_share * self._peak:
+            self._fell_at = None
+        elif self._fell_at is None:
+            self._fell_at = now  # the arrivals fell here, whatever waits (a stall below, or a drain)
         if backed_up and (self._peak <= 0 or rate < self.high_share * self._peak):
             if self._high or self._low_since is None or now - self._low_since < self.quiet:
                 self._low_since = None  # a stall: no quiet spell starts, or goes on
@@ -205,7 +214,8 @@ class RiseWatch:
             # The high phase ended where a low spell began that lasted as long as the one a
             # rise needs: a reading or two low mid-rise does not end it (on the cluster, the
             # source's lagging reports cut 5 s bursts into phases of 1, 11, 1 and 13 s).
-            self._highs.append(self._low_since - self._rises[-1])
+            fell = self._low_since if self._fell_at is None else min(self._fell_at, self._low_since)
+            self._highs.append(fell - self._rises[-1])
             self._open = False
         return rose
 

@@ -249,6 +249,22 @@ def test_a_reading_or_two_low_mid_rise_do_not_end_its_high_phase():
     assert list(watch._highs) == [5.0, 5.0, 5.0]
 
 
+def test_a_rise_lasts_as_long_as_its_arrivals_not_as_the_backlog_it_leaves():
+    """The cluster's bursts (2026-12-06): after each 5 s burst the backlog took 12 s more to
+    drain, and its low readings with thousands waiting were stalls, no quiet spell. Measured to
+    where the quiet began, a burst lasted 17 s; `orders`' one replica then looked too slow for
+    the next, and was pre-scaled, which restarted the source as the burst came."""
+    watch = RiseWatch()
+    for t in range(4 * 30 + 3):  # four bursts, then 2 s into the fifth
+        high = t % 30 < 5
+        draining = 5 <= t % 30 < 17  # the burst's backlog, still waiting
+        watch.observe(float(t), 2000.0 if high else 100.0, backed_up=draining)
+    assert watch.rises == (30.0, 60.0, 90.0, 120.0)
+    assert list(watch._highs) == [5.0, 5.0, 5.0]
+    ends = watch.rise_ends(122.0)
+    assert ends is not None and ends.lasts == 5.0 and ends.left == 3.0
+
+
 def test_a_rise_that_outlasts_the_ones_before_is_judged_as_a_load_that_stays():
     watch = RiseWatch()
     feed(watch, bursts(count=3) + [2000.0] * 10)
