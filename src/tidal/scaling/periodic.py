@@ -24,13 +24,13 @@ run's start and a spike a minute later are not a pattern); a rise that does not 
 watch predicts again only once two consecutive periods agree within ``tolerance``: on a trace of
 random bursts (Pareto gaps) it pays for one early start, not one per burst.
 
-How long a rise lasts: its high phase, from the rise to the first reading under the high share
-after its last one at it. The phase closes once a low spell of ``quiet_seconds`` follows (a
-reading or two low mid-rise do not end it, nor does a stall), but what it lasted is how long the
-*arrivals* stayed high, not how long the backlog they left took to drain: measured to the end of
-the stall after it, the cluster's 5 s bursts lasted 17-20 s, which made `orders`' one replica
-look too slow for the next burst, pre-scaled it, and restarted the source as the burst came
-(2026-12-06). Once the last two
+How long a rise lasts: its high phase, from the rise to a reading's interval after its last
+reading at the high share (or to the first under it, if sooner). The phase closes once a low
+spell of ``quiet_seconds`` follows (a reading or two low mid-rise do not end it, nor does a
+stall), but what it lasted is how long the *arrivals* stayed high, not how long the backlog
+they left took to drain: measured to the end of the stall after it, the cluster's 5 s bursts
+lasted 17-20 s, which made `orders`' one replica look too slow for the next burst, pre-scaled
+it, and restarted the source as the burst came (2026-12-06). Once the last two
 agree (within the tolerance, or the quiet spell), :meth:`RiseWatch.rise_ends` says when the
 rise under way ends (after the longest of the last three), so a policy can tell a burst the
 replicas there absorb from a load that needs more (the cluster's 5 s bursts took `orders`
@@ -138,7 +138,8 @@ class RiseWatch:
         self._low_rate = 0.0  # the most arrived in the current low spell
         self._before: float = 0.0  # … and in the one before the last rise
         self._open = False  # the last rise's high phase has not ended yet
-        self._fell_at: float | None = None  # the first reading under the high share since the last at it
+        self._fell_at: float | None = None  # when the arrivals fell under the high share (see observe)
+        self._seen_high: tuple[float, float] | None = None  # the last reading at it, and the gap before it
         self._trusted = True  # False after a miss, until two periods agree
 
     @property
@@ -179,15 +180,13 @@ class RiseWatch:
         1,252 waiting at each burst's first tick after 15 s of quiet, then 1,975/s: the spell
         was wiped and the rise missed, so it learnt three rises in 240 s out of eight and
         pre-scaled for none (2026-11-29, night)."""
+        before = now if self._at is None else self._at
         if self._at is not None and now > self._at:
             self._peak *= 0.5 ** ((now - self._at) / self.half_life)
         self._at = now
         self._peak = max(self._peak, rate)
         self._check_miss(now)
-        if rate >= self.high_share * self._peak:
-            self._fell_at = None
-        elif self._fell_at is None:
-            self._fell_at = now  # the arrivals fell here, whatever waits (a stall below, or a drain)
+        self._note_fall(now, rate, max(0.0, now - before))
         if backed_up and (self._peak <= 0 or rate < self.high_share * self._peak):
             if self._high or self._low_since is None or now - self._low_since < self.quiet:
                 self._low_since = None  # a stall: no quiet spell starts, or goes on
@@ -218,6 +217,18 @@ class RiseWatch:
             self._highs.append(fell - self._rises[-1])
             self._open = False
         return rose
+
+    def _note_fall(self, now: float, rate: float, gap: float) -> None:
+        """Where the arrivals fell under the high share, whatever waits (a stall or a drain
+        after it): a reading's gap after the last reading at it, or at the first under it if
+        sooner. Readings left out in between (the counts frozen while a query restarts) hide
+        when; taken as seen, the length errs short, which :meth:`rise_ends` allows for. At the
+        first reading under it instead, the cluster's bursts read 8 and 12 s: `orders`'
+        restart at each burst froze the counts for 4-7 s just as the burst ended (2026-12-06)."""
+        if rate >= self.high_share * self._peak:
+            self._fell_at, self._seen_high = None, (now, gap)
+        elif self._fell_at is None:
+            self._fell_at = now if self._seen_high is None else min(now, sum(self._seen_high))
 
     def _rise(self, now: float) -> bool:
         if self._rises and now - self._rises[-1] < self.min_period:

@@ -265,6 +265,21 @@ def test_a_rise_lasts_as_long_as_its_arrivals_not_as_the_backlog_it_leaves():
     assert ends is not None and ends.lasts == 5.0 and ends.left == 3.0
 
 
+def test_a_rise_whose_end_the_frozen_counts_hide_lasts_as_long_as_it_was_seen_high():
+    """The cluster's bursts (2026-12-06): `orders`' restart at each burst froze the counts from
+    the burst's fourth second for 7 s (readings left out), and the first reading after them
+    was low with the backlog draining. Its high phase read 8 and 12 s; seen high for 4 s, it is
+    taken as 4."""
+    watch = RiseWatch()
+    for t in range(4 * 30 + 3):
+        into = t % 30
+        if 4 <= into < 11:
+            continue  # the counts frozen: no reading
+        watch.observe(float(t), 2000.0 if into < 5 else 100.0, backed_up=11 <= into < 17)
+    assert watch.rises == (30.0, 60.0, 90.0, 120.0)
+    assert list(watch._highs) == [4.0, 4.0, 4.0]
+
+
 def test_a_rise_that_outlasts_the_ones_before_is_judged_as_a_load_that_stays():
     watch = RiseWatch()
     feed(watch, bursts(count=3) + [2000.0] * 10)
