@@ -136,6 +136,7 @@ class ExecutorDecision:
     kill: tuple[str, ...] = ()
     reason: str = ""
     inputs: Mapping[str, Any] = field(default_factory=dict)
+    forced: tuple[str, ...] = ()  # of ``kill``, the busy ones, killed with the task they run
 
     @property
     def changed(self) -> bool:
@@ -145,6 +146,7 @@ class ExecutorDecision:
         record = asdict(self)
         record["rule"] = str(self.rule)
         record["kill"] = list(self.kill)
+        record["forced"] = list(self.forced)
         record["inputs"] = dict(self.inputs)
         return record
 
@@ -154,6 +156,7 @@ class ExecutorDecision:
         fields.pop("kind", None)
         fields["rule"] = ExecutorRule(fields["rule"])
         fields["kill"] = tuple(fields.get("kill", ()))
+        fields["forced"] = tuple(fields.get("forced", ()))
         return cls(**fields)
 
 
@@ -216,8 +219,12 @@ def decide_executors(
     if target < needed and payoff is not None:
         head += f", capped at {target}: {payoff.reason}"
 
-    def result(rule: ExecutorRule, reason: str, kill: tuple[str, ...] = ()) -> ExecutorDecision:
-        return ExecutorDecision(now, rule, replicas, registered, requested, target, kill, reason, inputs)
+    def result(
+        rule: ExecutorRule, reason: str, kill: tuple[str, ...] = (), forced: tuple[str, ...] = ()
+    ) -> ExecutorDecision:
+        return ExecutorDecision(
+            now, rule, replicas, registered, requested, target, kill, reason, inputs, forced
+        )
 
     if target > registered and backoff_until is not None and now < backoff_until:
         held = ExecutorDecision(
@@ -249,7 +256,7 @@ def decide_executors(
             )
             if kill:
                 reason += f" and idle {', '.join(kill)}"
-            return result(ExecutorRule.SHRINK, reason, tuple(kill + forced))
+            return result(ExecutorRule.SHRINK, reason, tuple(kill + forced), tuple(forced))
         if kill:
             ids = ", ".join(kill)
             return result(

@@ -24,6 +24,7 @@ naming ``jetstream`` as the fix.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import json
 import logging
 import os
@@ -201,11 +202,7 @@ class ExecutorAllocator:
         wants_fewer = decision.target < len(executors)
         self._shrink_since = (self._shrink_since or now) if wants_fewer else None
         if decision.kill:
-            acknowledged = self._executors.kill(list(decision.kill))
-            self._killing.update(dict.fromkeys(decision.kill, now))
-            log.info(
-                "%s%s", decision.reason, "" if acknowledged else " (not acknowledged by the cluster manager)"
-            )
+            decision = self._kill(now, decision)
         if decision.target != self.requested or decision.kill:
             self._executors.request_total(decision.target)
             if decision.target > self.requested:
@@ -215,6 +212,26 @@ class ExecutorAllocator:
         while len(self._asked) > max(0, decision.target - len(executors)):
             self._asked.pop()  # asked for fewer again before they came
         self._record(decision)
+        return decision
+
+    def _kill(self, now: float, decision: ExecutorDecision) -> ExecutorDecision:
+        """Kill the decision's executors: the idle ones unforced, so that Spark keeps one given a
+        task since the status store listed it idle (tried again at the next tick), and the
+        busy ones forced (:meth:`SparkExecutors.kill`). The decision says which were kept."""
+        idle = [i for i in decision.kill if i not in decision.forced]
+        killed = self._executors.kill(idle, force=False) if idle else []
+        if decision.forced:
+            killed += self._executors.kill(list(decision.forced), force=True)
+        self._killing.update(dict.fromkeys(killed, now))
+        kept = [i for i in decision.kill if i not in killed]
+        if kept:
+            ids = ", ".join(kept)
+            why = (
+                f"; {ids} kept: Spark killed no executor running a task (given one since it was "
+                "listed idle), or the cluster manager did not acknowledge; again at the next look"
+            )
+            decision = dataclasses.replace(decision, reason=decision.reason + why)
+        log.info("%s", decision.reason)
         return decision
 
     # -- what it watches -----------------------------------------------------------------------

@@ -56,12 +56,18 @@ class SparkExecutors:
         empty = getattr(self._jvm.scala.collection.immutable, "Map$").__getattr__("MODULE$").empty()
         return bool(self._jsc.requestTotalExecutors(n, 0, empty))
 
-    def kill(self, ids: list[str]) -> bool:
+    def kill(self, ids: list[str], *, force: bool) -> list[str]:
         """The scheduler backend's ``killExecutors`` (what ``SparkContext.killExecutors`` calls,
-        lowering Spark's target by as many, forced): True when the cluster manager acknowledged
-        the request. Not ``SparkContext``'s own, which refuses once the session was made with
-        dynamic allocation on, as Tidal's is for its first executor limit (:mod:`session`)."""
+        lowering Spark's target by as many): the ids it killed. Not ``SparkContext``'s own, which
+        refuses once the session was made with dynamic allocation on, as Tidal's is for its first
+        executor limit (:mod:`session`).
+
+        Unforced, Spark's scheduler refuses an executor that runs a task, checked under its own
+        lock: the status store the allocator chose from lags the scheduler, and an executor it
+        listed idle may have been given a task since. Killed with it, the cluster's bursts lost
+        `orders`' task and stalled its stream 5.4 s, until the dying executor's loss was noticed
+        and the task ran again (2026-12-06)."""
         convert = self._jvm.scala.jdk.javaapi.CollectionConverters
         seq = convert.asScala(self._jvm.java.util.ArrayList(ids)).toSeq()
-        killed = self._jsc.schedulerBackend().killExecutors(seq, True, False, True)
-        return not bool(killed.isEmpty())
+        killed = self._jsc.schedulerBackend().killExecutors(seq, True, False, force)
+        return [str(i) for i in self._java(killed)]
