@@ -282,7 +282,7 @@ class AdaptivePolicy(VertexPolicy):
         # Not to 0 with messages waiting: the sources' quiet took the bench's sink from 3 to 0
         # with 1,500 waiting, and back to 2 a second later.
         least = 1 if backlog > 0 else 0
-        due = self._due(view.now, self._lead(view.now))
+        due = self._due(view.now, self._lead(view.now), quiet=False)
         if due is not None and max(peak, least) < current:  # asked for ahead of a rise: not down before it
             least = max(least, min(current, due.replicas))
             if least == current:
@@ -353,8 +353,8 @@ class AdaptivePolicy(VertexPolicy):
             return self._hold(view, Rule.NOT_READY, reason)
         return self._hold(view, Rule.STEADY, f"idle {idle:.0f} s (to {low} after {keep:.0f} s)")
 
-    def _due(self, now: float, lead: float) -> Forecast | None:
-        return None if self.rises is None else self.rises.due_within(now, lead)
+    def _due(self, now: float, lead: float, *, quiet: bool = True) -> Forecast | None:
+        return None if self.rises is None else self.rises.due_within(now, lead, quiet=quiet)
 
     def _lead(self, now: float) -> float:
         """How far ahead a rise is sized for: a start-up and a tick; once pre-scaled, at least

@@ -332,16 +332,20 @@ class RiseWatch:
         """How long the arrivals have been low (0 when they are not)."""
         return 0.0 if self._high or self._low_since is None else max(0.0, now - self._low_since)
 
-    def due_within(self, now: float, lead: float) -> Forecast | None:
+    def due_within(self, now: float, lead: float, *, quiet: bool = True) -> Forecast | None:
         """The forecast if its rise is due within ``lead`` seconds from ``now``, counting its
         spread (or came due within the grace and the load has not risen yet), else ``None``.
 
         Only in a low spell as long as the one a rise needs before it (``quiet_seconds``): a
         low reading or two mid-load (on Spark, a tick with no batch committed) is not a quiet
-        spell, and a rise cannot follow it."""
+        spell, and a rise cannot follow it. That is for asking for replicas; ``quiet=False``
+        is for keeping them, from the first low reading: the cluster's bursts left a backlog
+        that drained into the lead of the next one, and `enrich` went 6 → 1 as it drained, to
+        be pre-scaled 1 → 6 five seconds later, at the rise, once the spell was long enough
+        (2026-12-06)."""
         if self._high:
             return None  # risen already: the policy sees the load itself
-        if self.low_for(now) < self.quiet:
+        if quiet and self.low_for(now) < self.quiet:
             return None
         forecast = self.forecast(now)
         if forecast is None or forecast.at - forecast.spread - now > lead:

@@ -4,6 +4,7 @@ simulator against the goals of issue #18 (deterministic: the scores are the simu
 from __future__ import annotations
 
 import dataclasses
+from itertools import pairwise
 
 import pytest
 
@@ -658,3 +659,31 @@ def test_once_a_forecast_rise_has_fallen_for_a_quiet_spell_its_replicas_go() -> 
         assert "since the rise's load fell 5 s ago" in d.reason
     pre = [d for d in decisions if d.rule == Rule.PRE_SCALE]
     assert len(pre) >= 4  # and each next burst is still asked for ahead
+
+
+def test_replicas_a_forecast_rise_needs_are_kept_from_the_first_low_reading() -> None:
+    """The cluster's bursts (2026-12-06): a burst's backlog drained into the lead of the next,
+    `enrich` went 6 → 1 as it drained (the low spell not yet as long as a rise needs before it,
+    so no rise was "due"), and was pre-scaled 1 → 6 five seconds later, at the rise. Replicas
+    start 14 s after they are asked for here: none let go is asked for again within 3 s."""
+    policy = AdaptivePolicy(NumaflowScale(max=10), batch_guess_seconds=0, down_window_seconds=10.0)
+    replicas, ready, done, busy, pending, asked_at, changes = 1, 1, 0.0, 0.0, 0.0, 0.0, []
+    for t in range(240):
+        pending += 2000.0 if t % 30 < 5 else 100.0
+        work = min(pending, ready * 370.0)
+        done, busy, pending = done + work, busy + work / 370.0, pending - work
+        if ready < replicas and t - asked_at >= 14:
+            ready = replicas
+        d = policy.decide(
+            view(t, replicas, done, pending + 25, busy, ready=min(ready, replicas), last_scaled_at=-100.0)
+        )
+        if d.desired != d.current:
+            changes.append((t, d.current, d.desired, d.rule))
+            ready = min(ready, d.desired)
+            asked_at = t if d.desired > d.current else asked_at
+        replicas = d.desired
+    pre = [c for c in changes if c[3] == Rule.PRE_SCALE]
+    flaps = [
+        (a, b) for a, b in pairwise(changes) if a[2] < a[1] and b[3] == Rule.PRE_SCALE and b[0] - a[0] <= 3
+    ]
+    assert len(pre) >= 4 and not flaps, changes
