@@ -49,8 +49,12 @@ measures, each tick:
   asks for everything at once.
 * **Ahead of a periodic load** — the arrivals' rises are learnt (:class:`~tidal.scaling.periodic.
   RiseWatch`); once the load has risen twice, the replicas the last rise needed are asked for
-  one start-up (plus a tick) before the next is due, and an idle vertex is not taken to zero
-  when the next rise would find it starting. Once two periods agree, a drained vertex goes to
+  one start-up (plus a tick) before the next is due, and neither an idle vertex nor a drained
+  one lets go of them when the next rise would ask for them again within a start-up of their
+  going (two start-ups and a tick ahead): on the cluster's bursts, 30 s apart with 13-18 s
+  start-ups, `enrich` dropped 6 → 1 for 2-3 s between bursts and started three executors cold
+  each time; held through, one round cost 765 executor-s instead of 796 and 814, at a median
+  delay of 2.5 s instead of 3.8 and 4.4 (2026-12-06). Once two periods agree, a drained vertex goes to
   ``scale.min`` as soon as it has been quiet for 5 s when the next rise is more than two
   start-ups away, instead of after three start-ups idle. A rise that does not come is a miss:
   the replicas go as any idle ones do, and prediction waits for two periods that agree. A low
@@ -282,7 +286,9 @@ class AdaptivePolicy(VertexPolicy):
         # Not to 0 with messages waiting: the sources' quiet took the bench's sink from 3 to 0
         # with 1,500 waiting, and back to 2 a second later.
         least = 1 if backlog > 0 else 0
-        due = self._due(view.now, self._lead(view.now), quiet=False)
+        # Not down before a rise that would ask for them again within a start-up of their going:
+        # the horizon an idle vertex keeps its replicas for (_idle).
+        due = self._due(view.now, max(self._lead(view.now), self._keep_for()), quiet=False)
         if due is not None and max(peak, least) < current:  # asked for ahead of a rise: not down before it
             least = max(least, min(current, due.replicas))
             if least == current:
@@ -327,7 +333,7 @@ class AdaptivePolicy(VertexPolicy):
         oracle on idle instead of 1.44×, but 161-270 actions on bursty against 41-100.)"""
         self._idle_since = self._idle_since if self._idle_since is not None else view.now
         idle, keep = view.now - self._idle_since, 3 * self.startup
-        due = self._due(view.now, 2 * self.startup + self.tick)
+        due = self._due(view.now, self._keep_for())
         if due is not None and view.replicas > low and idle >= keep:
             # Gone now, they would be asked for again within a start-up of coming back.
             return self._hold(view, Rule.STEADY, f"idle {idle:.0f} s, kept: {due.reason(view.now)}")
@@ -352,6 +358,12 @@ class AdaptivePolicy(VertexPolicy):
             reason = f"idle {idle:.0f} s, {view.replicas - view.ready} starting (to {low} after {keep:.0f} s)"
             return self._hold(view, Rule.NOT_READY, reason)
         return self._hold(view, Rule.STEADY, f"idle {idle:.0f} s (to {low} after {keep:.0f} s)")
+
+    def _keep_for(self) -> float:
+        """How far ahead a forecast rise keeps the replicas it needs: two start-ups and a tick.
+        Let go sooner, they are asked for again (a start-up and a tick before the rise) within a
+        start-up of going, and start cold."""
+        return 2 * self.startup + self.tick
 
     def _due(self, now: float, lead: float, *, quiet: bool = True) -> Forecast | None:
         return None if self.rises is None else self.rises.due_within(now, lead, quiet=quiet)
