@@ -570,20 +570,33 @@ def test_the_backlog_of_a_restart_after_a_scale_down_under_load_is_no_stall() ->
     ]
 
 
-def _bursts(per_replica: float, seconds: int = 150, stays_from: float | None = None) -> list:
+def _bursts(
+    per_replica: float,
+    seconds: int = 150,
+    stays_from: float | None = None,
+    startup: int = 0,
+    waiting: float = 0.0,
+) -> list:
     """The cluster bench's bursts (100/s with 5 s of 2,000/s every 30 s) into one vertex whose
-    replicas each do ``per_replica``/s, ready at once; from ``stays_from`` on 2,000/s stays.
-    A scale-down goes to what the last 10 s needed, as the bench's pipeline sets it."""
+    replicas each do ``per_replica``/s, ready ``startup`` s after they are asked for; from
+    ``stays_from`` on 2,000/s stays. ``waiting`` more is always reported pending (a source's
+    report keeps a micro-batch's worth). A scale-down goes to what the last 10 s needed, as the
+    bench's pipeline sets it."""
     policy = AdaptivePolicy(NumaflowScale(max=10), batch_guess_seconds=0, down_window_seconds=10.0)
-    replicas, done, busy, pending, decisions = 1, 0.0, 0.0, 0.0, []
+    replicas, ready, asked_at, done, busy, pending, decisions = 1, 1, 0, 0.0, 0.0, 0.0, []
     for t in range(seconds):
+        if ready < replicas and t - asked_at >= startup:
+            ready = replicas
         high = t % 30 < 5 or (stays_from is not None and t >= stays_from)
         pending += 2000.0 if high else 100.0
-        work = min(pending, replicas * per_replica)
+        work = min(pending, ready * per_replica)
         done, busy, pending = done + work, busy + work / per_replica, pending - work
-        d = policy.decide(view(t, replicas, done, pending, busy, last_scaled_at=-100.0))
+        d = policy.decide(
+            view(t, replicas, done, pending + waiting, busy, ready=ready, last_scaled_at=-100.0)
+        )
         decisions.append(d)
-        replicas = d.desired
+        asked_at = t if d.desired > d.current else asked_at
+        ready, replicas = min(ready, d.desired), d.desired
     return decisions
 
 
@@ -661,26 +674,9 @@ def test_once_a_forecast_rise_has_fallen_for_a_quiet_spell_its_replicas_go() -> 
     assert len(pre) >= 4  # and each next burst is still asked for ahead
 
 
-def _lagged_bursts(startup: int) -> list:
-    """The cluster bench's bursts into `enrich` (370/s a replica) whose replicas are ready
-    ``startup`` s after they are asked for: the changes made, (t, from, to, rule)."""
-    policy = AdaptivePolicy(NumaflowScale(max=10), batch_guess_seconds=0, down_window_seconds=10.0)
-    replicas, ready, done, busy, pending, asked_at, changes = 1, 1, 0.0, 0.0, 0.0, 0.0, []
-    for t in range(240):
-        pending += 2000.0 if t % 30 < 5 else 100.0
-        work = min(pending, ready * 370.0)
-        done, busy, pending = done + work, busy + work / 370.0, pending - work
-        if ready < replicas and t - asked_at >= startup:
-            ready = replicas
-        d = policy.decide(
-            view(t, replicas, done, pending + 25, busy, ready=min(ready, replicas), last_scaled_at=-100.0)
-        )
-        if d.desired != d.current:
-            changes.append((t, d.current, d.desired, d.rule))
-            ready = min(ready, d.desired)
-            asked_at = t if d.desired > d.current else asked_at
-        replicas = d.desired
-    return changes
+def _changes(decisions: list) -> list:
+    """(t, from, to, rule) of each decision that changed the replicas."""
+    return [(d.at, d.current, d.desired, d.rule) for d in decisions if d.desired != d.current]
 
 
 def test_replicas_a_forecast_rise_needs_are_kept_from_the_first_low_reading() -> None:
@@ -689,7 +685,7 @@ def test_replicas_a_forecast_rise_needs_are_kept_from_the_first_low_reading() ->
     so no rise was "due"), and was pre-scaled 1 → 6 a few seconds later, at the rise. Kept while
     the next rise would ask for them again within a start-up of their going (two start-ups and
     a tick ahead, as an idle vertex keeps them): with 14 s start-ups every 30 s, held through."""
-    changes = _lagged_bursts(startup=14)
+    changes = _changes(_bursts(370.0, seconds=240, startup=14, waiting=25.0))
     assert not [c for c in changes if c[0] >= 90], changes
     flaps = [
         (a, b) for a, b in pairwise(changes) if a[2] < a[1] and b[3] == Rule.PRE_SCALE and b[0] - a[0] <= 14
@@ -698,7 +694,7 @@ def test_replicas_a_forecast_rise_needs_are_kept_from_the_first_low_reading() ->
 
 
 def test_with_quick_start_ups_the_replicas_go_between_rises_and_come_back_ahead() -> None:
-    changes = _lagged_bursts(startup=5)
+    changes = _changes(_bursts(370.0, seconds=240, startup=5, waiting=25.0))
     pre = [c for c in changes if c[3] == Rule.PRE_SCALE]
     downs = [c for c in changes if c[0] >= 90 and c[2] < c[1]]
     assert len(pre) >= 4 and len(downs) >= 4, changes
