@@ -139,7 +139,7 @@ class RiseWatch:
         self._before: float = 0.0  # … and in the one before the last rise
         self._open = False  # the last rise's high phase has not ended yet
         self._fell_at: float | None = None  # when the arrivals fell under the high share (see observe)
-        self._seen_high: tuple[float, float] | None = None  # the last reading at it, and the gap before it
+        self._high_until: float | None = None  # the last reading at it, plus the interval before it
         self._trusted = True  # False after a miss, until two periods agree
 
     @property
@@ -213,7 +213,7 @@ class RiseWatch:
             # The high phase ended where a low spell began that lasted as long as the one a
             # rise needs: a reading or two low mid-rise does not end it (on the cluster, the
             # source's lagging reports cut 5 s bursts into phases of 1, 11, 1 and 13 s).
-            fell = self._low_since if self._fell_at is None else min(self._fell_at, self._low_since)
+            fell = self._low_since if self._fell_at is None else self._fell_at  # set by the first low reading
             self._highs.append(fell - self._rises[-1])
             self._open = False
         return rose
@@ -226,9 +226,9 @@ class RiseWatch:
         first reading under it instead, the cluster's bursts read 8 and 12 s: `orders`'
         restart at each burst froze the counts for 4-7 s just as the burst ended (2026-12-06)."""
         if rate >= self.high_share * self._peak:
-            self._fell_at, self._seen_high = None, (now, gap)
+            self._fell_at, self._high_until = None, now + gap
         elif self._fell_at is None:
-            self._fell_at = now if self._seen_high is None else min(now, sum(self._seen_high))
+            self._fell_at = now if self._high_until is None else min(now, self._high_until)
 
     def _rise(self, now: float) -> bool:
         if self._rises and now - self._rises[-1] < self.min_period:
