@@ -73,6 +73,18 @@ class Forecast:
             return math.inf
         return RiseEnd(self.lasts, self.lasts, self.rises, low).clears(backlog, capacity, self.rate)
 
+    def fewest(self, backlog: float, per_replica: float, low: float, within: float) -> int:
+        """The fewest replicas, up to :attr:`replicas`, that clear ``backlog`` and the rise within
+        ``within`` s of its end at ``per_replica``/s each (``low``/s arriving after it): what the
+        rise needs at the catch-up the policy grants any backlog, not its peak rate. All of
+        :attr:`replicas` while how long a rise lasts is not known."""
+        if self.lasts is None or per_replica <= 0:
+            return self.replicas
+        for count in range(1, self.replicas):
+            if self.clears(backlog, count * per_replica, low) <= self.lasts + within:
+                return count
+        return self.replicas
+
     def reason(self, now: float) -> str:
         due = self.at - now
         when = f"due in {due:.0f} s" if due >= 0.5 else f"due {-due:.0f} s ago"

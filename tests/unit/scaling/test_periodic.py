@@ -326,6 +326,41 @@ def test_more_capacity_never_clears_later(backlog, capacity, more, arriving, lef
     assert ends.clears(backlog, capacity + more, arriving) <= ends.clears(backlog, capacity, arriving) + 1e-6
 
 
+def test_the_fewest_replicas_clear_a_forecast_rise_within_the_time_given_after_it():
+    from tidal.scaling.periodic import Forecast
+
+    burst = Forecast(at=90.0, period=30.0, rises=3, replicas=6, rate=2000.0, lasts=5.0)
+    # 370/s a replica, 100/s after: 3 leave 4,450 at the burst's end, gone 4.4 s later; 2 take 9.8 s
+    assert burst.fewest(0.0, 370.0, 100.0, within=5.0) == 3
+    assert burst.fewest(0.0, 370.0, 100.0, within=10.0) == 2
+    assert burst.fewest(0.0, 370.0, 100.0, within=0.0) == 6  # never fewer than its peak needed
+    unknown = Forecast(at=90.0, period=30.0, rises=3, replicas=6, rate=2000.0)
+    assert unknown.fewest(0.0, 370.0, 100.0, within=5.0) == 6  # how long it lasts not known yet
+
+
+@given(
+    backlog=st.floats(0, 1e5),
+    per_replica=st.floats(1, 1e4),
+    rate=st.floats(0, 1e4),
+    lasts=st.floats(0, 60),
+    low=st.floats(0, 1e3),
+    within=st.floats(0, 60),
+    replicas=st.integers(1, 20),
+)
+def test_the_fewest_clear_the_rise_in_time_and_one_fewer_would_not(
+    backlog, per_replica, rate, lasts, low, within, replicas
+):
+    from tidal.scaling.periodic import Forecast
+
+    rise = Forecast(at=0.0, period=30.0, rises=2, replicas=replicas, rate=rate, lasts=lasts)
+    fewest = rise.fewest(backlog, per_replica, low, within)
+    assert 1 <= fewest <= replicas
+    if fewest < replicas:
+        assert rise.clears(backlog, fewest * per_replica, low) <= lasts + within
+    if fewest > 1:
+        assert rise.clears(backlog, (fewest - 1) * per_replica, low) > lasts + within
+
+
 def test_a_quiet_spell_s_own_small_backlog_is_no_stall() -> None:
     """The cluster's bursts (2026-11-30): `enrich` went 6 → 1 five seconds into a quiet spell
     at 100/s, and its query's restart piled up 525–675 waiting. Over a micro-batch, one reading
