@@ -47,22 +47,15 @@ measures, each tick:
   1,800/s wave). The runtime passes the machine's cores in local mode and nothing on a cluster,
   whose executors start on their own cores; the simulator, which charges no CPU for a start,
   asks for everything at once.
-* **Ahead of a periodic load** — the arrivals' rises are learnt (:class:`~tidal.scaling.periodic.
-  RiseWatch`); once the load has risen twice, the replicas the last rise needed are asked for
-  one start-up (plus a tick) before the next is due, and neither an idle vertex nor a drained
-  one lets go of them when the next rise would ask for them again within a start-up of their
-  going (two start-ups and a tick ahead): on the cluster's bursts, 30 s apart with 13-18 s
-  start-ups, `enrich` dropped 6 → 1 for 2-3 s between bursts and started three executors cold
-  each time; held through, one round cost 765 executor-s instead of 796 and 814, at a median
-  delay of 2.5 s instead of 3.8 and 4.4 (2026-12-06). Once two periods agree, a drained vertex goes to
-  ``scale.min`` as soon as it has been quiet for 5 s when the next rise is more than two
-  start-ups away, instead of after three start-ups idle. A rise that does not come is a miss:
-  the replicas go as any idle ones do, and prediction waits for two periods that agree. A low
-  reading with more than a second of a rise's arrivals waiting is a stall, not a quiet
-  (:meth:`_ahead`). The demo's waves on a
-  cluster: an executor asked for 11-21 s before it runs a task, so each wave found its
-  vertices a start-up short; Numaflow, Knative and Spark's dynamic allocation all react to the
-  rise instead.
+* **Ahead of a periodic load** (:mod:`tidal.controller.ahead`) — the arrivals' rises are learnt
+  (:class:`~tidal.scaling.periodic.RiseWatch`); once the load has risen twice, the fewest
+  replicas that clear the next rise within half the catch-up of its end are asked for a
+  start-up (plus a tick) before it is due, and kept while the next rise would ask for them
+  again within a start-up of their going. Once two periods agree, an idle vertex goes to
+  ``scale.min`` after a quiet spell when the next rise is further than that. A rise that does
+  not come is a miss: the replicas go as any idle ones do. The demo's waves on a cluster: an
+  executor asked for 11-21 s before it runs a task, so each wave found its vertices a start-up
+  short; Numaflow, Knative and Spark's dynamic allocation all react to the rise instead.
 * **A rise that ends before a scale-up pays** — once two rises agree on how long their high
   phase lasts (:meth:`~tidal.scaling.periodic.RiseWatch.rise_ends`), a rise under way whose
   backlog the ready replicas clear within ``catch_up_seconds`` of its end is held through,
@@ -81,13 +74,14 @@ from __future__ import annotations
 
 import math
 
+from tidal.controller.ahead import RisesAhead
 from tidal.controller.arrivals import Arrivals
 from tidal.controller.policy import PolicyInput, VertexPolicy
 from tidal.controller.replica_capacity import ReplicaCapacity
 from tidal.controller.settle import SLACK, CatchUp, DownWindow
 from tidal.controller.startups import StartUps
 from tidal.scaling import Decision, NumaflowScale, Pressure, Rule
-from tidal.scaling.periodic import Forecast, RiseWatch
+from tidal.scaling.periodic import RiseWatch
 
 __all__ = ["AdaptivePolicy"]
 
@@ -126,10 +120,13 @@ class AdaptivePolicy(VertexPolicy):
         self.arrivals = Arrivals(stable_seconds, down_window_seconds, tick_seconds)
         self._steady = DownWindow()  # what arrivals alone needed, recently
         self._idle_since: float | None = None
-        self.rises = RiseWatch() if predict else None
-        self.tick = tick_seconds  # a pre-scale comes a start-up and a tick ahead of the rise
+        self.ahead = RisesAhead(tick_seconds, catch_up_seconds) if predict else None
+        self.tick = tick_seconds
 
-    _pre_scaled_for: float | None = None  # the earliest the rise last pre-scaled for may come
+    @property
+    def rises(self) -> RiseWatch | None:
+        """The rises of the arrivals, as learnt so far; ``None`` if not predicting."""
+        return None if self.ahead is None else self.ahead.watch
 
     # -- learning ------------------------------------------------------------------------------
 
@@ -176,9 +173,9 @@ class AdaptivePolicy(VertexPolicy):
 
         if self.scale.disabled:
             return self._hold(view, Rule.DISABLED, "scale.disabled")
-        ahead = self._ahead(view, lately, backlog)
-        if ahead is not None:
-            return ahead
+        pre_scale = self._ahead(view, lately, backlog)
+        if pre_scale is not None:
+            return pre_scale
         if lately == 0 and backlog == 0:  # nothing in the last panic window, nothing waiting
             return self._idle(view, low)
         self._idle_since = None
@@ -288,9 +285,13 @@ class AdaptivePolicy(VertexPolicy):
         least = 1 if backlog > 0 else 0
         # Not down before a rise that would ask for them again within a start-up of their going:
         # the horizon an idle vertex keeps its replicas for (_idle).
-        due = self._due(view.now, max(self._lead(view.now), self._keep_for()), quiet=False)
-        if due is not None and max(peak, least) < current:  # asked for ahead of a rise: not down before it
-            enough, clear = self._fewest(due, backlog, lately)
+        ahead, due = self.ahead, None
+        if ahead is not None:
+            lead = max(ahead.lead(view.now, self.startup), ahead.keep_for(self.startup))
+            due = ahead.due(view.now, lead, quiet=False)
+        if ahead is not None and due is not None and max(peak, least) < current:
+            # asked for ahead of a rise: not down before it
+            enough, clear = ahead.fewest(due, backlog, lately, self.capacity or 0.0)
             least = max(least, min(current, enough))
             if least == current:
                 return self._hold(view, Rule.STEADY, f"{explain}; kept: {due.reason(view.now)}{clear}")
@@ -334,18 +335,18 @@ class AdaptivePolicy(VertexPolicy):
         oracle on idle instead of 1.44×, but 161-270 actions on bursty against 41-100.)"""
         self._idle_since = self._idle_since if self._idle_since is not None else view.now
         idle, keep = view.now - self._idle_since, 3 * self.startup
-        due = self._due(view.now, self._keep_for())
+        ahead = self.ahead
+        due = None if ahead is None else ahead.due(view.now, ahead.keep_for(self.startup))
         if due is not None and view.replicas > low and idle >= keep:
             # Gone now, they would be asked for again within a start-up of coming back.
             return self._hold(view, Rule.STEADY, f"idle {idle:.0f} s, kept: {due.reason(view.now)}")
-        if self.rises is not None and view.replicas > low and idle >= self.rises.quiet:
-            ahead = self.rises.forecast(view.now)
-            far = ahead is not None and ahead.at - ahead.spread - view.now > 2 * self.startup + self.tick
-            if ahead is not None and ahead.agreed and far:
+        if ahead is not None and view.replicas > low and idle >= ahead.watch.quiet:
+            far = ahead.far(view.now, self.startup)
+            if far is not None:
                 # The next rise is known (two periods agree) and far: stopped now and asked for
                 # again a start-up before it, the replicas cost a start-up instead of the whole
                 # quiet spell (on a cluster, the executors they hold: 3 × 13 s of 3 after a wave).
-                reason = f"idle {idle:.0f} s; {ahead.reason(view.now)}: back a start-up before it"
+                reason = f"idle {idle:.0f} s; {far.reason(view.now)}: back a start-up before it"
                 return self._move(view, low, Rule.SCALE_TO_ZERO, reason)
         if view.replicas > low and idle >= keep:
             # Also with replicas still "starting": on Spark a replica counts as ready once a
@@ -360,61 +361,19 @@ class AdaptivePolicy(VertexPolicy):
             return self._hold(view, Rule.NOT_READY, reason)
         return self._hold(view, Rule.STEADY, f"idle {idle:.0f} s (to {low} after {keep:.0f} s)")
 
-    def _keep_for(self) -> float:
-        """How far ahead a forecast rise keeps the replicas it needs: two start-ups and a tick.
-        Let go sooner, they are asked for again (a start-up and a tick before the rise) within a
-        start-up of going, and start cold."""
-        return 2 * self.startup + self.tick
-
-    def _due(self, now: float, lead: float, *, quiet: bool = True) -> Forecast | None:
-        return None if self.rises is None else self.rises.due_within(now, lead, quiet=quiet)
-
-    def _lead(self, now: float) -> float:
-        """How far ahead a rise is sized for: a start-up and a tick; once pre-scaled, at least
-        until the rise it was asked for may come. A start-up learnt shorter meanwhile (the new
-        replica ready in a second) let the next tick take the pre-scale back: the cluster's
-        bursts, `orders` 1 → 2 → 1 in a second, 6 s before the rise, and 1 → 2 again as it came."""
-        lead = self.startup + self.tick
-        return lead if self._pre_scaled_for is None else max(lead, self._pre_scaled_for - now)
-
     def _ahead(self, view: PolicyInput, lately: float, backlog: float) -> Decision | None:
-        """Learn the rises, and ask for the next one's replicas a start-up before it is due.
-        More than a second of arrivals, of a rise's and a micro-batch waiting, a low reading is a
-        stall, not a quiet (:meth:`~tidal.scaling.periodic.RiseWatch.backed_up`)."""
-        if self.rises is None:
+        """Learn the rises, and ask for the next one's replicas a start-up before it is due
+        (:mod:`tidal.controller.ahead`)."""
+        if self.ahead is None:
             return None
         if self.arrivals.measured(view, self.panic):
-            backed_up = self.rises.backed_up(backlog, lately, view.read_batch_size)
-            self.rises.observe(view.now, lately, backed_up=backed_up)
-        due = self._due(view.now, self._lead(view.now))
-        if due is None:
+            self.ahead.observe(view.now, lately, backlog, view.read_batch_size)
+        asked = self.ahead.pre_scale(
+            view.now, lately, backlog, view.replicas, self.capacity or 0.0, self.startup, self.scale
+        )
+        if asked is None:
             return None
-        # Not for a rise whose backlog the replicas there clear within the catch-up after it.
-        enough, clear = self._fewest(due, backlog, lately)
-        wanted = min(self.scale.max, max(self.scale.min, enough))
-        if wanted <= view.replicas:
-            return None
-        under = self.rises.low_share * self.rises.peak
-        low = f"{lately:.0f}/s lately, low (≤ {under:.0f}/s) for {self.rises.low_for(view.now):.0f} s"
-        self._pre_scaled_for = due.at - due.spread  # the earliest the rise may come
-        return self._up(view, wanted, Rule.PRE_SCALE, f"pre-scaled: {due.reason(view.now)}{clear}; {low}")
-
-    def _fewest(self, due: Forecast, backlog: float, low: float) -> tuple[int, str]:
-        """What a forecast rise is asked for and kept for: the fewest replicas that clear it
-        within half the catch-up after it ends, not the count its peak rate needed. A rise
-        under way is held through if its replicas clear it within the whole catch-up
-        (:attr:`Rule.RISE_ENDS`); planned for with half, the count still passes that check at
-        the rise's first reading, which finds a second of it already waiting (planned for the
-        whole, 2 of `enrich`'s ~370/s cleared a 5 s burst of 2,000/s 14.8 s after it began,
-        read 17.8 s at the rise, and went 2 → 7 every burst). On the cluster's bursts `enrich`
-        was held at the burst's 6 through every quiet spell: 4 executors from the second minute
-        on, 797 executor-s where Numaflow's rules paid 635 (2026-12-06). The reason says so when
-        it is fewer."""
-        within = self.horizon.catch_up / 2
-        enough = due.fewest(backlog, self.capacity or 0.0, low, within)
-        if enough >= due.replicas:
-            return due.replicas, ""
-        return enough, f", {enough} clear it within {within:g} s of its end"
+        return self._up(view, asked[0], Rule.PRE_SCALE, asked[1])
 
     def wake_for_path(self, view: PolicyInput, woken: str) -> Decision | None:
         """At 0 when ``woken``, upstream, just woke: wake now, so the start-ups overlap."""

@@ -385,7 +385,7 @@ def test_a_periodic_load_finds_its_replicas_ready_once_the_period_is_learnt() ->
 
     policies = {v.name: adaptive_policy(v) for v in spec.vertices}
     for p in policies.values():
-        p.rises = None  # as AdaptivePolicy(predict=False)
+        p.ahead = None  # as AdaptivePolicy(predict=False)
     behind = simulate(spec, trace, "tidal", policies=policies)
     assert not any(d.rule == Rule.PRE_SCALE for d in behind.changes)
     assert max(behind.pending["in"][i] for i in window) > 1000
