@@ -285,16 +285,13 @@ class AdaptivePolicy(VertexPolicy):
         least = 1 if backlog > 0 else 0
         # Not down before a rise that would ask for them again within a start-up of their going:
         # the horizon an idle vertex keeps its replicas for (_idle).
-        ahead, due = self.ahead, None
-        if ahead is not None:
-            lead = max(ahead.lead(view.now, self.startup), ahead.keep_for(self.startup))
-            due = ahead.due(view.now, lead, quiet=False)
-        if ahead is not None and due is not None and max(peak, least) < current:
-            # asked for ahead of a rise: not down before it
-            enough, clear = ahead.fewest(due, backlog, lately, self.capacity or 0.0)
+        ahead = self.ahead
+        kept = None if ahead is None else ahead.kept(view.now, self.startup, backlog, lately, capacity)
+        if kept is not None and max(peak, least) < current:  # asked for ahead of a rise: not down before it
+            rise, enough, clear = kept
             least = max(least, min(current, enough))
             if least == current:
-                return self._hold(view, Rule.STEADY, f"{explain}; kept: {due.reason(view.now)}{clear}")
+                return self._hold(view, Rule.STEADY, f"{explain}; kept: {rise.reason(view.now)}{clear}")
         floor = max(peak, least)
         drained = backlog <= arriving
         if starting and not (drained and floor <= view.ready):

@@ -57,6 +57,19 @@ class RisesAhead:
         lead = startup + self.tick
         return lead if self.pre_scaled_for is None else max(lead, self.pre_scaled_for - now)
 
+    def kept(
+        self, now: float, startup: float, backlog: float, low: float, capacity: float
+    ) -> tuple[Forecast, int, str] | None:
+        """The rise a drained vertex keeps replicas for, how many (:meth:`fewest`) and what the
+        reason adds: due within :meth:`keep_for` (or the pre-scale's :meth:`lead`, if longer),
+        from the first low reading after the last rise, not only after the quiet spell a
+        pre-scale waits for (a burst's backlog drained into the lead of the next, and `enrich`
+        went 6 → 1 as it drained, to be pre-scaled 1 → 6 at the rise)."""
+        due = self.due(now, max(self.lead(now, startup), self.keep_for(startup)), quiet=False)
+        if due is None:
+            return None
+        return (due, *self.fewest(due, backlog, low, capacity))
+
     def due(self, now: float, lead: float, *, quiet: bool = True) -> Forecast | None:
         """The next rise if it is due within ``lead`` s (see :meth:`RiseWatch.due_within`)."""
         return self.watch.due_within(now, lead, quiet=quiet)

@@ -76,7 +76,7 @@ class Forecast:
     def fewest(self, backlog: float, per_replica: float, low: float, within: float) -> int:
         """The fewest replicas, up to :attr:`replicas`, that clear ``backlog`` and the rise within
         ``within`` s of its end at ``per_replica``/s each (``low``/s arriving after it): what the
-        rise needs at the catch-up the policy grants any backlog, not its peak rate. All of
+        rise needs to be gone that soon after it, not what its peak rate needs. All of
         :attr:`replicas` while how long a rise lasts is not known."""
         if self.lasts is None or per_replica <= 0:
             return self.replicas
