@@ -43,6 +43,7 @@ from tidal.controller.state import (
     adapt_lookback,
     hold_down_after_outage,
     outage_note,
+    scaled,
     watch_progress,
 )
 from tidal.scaling import (
@@ -154,7 +155,7 @@ class Controller:
             self.operator.set_replicas(vertex, replicas)
             v = self._vertices[vertex]
             decision = Decision(vertex, now, current, replicas, Rule.EXTERNAL, reason, dict(inputs))
-            v.last_scaled_at = now
+            scaled(v, current, replicas, now)
             v.last = decision
             self.events.record(decision)
             log.info("%s", decision.explain())
@@ -261,7 +262,7 @@ class Controller:
             decision = hold_down_after_outage(v, decided, now)
             if decision.changed:
                 self.actuator.set_replicas(name, decision.desired)
-                v.last_scaled_at = now
+                scaled(v, decision.current, decision.desired, now)
                 log.info("%s", decision.explain())
             v.last = decision
             self.events.record(decision)

@@ -18,6 +18,7 @@ __all__ = [
     "adapt_lookback",
     "hold_down_after_outage",
     "outage_note",
+    "scaled",
     "watch_progress",
 ]
 
@@ -48,10 +49,26 @@ class VertexState:
     processed: float | None = None  # the last sample's cumulative count
     progress_at: float | None = None  # when it last processed something, or had nothing to do
     stuck_since: float | None = None  # set while pending and no progress for stuck_after seconds
-    active_at: float | None = None  # when it last processed something or had messages pending
+    active_at: float | None = None  # when it last processed something, had messages pending or was raised
     outage_since: float | None = None  # its numbers could not be read from then (a metric outage)
     numbers_back_at: float | None = None  # when they came back after the last outage
     hole: str = "the metric outage"  # what left the hole numbers_back_at ends (or a driver restart)
+
+
+def scaled(v: VertexState, current: int, desired: int, now: float) -> None:
+    """A change of ``v``'s replicas applied at ``now``: the cooldowns count from it, and a raise
+    counts as work for the executor allocator (``active_at``). A raise is an ask for capacity
+    before its messages: a pre-scale ahead of a forecast rise, a wake on the path, a scale
+    written from outside. Counted idle, its replicas held no executor until the messages came
+    (:meth:`tidal.controller.loop.Controller.idle_for`): on the cluster's waves with executors
+    at zero between them, `policy: tidal` pre-scaled `enrich` 0 → 3 and `orders` 0 → 1 seven
+    seconds before the wave was due, and the allocator asked for no executor until `orders` had
+    pending, five seconds later (2026-12-06). Raised, they are not idle for
+    ``executorIdleSeconds``, so the executors start with the replicas; a pre-scale whose rise
+    does not come lets them go as any idle vertex does."""
+    v.last_scaled_at = now
+    if desired > current:
+        v.active_at = now
 
 
 def watch_progress(

@@ -106,6 +106,28 @@ def test_a_vertex_with_pending_and_no_progress_is_reported_stuck_then_unstuck_ne
         assert any(d.rule == Rule.UNSTUCK for d in EventLog(tmp_path / "e").read())
 
 
+def test_a_raised_vertex_is_not_idle_so_its_executors_start_with_its_replicas(tmp_path):
+    """A raise asks for capacity before the messages: a pre-scale, a wake on the path, a scale
+    written from outside. Counted idle, the allocator left its replicas without executors until
+    messages were pending (the cluster's waves, 2026-12-06); a lowering is no work."""
+    spec = parse_pipeline(_pipeline())
+    with BufferRig(tmp_path) as rig:
+        for name in ("work", "out"):
+            rig.buffer(name)
+        controller = Controller(
+            spec, StoreProbe(spec, rig.store, rig.control), rig.control, EventLog(tmp_path / "e")
+        )
+        for t in range(0, 45, 5):
+            controller.tick(1000.0 + t)
+        assert controller.idle_for(1045.0)["out"] == pytest.approx(45.0)
+        controller.external("out", 1, 3, 1045.0, "raised from outside")
+        assert controller.idle_for(1045.0)["out"] == 0.0
+        assert controller.idle_for(1052.0)["out"] == pytest.approx(7.0)  # idle again from the raise
+        assert controller.idle_for(1052.0)["work"] == pytest.approx(52.0)
+        controller.external("work", 1, 0, 1052.0, "lowered from outside")
+        assert controller.idle_for(1052.0)["work"] == pytest.approx(52.0)
+
+
 def test_the_controller_says_what_the_last_vertices_delivered_and_what_is_pending(tmp_path):
     """``progress``: what the executor allocator measures each executor count by — messages the
     graph's last vertices processed (here ``work``, which ends in the sink ``out`` chained into
