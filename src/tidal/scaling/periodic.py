@@ -17,7 +17,14 @@ The peak decays with a half-life of ``peak_half_life`` seconds, so a load that s
 measured against what it does now.
 
 When the next rise is due: the last rise plus the median of the last three periods that agree
-with the latest one, brought forward by how far they spread. Trusted after one period (two
+with the latest one, brought forward by how far they spread. A run that starts under load
+has seen no rise for its first high phase, only its fall: once the next rise has ended too, the
+first is placed where that fall says it was, its fall less the next rise's length, and taken
+to last as long (a periodic load's rises last alike; a late reading of the next rise cancels
+out of the period). On the
+cluster's waves the run starts under the first wave, and its period was known only from the
+third rise, which left the third wave reacted to (150 executor-s where a learnt one took 102-109,
+2026-12-06); placed, it is known from the second wave's end. Trusted after one period (two
 rises) if the two rises needed about as many replicas, else once a second period agrees (a
 run's start and a spike a minute later are not a pattern); a rise that does not come within
 ``tolerance`` of the period (or ``quiet`` seconds, if more) is a *miss*, and after a miss the
@@ -64,6 +71,7 @@ class Forecast:
     spread: float = 0.0  # how far the recent periods fell from ``period``: the rise may come that early
     rate: float = 0.0  # the most that arrived a second in the last rise's high phase
     lasts: float | None = None  # how long a rise's high phase lasts, once two agree (RiseEnd)
+    placed: bool = False  # the oldest rise counted was placed by its fall (the run started under it)
 
     def clears(self, backlog: float, capacity: float, low: float) -> float:
         """Seconds from the rise until ``backlog`` and what it brings are gone at ``capacity``/s
@@ -88,8 +96,9 @@ class Forecast:
     def reason(self, now: float) -> str:
         due = self.at - now
         when = f"due in {due:.0f} s" if due >= 0.5 else f"due {-due:.0f} s ago"
+        placed = ", the first placed by its fall" if self.placed else ""
         return (
-            f"the load rose every {self.period:.0f} s ({self.rises} rises), the next rise is {when}; "
+            f"the load rose every {self.period:.0f} s ({self.rises} rises{placed}), the next rise is {when}; "
             f"the last one needed {self.replicas}"
         )
 
@@ -147,12 +156,18 @@ class RiseWatch:
         self._needs: deque[int] = deque(maxlen=remember)  # the most needed in each rise's high phase
         self._rates: deque[float] = deque(maxlen=remember)  # the most arrived in each high phase
         self._highs: deque[float] = deque(maxlen=remember)  # how long each ended high phase lasted
+        self._seen_highs = 0  # how many of them were measured (a placed rise's is assumed)
         self._low_rate = 0.0  # the most arrived in the current low spell
         self._before: float = 0.0  # … and in the one before the last rise
         self._open = False  # the last rise's high phase has not ended yet
         self._fell_at: float | None = None  # when the arrivals fell under the high share (see observe)
         self._high_until: float | None = None  # the last reading at it, plus the interval before it
         self._trusted = True  # False after a miss, until two periods agree
+        # The high phase the run started under, which no rise began (see _place_first):
+        self._initial = False  # under way
+        self._initial_fell: float | None = None  # where it fell, once it ended
+        self._initial_need, self._initial_rate = 0, 0.0  # what it needed, what arrived at most
+        self._placed: float | None = None  # the rise placed by that fall
 
     @property
     def rises(self) -> tuple[float, ...]:
@@ -164,6 +179,8 @@ class RiseWatch:
         phase is what the next rise is given ahead of time."""
         if self._high and self._needs:
             self._needs[-1] = max(self._needs[-1], replicas)
+        elif self._initial:
+            self._initial_need = max(self._initial_need, replicas)
 
     def backed_up(self, waiting: float, rate: float, batch: int) -> bool:
         """Does ``waiting`` make a low reading a stall (:meth:`observe`)? More than a micro-batch
@@ -218,17 +235,43 @@ class RiseWatch:
             quiet_long = self._low_since is not None and now - self._low_since >= self.quiet
             if quiet_long and not self._high:
                 rose = self._rise(now)
+            elif not self._high and not self._rises and self._initial_fell is None:
+                self._initial = True  # high with no quiet spell before it: the run started under it
             self._high, self._low_since = True, None
         if self._high and self._rates:
             self._rates[-1] = max(self._rates[-1], rate)
+        elif self._high and self._initial:
+            self._initial_rate = max(self._initial_rate, rate)
+        if self._initial and self._low_since is not None and now - self._low_since >= self.quiet:
+            self._initial_fell = self._low_since if self._fell_at is None else self._fell_at
+            self._initial = False
         if self._open and self._low_since is not None and now - self._low_since >= self.quiet:
             # The high phase ended where a low spell began that lasted as long as the one a
             # rise needs: a reading or two low mid-rise does not end it (on the cluster, the
             # source's lagging reports cut 5 s bursts into phases of 1, 11, 1 and 13 s).
             fell = self._low_since if self._fell_at is None else self._fell_at  # set by the first low reading
             self._highs.append(fell - self._rises[-1])
+            self._seen_highs += 1
             self._open = False
+            self._place_first(fell)
         return rose
+
+    def _place_first(self, fell: float) -> None:
+        """The first rise seen has ended at ``fell``: if the run started under a high phase
+        that no rise began, place that phase's rise where its fall says it was (the module
+        docstring), lasting as long as the next, which is what placed it: its length is assumed,
+        not measured (``RiseEnd.seen`` counts measured ones), and a rise that outlasts it is a
+        load that stays, as ever. Not if that is within ``min_period`` of the first rise seen."""
+        if len(self._rises) != 1 or self._initial_fell is None or self._placed is not None:
+            return
+        at = self._initial_fell - (fell - self._rises[0])
+        if self._rises[0] - at < self.min_period:
+            return
+        self._placed = at
+        self._rises.appendleft(at)
+        self._highs.appendleft(fell - self._rises[-1])  # as long as the next: what placed it
+        self._needs.appendleft(self._initial_need)
+        self._rates.appendleft(self._initial_rate)
 
     def _note_fall(self, now: float, rate: float, gap: float) -> None:
         """Where the arrivals fell under the high share, whatever waits (a stall or a drain
@@ -237,8 +280,8 @@ class RiseWatch:
         when; taken as seen, the length errs short, which :meth:`rise_ends` allows for. At the
         first reading under it instead, the cluster's bursts read 8 and 12 s: `orders`'
         restart at each burst froze the counts for 4-7 s just as the burst ended (2026-12-06)."""
-        if rate >= self.high_share * self._peak:
-            self._fell_at, self._high_until = None, now + gap
+        if rate >= self.high_share * self._peak:  # (no interval before a run's first reading)
+            self._fell_at, self._high_until = None, now + gap if gap > 0 else None
         elif self._fell_at is None:
             self._fell_at = now if self._high_until is None else min(now, self._high_until)
 
@@ -296,10 +339,9 @@ class RiseWatch:
         agreed = len(periods) >= 2 and self._agree(periods[-2], periods[-1])
         if not agreed and not self._alike(self._needs[-2], self._needs[-1]):
             return None  # one period between rises unlike each other: not yet a pattern
-        lasts = self._lasts()
-        return Forecast(
-            due, period, len(self._rises), max(1, self._needs[-1]), agreed, spread, self._rates[-1], lasts
-        )
+        lasts, placed = self._lasts(), self._placed is not None and self._placed in self._rises
+        need, rate = max(1, self._needs[-1]), self._rates[-1]
+        return Forecast(due, period, len(self._rises), need, agreed, spread, rate, lasts, placed)
 
     def _lasts(self) -> float | None:
         """How long a rise's high phase lasts: the longest of the last three, once the last two
@@ -324,7 +366,7 @@ class RiseWatch:
         into = now - self._rises[-1]
         if into > lasts + max(self.tolerance * lasts, 2.0):
             return None
-        return RiseEnd(max(0.0, lasts - into), lasts, len(self._highs), self._before)
+        return RiseEnd(max(0.0, lasts - into), lasts, self._seen_highs, self._before)
 
     @property
     def peak(self) -> float:

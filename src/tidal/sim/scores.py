@@ -30,7 +30,8 @@ Per trace × policy (:class:`Scores`):
 * ``settle_changes`` — after each such step, the replica changes any one vertex made before
   the next step: the most over the vertices, then the most over the steps. DS2's measure (one
   step to a configuration that keeps up): 1 is a step settled in one decision per vertex, and
-  a catch-up's extra replicas released later, or a scale-down in two halves, count twice.
+  a catch-up's extra replicas released later, or a scale-down in two halves, count twice; a
+  pre-scale counts for the step it was asked for ahead of (its one decision).
   ``None`` when the trace has no step followed by two minutes of steady load.
 * ``cold_start`` — median seconds from a message arriving at an empty pipeline with some
   vertex at zero replicas to the first message of that second reaching the sink.
@@ -42,6 +43,7 @@ import math
 import statistics
 from dataclasses import asdict, dataclass
 
+from tidal.scaling import Decision, Rule
 from tidal.sim.run import SimResult
 from tidal.spec import PipelineSpec, numaflow_scale
 
@@ -159,6 +161,14 @@ def score(result: SimResult) -> Scores:
     def next_step(at: float) -> float:
         return next(b for b in bounds if b > at)
 
+    def counts_for(d: Decision, at: float, until: float) -> bool:
+        """Does a change count for ``settle_changes`` after the step at ``at``? A pre-scale counts
+        for the step it was asked for ahead of (the next at or after it), where it is that
+        step's one decision, not a second change for the step before."""
+        if d.rule != Rule.PRE_SCALE:
+            return at < d.at <= until
+        return next((b for b in bounds if b >= d.at), None) == at
+
     reactions = []
     for at in rises:
         until, i = next_step(at), int(at)
@@ -181,7 +191,8 @@ def score(result: SimResult) -> Scores:
         if until - at < SETTLE_PLATEAU:
             continue
         ticks = [t for t in result.ticks if at < t <= until]
-        per_vertex = [sum(1 for d in result.changes if d.vertex == n and at < d.at <= until) for n in names]
+        within = [d.vertex for d in result.changes if counts_for(d, at, until)]
+        per_vertex = [within.count(n) for n in names]
         most_changes.append(max(per_vertex, default=0))
         settled_at = None
         last = got[int(until) - 1] if until <= len(got) else got[-1]

@@ -227,9 +227,9 @@ def bursts(
 
 
 def test_a_rise_s_high_phase_is_learnt_once_two_agree_and_the_rise_under_way_ends_on_time():
-    watch = RiseWatch()  # the load at the start is no rise: it was never low before
+    watch = RiseWatch()  # the load at the start is no rise (never low before): placed by its fall
     feed(watch, bursts(count=2))
-    assert watch.rises == (30.0,) and watch.rise_ends(31.0) is None  # one high phase seen (30-35)
+    assert watch.rises == (0.0, 30.0) and watch.rise_ends(31.0) is None  # one high phase seen (30-35)
     feed(watch, bursts(count=4)[60:92], start=60.0)  # the third burst, then the fourth 2 s in
     ends = watch.rise_ends(91.0)
     assert ends is not None and (ends.lasts, ends.left, ends.seen, ends.low) == (5.0, 4.0, 2, 100.0)
@@ -246,7 +246,8 @@ def test_a_reading_or_two_low_mid_rise_do_not_end_its_high_phase():
     for start in (30, 60, 90):
         rates[start + 1] = 100.0  # one lagging reading a burst
     feed(watch, rates)
-    assert list(watch._highs) == [5.0, 5.0, 5.0]
+    assert list(watch._highs) == [5.0, 5.0, 5.0, 5.0]  # the first placed, as long as the second
+    assert watch._seen_highs == 3
 
 
 def test_a_rise_lasts_as_long_as_its_arrivals_not_as_the_backlog_it_leaves():
@@ -259,8 +260,8 @@ def test_a_rise_lasts_as_long_as_its_arrivals_not_as_the_backlog_it_leaves():
         high = t % 30 < 5
         draining = 5 <= t % 30 < 17  # the burst's backlog, still waiting
         watch.observe(float(t), 2000.0 if high else 100.0, backed_up=draining)
-    assert watch.rises == (30.0, 60.0, 90.0, 120.0)
-    assert list(watch._highs) == [5.0, 5.0, 5.0]
+    assert watch.rises == (30.0, 60.0, 90.0, 120.0)  # the last four (the one placed at 0 is out)
+    assert list(watch._highs)[-3:] == [5.0, 5.0, 5.0]
     ends = watch.rise_ends(122.0)
     assert ends is not None and ends.lasts == 5.0 and ends.left == 3.0
 
@@ -277,7 +278,7 @@ def test_a_rise_whose_end_the_frozen_counts_hide_lasts_as_long_as_it_was_seen_hi
             continue  # the counts frozen: no reading
         watch.observe(float(t), 2000.0 if into < 5 else 100.0, backed_up=11 <= into < 17)
     assert watch.rises == (30.0, 60.0, 90.0, 120.0)
-    assert list(watch._highs) == [4.0, 4.0, 4.0]
+    assert list(watch._highs)[-3:] == [4.0, 4.0, 4.0]
 
 
 def test_a_rise_that_outlasts_the_ones_before_is_judged_as_a_load_that_stays():
@@ -294,7 +295,7 @@ def test_high_phases_that_disagree_are_no_length():
     rates = bursts(count=3)  # rises at 30 (5 s high), 60 (18 s high) and 90
     rates[60:78] = [2000.0] * 18
     feed(watch, rates + [2000.0] * 2)
-    assert watch.rises == (30.0, 60.0, 90.0)
+    assert watch.rises == (0.0, 30.0, 60.0, 90.0)  # the first placed by its fall
     assert watch.forecast(91.0) is not None
     assert watch.rise_ends(91.0) is None
     assert watch.rise_ends(50.0) is None  # and no rise is under way in a low spell
@@ -388,3 +389,59 @@ def test_a_quiet_spell_s_own_small_backlog_is_no_stall() -> None:
     assert not watch.backed_up(525.0, 0.0, 500)  # a quiet spell's restart
     fresh = RiseWatch()  # no peak yet: more than a micro-batch or a second of arrivals
     assert fresh.backed_up(7_380.0, 0.0, 500) and not fresh.backed_up(400.0, 0.0, 500)
+
+
+def test_a_run_that_starts_under_a_rise_places_it_by_its_fall_once_the_next_has_ended() -> None:
+    """The cluster's waves: the run starts under the first wave, which no rise began. Its fall
+    at 40 s, less the second wave's 40 s, puts it at 0, so the third is due at 220 s, not only
+    the fourth once three rises were seen."""
+    watch = RiseWatch()
+    assert feed(watch, waves(first=0, count=2)[:150], needed=3) == [110.0]
+    assert watch.rises == (110.0,) and watch.forecast(150.0) is None  # the second wave under way
+    feed(watch, [0.0] * 10, start=150.0, needed=3)
+    assert watch.rises == (0.0, 110.0)
+    forecast = watch.forecast(160.0)
+    assert forecast is not None and forecast.placed and not forecast.agreed
+    assert (forecast.at, forecast.period, forecast.replicas) == (220.0, 110.0, 3)
+    assert "(2 rises, the first placed by its fall)" in forecast.reason(200.0)
+    feed(watch, waves(first=0, count=3)[160:], start=160.0, needed=3)
+    third = watch.forecast(300.0)
+    assert watch.rises == (0.0, 110.0, 220.0)
+    assert third is not None and third.agreed and third.at == 330.0
+
+
+@given(
+    period=st.integers(min_value=20, max_value=600),
+    on_share=st.floats(min_value=0.05, max_value=0.8),
+    into=st.floats(min_value=0.0, max_value=1.0, exclude_max=True),  # how far into a rise the run starts
+    rate=st.floats(min_value=1.0, max_value=1e6),
+)
+def test_any_square_wave_the_run_starts_under_is_predicted_after_the_next_rise_ends(
+    period: int, on_share: float, into: float, rate: float
+) -> None:
+    on = max(1, min(period - 6, round(period * on_share)))
+    late = int(into * on)  # seconds of the first high phase before the run began
+    watch = RiseWatch()
+    rates = waves(on=on, period=period, first=0, count=2, rate=rate)[late:]
+    feed(watch, rates + [0.0] * 6, needed=2)
+    forecast = watch.forecast(len(rates) + 5.0)
+    assert forecast is not None and forecast.placed
+    assert forecast.at == 2 * period - late  # to the second, as if the first rise had been seen
+    assert forecast.period == period
+
+
+def test_a_placed_rise_unlike_the_next_predicts_nothing_until_a_period_agrees() -> None:
+    """A run that starts under a base load (1 replica) followed by spikes (6): one period between
+    unlike rises is not a pattern, placed or seen."""
+    watch = RiseWatch()
+    feed(watch, [225.0] * 20 + [0.0] * 30, needed=1)  # the base
+    feed(watch, [2250.0] * 20 + [0.0] * 10, start=50.0, needed=6)  # then a spike
+    assert watch.rises == (0.0, 50.0)
+    assert watch.forecast(80.0) is None
+
+
+def test_a_run_that_starts_quiet_places_nothing() -> None:
+    watch = RiseWatch()
+    assert feed(watch, waves(first=10, count=2)) == [10.0, 120.0]
+    forecast = watch.forecast(170.0)
+    assert forecast is not None and not forecast.placed
