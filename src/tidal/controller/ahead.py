@@ -36,6 +36,7 @@ class RisesAhead:
         self.tick = tick  # a pre-scale comes a start-up and a tick ahead of the rise
         self.catch_up = catch_up  # the policy's: what a rise under way is held through with
         self.pre_scaled_for: float | None = None  # the earliest the rise last pre-scaled for may come
+        self.due_at: float | None = None  # when it is due (the pre-scale's replicas work from then)
 
     def observe(self, now: float, lately: float, backlog: float, batch: int) -> None:
         """One measured reading. More than a second of a rise's arrivals and a micro-batch
@@ -112,6 +113,7 @@ class RisesAhead:
         under = self.watch.low_share * self.watch.peak
         low = f"{lately:.0f}/s lately, low (≤ {under:.0f}/s) for {self.watch.low_for(now):.0f} s"
         self.pre_scaled_for = due.at - due.spread  # the earliest the rise may come
+        self.due_at = due.at
         return wanted, f"pre-scaled: {due.reason(now)}{clear}; {low}"
 
     def far(self, now: float, startup: float) -> Forecast | None:

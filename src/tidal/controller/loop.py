@@ -41,6 +41,7 @@ from tidal.controller.restart import Restored, StateFile, restore, restore_notes
 from tidal.controller.state import (
     VertexState,
     adapt_lookback,
+    due_at,
     hold_down_after_outage,
     outage_note,
     scaled,
@@ -262,7 +263,7 @@ class Controller:
             decision = hold_down_after_outage(v, decided, now)
             if decision.changed:
                 self.actuator.set_replicas(name, decision.desired)
-                scaled(v, decision.current, decision.desired, now)
+                scaled(v, decision.current, decision.desired, now, due_at(decision))
                 log.info("%s", decision.explain())
             v.last = decision
             self.events.record(decision)

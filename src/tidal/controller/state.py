@@ -16,6 +16,7 @@ __all__ = [
     "ADAPT_LOOKBACK_EVERY",
     "VertexState",
     "adapt_lookback",
+    "due_at",
     "hold_down_after_outage",
     "outage_note",
     "scaled",
@@ -55,7 +56,7 @@ class VertexState:
     hole: str = "the metric outage"  # what left the hole numbers_back_at ends (or a driver restart)
 
 
-def scaled(v: VertexState, current: int, desired: int, now: float) -> None:
+def scaled(v: VertexState, current: int, desired: int, now: float, until: float | None = None) -> None:
     """A change of ``v``'s replicas applied at ``now``: the cooldowns count from it, and a raise
     counts as work for the executor allocator (``active_at``). A raise is an ask for capacity
     before its messages: a pre-scale ahead of a forecast rise, a wake on the path, a scale
@@ -65,10 +66,21 @@ def scaled(v: VertexState, current: int, desired: int, now: float) -> None:
     seconds before the wave was due, and the allocator asked for no executor until `orders` had
     pending, five seconds later (2026-12-06). Raised, they are not idle for
     ``executorIdleSeconds``, so the executors start with the replicas; a pre-scale whose rise
-    does not come lets them go as any idle vertex does."""
+    does not come lets them go as any idle vertex does.
+
+    ``until``: a pre-scale's rise is due then (``rise_due_at``), and the raise counts as work
+    until it, not only from now: asked for a start-up ahead and counted from the ask, the
+    executor started for `enrich` was let go 10 s later, 2 s after the rise was due and 3 s
+    before its messages came (the waves, 2026-12-07), and the wave waited for executors again."""
     v.last_scaled_at = now
     if desired > current:
-        v.active_at = now
+        v.active_at = now if until is None else max(now, until)
+
+
+def due_at(decision: Decision) -> float | None:
+    """When the rise a pre-scale asked ahead for is due (its ``rise_due_at`` input), else None."""
+    due = decision.inputs.get("rise_due_at") if decision.rule == Rule.PRE_SCALE else None
+    return float(due) if isinstance(due, int | float) else None
 
 
 def watch_progress(

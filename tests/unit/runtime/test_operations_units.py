@@ -128,6 +128,26 @@ def test_a_raised_vertex_is_not_idle_so_its_executors_start_with_its_replicas(tm
         assert controller.idle_for(1052.0)["work"] == pytest.approx(52.0)
 
 
+def test_a_pre_scaled_vertex_is_not_idle_until_its_rise_is_due() -> None:
+    """A pre-scale asks a start-up ahead: counted idle from the ask, the executor started for
+    it was let go 10 s later, just before the wave (the waves, 2026-12-07). Until the rise is
+    due it counts as working; from then, idle as any vertex; any other raise, from the raise."""
+    from tidal.controller.adaptive import AdaptivePolicy
+    from tidal.controller.state import VertexState, due_at, scaled
+    from tidal.scaling import Decision, NumaflowScale, Rater, VertexKind
+
+    ahead = Decision("enrich", 100.0, 0, 3, Rule.PRE_SCALE, "pre-scaled", {"rise_due_at": 112.0})
+    v = VertexState("enrich", VertexKind.UDF, 120.0, AdaptivePolicy(NumaflowScale(max=6)), Rater())
+    scaled(v, 0, 3, 100.0, due_at(ahead))
+    assert v.active_at == 112.0 and v.last_scaled_at == 100.0
+    up = Decision("enrich", 120.0, 3, 4, Rule.SCALE_UP, "up", {"rise_due_at": 150.0})
+    scaled(v, 3, 4, 120.0, due_at(up))
+    assert v.active_at == 120.0  # not a pre-scale: from the raise
+    scaled(v, 4, 1, 130.0, None)
+    assert v.active_at == 120.0  # a lowering is no work
+    assert due_at(Decision("enrich", 100.0, 0, 3, Rule.PRE_SCALE, "pre-scaled", {})) is None
+
+
 def test_the_controller_says_what_the_last_vertices_delivered_and_what_is_pending(tmp_path):
     """``progress``: what the executor allocator measures each executor count by — messages the
     graph's last vertices processed (here ``work``, which ends in the sink ``out`` chained into

@@ -376,6 +376,9 @@ def test_a_periodic_load_finds_its_replicas_ready_once_the_period_is_learnt() ->
     first = min(d.at for d in pre)
     assert 200 < first < 250  # a start-up before the third wave (at 250: 30, 140, 250, ...)
     assert "the load rose every 110 s" in pre[0].reason and "the next rise is due in" in pre[0].reason
+    # each says when its rise is due: its replicas count as working until then (the executors)
+    assert all(d.at < d.inputs["rise_due_at"] <= d.at + 30 for d in pre), [d.inputs for d in pre]
+    assert any(abs(d.inputs["rise_due_at"] - w) <= 10 for d in pre for w in trace.steps[2:3])
     wave5 = trace.steps[4]
     window = [i for i, t in enumerate(ahead.times) if wave5 <= t < wave5 + 40]
     assert all(ahead.pending[v][i] < 1000 for v in ahead.pending for i in window)
