@@ -21,10 +21,10 @@ with the latest one, brought forward by how far they spread. A run that starts u
 has seen no rise for its first high phase, only its fall: once the next rise has ended too, the
 first is placed where that fall says it was, its fall less the next rise's length, and taken
 to last as long (a periodic load's rises last alike; a late reading of the next rise cancels
-out of the period). On the
-cluster's waves the run starts under the first wave, and its period was known only from the
-third rise, which left the third wave reacted to (150 executor-s where a learnt one took 102-109,
-2026-12-06); placed, it is known from the second wave's end. Trusted after one period (two
+out of the period). On the cluster's waves the run starts under the first wave, and its period
+was known only from the third rise, which left the third wave reacted to (150 executor-s where a
+learnt one took 102-109, 2026-12-06); placed, it is known from the second wave's end (the third
+wave pre-scaled in two runs of three, 2026-12-07). Trusted after one period (two
 rises) if the two rises needed about as many replicas, else once a second period agrees (a
 run's start and a spike a minute later are not a pattern); a rise that does not come within
 ``tolerance`` of the period (or ``quiet`` seconds, if more) is a *miss*, and after a miss the
