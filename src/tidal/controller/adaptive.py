@@ -370,11 +370,12 @@ class AdaptivePolicy(VertexPolicy):
         )
         if asked is None:
             return None
-        decision = self._up(view, asked[0], Rule.PRE_SCALE, asked[1])
-        if not decision.changed or self.ahead.due_at is None:
+        wanted, reason, due_at = asked
+        decision = self._up(view, wanted, Rule.PRE_SCALE, reason)
+        if not decision.changed:
             return decision
         # When the rise is due: its replicas count as working until then (controller.state.scaled)
-        return decision.replace(inputs={**decision.inputs, "rise_due_at": round(self.ahead.due_at, 3)})
+        return decision.replace(inputs={**decision.inputs, "rise_due_at": round(due_at, 3)})
 
     def wake_for_path(self, view: PolicyInput, woken: str) -> Decision | None:
         """At 0 when ``woken``, upstream, just woke: wake now, so the start-ups overlap."""

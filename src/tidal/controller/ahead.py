@@ -36,7 +36,6 @@ class RisesAhead:
         self.tick = tick  # a pre-scale comes a start-up and a tick ahead of the rise
         self.catch_up = catch_up  # the policy's: what a rise under way is held through with
         self.pre_scaled_for: float | None = None  # the earliest the rise last pre-scaled for may come
-        self.due_at: float | None = None  # when it is due (the pre-scale's replicas work from then)
 
     def observe(self, now: float, lately: float, backlog: float, batch: int) -> None:
         """One measured reading. More than a second of a rise's arrivals and a micro-batch
@@ -100,9 +99,10 @@ class RisesAhead:
         capacity: float,
         startup: float,
         scale: NumaflowScale,
-    ) -> tuple[int, str] | None:
-        """The replicas to ask for now, a start-up before the next rise, and why; ``None`` if no
-        rise is due that the replicas there do not clear within the catch-up after it."""
+    ) -> tuple[int, str, float] | None:
+        """The replicas to ask for now, a start-up before the next rise, why, and when the rise
+        is due; ``None`` if no rise is due that the replicas there do not clear within the
+        catch-up after it."""
         due = self.due(now, self.lead(now, startup))
         if due is None:
             return None
@@ -113,8 +113,7 @@ class RisesAhead:
         under = self.watch.low_share * self.watch.peak
         low = f"{lately:.0f}/s lately, low (≤ {under:.0f}/s) for {self.watch.low_for(now):.0f} s"
         self.pre_scaled_for = due.at - due.spread  # the earliest the rise may come
-        self.due_at = due.at
-        return wanted, f"pre-scaled: {due.reason(now)}{clear}; {low}"
+        return wanted, f"pre-scaled: {due.reason(now)}{clear}; {low}", due.at
 
     def far(self, now: float, startup: float) -> Forecast | None:
         """The next rise, if two periods agree on it and it is more than :meth:`keep_for` away:
