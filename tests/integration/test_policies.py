@@ -28,7 +28,7 @@ def test_kpa_scales_a_vertex_on_its_arrival_rate_and_numaflow_the_others(spark, 
     spec = parse_pipeline(
         {
             "name": "kpa",
-            "limits": {"readBatchSize": 200},
+            "limits": {"readBatchSize": BATCH},
             "controller": {"intervalSeconds": 0.5},
             "vertices": [
                 {"name": "in", "source": {"generator": {"rate": 3000}}, "scale": {"max": 2}},
@@ -70,16 +70,25 @@ def test_kpa_scales_a_vertex_on_its_arrival_rate_and_numaflow_the_others(spark, 
     work_at_four_by_kpa()  # and still, in the final record and the whole log
 
 
+BATCH = 200  # readBatchSize of the test below
+
+
 def test_tidal_sizes_a_source_by_what_it_sustains_in_micro_batches(spark, tmp_path):
-    """`policy: tidal` on real Spark. A generator's tasks read tens of thousands of messages a
-    second, but a replica admits 200 per micro-batch and each batch costs a fixed part outside
-    the tasks, so one replica cannot take 3000/s: the policy must ask for more than busy time
-    alone says, and say what a batch cost it."""
+    """`policy: tidal` on real Spark. A replica admits 200 per micro-batch and each batch costs
+    a fixed part outside the tasks, so one replica cannot take 3000/s: the policy must size on
+    what a replica sustains, less than its tasks' busy time says, and say what a batch cost it.
+
+    How much less depends on the machine: ``B / (batch cost + B / work rate)`` is below half
+    the work rate only where the batch's fixed part outweighs a task's time. A fast box's tasks
+    read 3,000-30,000/s (a replica sustained under half of it); a loaded 2-core box's took
+    ~0.43 s a task whatever it held (430-520/s at 200 a batch, 116/s at 50), and an assertion of
+    "under half" failed there by a few percent. So the test checks that the batch cost is in
+    the capacity the decision used, which holds at any speed."""
     spec = parse_pipeline(
         {
             "name": "adaptive",
             "policy": "tidal",
-            "limits": {"readBatchSize": 200},
+            "limits": {"readBatchSize": BATCH},
             "controller": {"intervalSeconds": 0.5},
             "vertices": [
                 {"name": "in", "source": {"generator": {"rate": 3000}}, "scale": {"max": 4}},
@@ -100,11 +109,14 @@ def test_tidal_sizes_a_source_by_what_it_sustains_in_micro_batches(spark, tmp_pa
         last = ups[-1]
         assert "s a batch" in last["reason"] and "per replica" in last["reason"], last["reason"]
         inputs = last["inputs"]
-        # What a replica sustains, 200 / (batch cost + 200 / work rate), is well below what its
-        # tasks do while they work (busy time): sized on busy time, 1-2 replicas would have looked
-        # enough (3000/s against a work rate of 3,000-30,000/s, cold to warm).
-        assert inputs["capacity"] * 2 < inputs["work_rate"], inputs
+        # What a replica sustains, 200 / (batch cost + 200 / the tasks' rate at a full batch), is
+        # what the decision sized with: below what its tasks do while they work (busy time),
+        # by a batch cost Spark's micro-batches do have. On a fast box, sized on busy time
+        # alone, 1-2 replicas would have looked enough (3000/s against 3,000-30,000/s).
         assert inputs["batch_cost"] > 0.05, inputs
+        sustained = BATCH / (inputs["batch_cost"] + BATCH / inputs["full_batch_rate"])
+        assert inputs["capacity"] == pytest.approx(sustained, rel=1e-6), inputs
+        assert inputs["capacity"] < inputs["work_rate"] <= inputs["full_batch_rate"], inputs
 
     def running() -> None:
         run.check()  # a failed query ends the wait with its error

@@ -4,8 +4,10 @@
 Python UDF with 2 ms of latency per order enriches them, a file sink archives them. In about two
 and a half minutes on Spark's local mode it shows the whole cycle: scale-up under the first
 wave, scale-down after it, scale to zero in the quiet spell, the wake-up when the second wave
-arrives. Then it checks that every
-order arrived exactly once and prints where the report and the decisions are.
+arrives. Then it stops the generator and drains (a slow machine may still be working through
+the second wave at the stop; Ctrl-C drains too, Ctrl-C again stops at once), checks that every
+order arrived exactly once, says how many still wait in the buffers if the drain was cut short,
+and prints where the report and the decisions are.
 
 ``tidal demo --cluster`` runs the same on a standalone cluster it starts on 127.0.0.1 (four
 two-core workers): the replicas become executors, requested under the wave and killed after it
@@ -18,6 +20,7 @@ import json
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
 PIPELINE = Path(__file__).resolve().parents[1] / "examples" / "wave.yaml"
 DURATION = 160.0  # two waves (at 0 s and 110 s, 40 s each) and the drain of the second
@@ -47,6 +50,7 @@ def run(duration: float | None = None, run_root: str | Path = "runs", cluster: b
         cluster=CLUSTER if cluster else None,
         metrics_port=0,
         console=console,
+        drain=True,
     )
     if status != 0:
         return status
@@ -63,9 +67,29 @@ def _check(run_dir: Path, console: Console) -> int:
     enrich = [e for e in EventLog(run_dir / "events.jsonl").read() if e.vertex == "enrich"]
     rules = [str(e.rule) for e in enrich if e.changed]
     peak = max([e.desired for e in enrich], default=0)
+    waiting = _waiting(run_dir)
     console.print(
         f"{len(ids):,} orders archived, "
         + ("[green]each exactly once[/]" if once else "[red]DUPLICATES FOUND[/]")
         + f"; enrich peaked at {peak} replicas; its changes: {' → '.join(rules) or 'none'}"
     )
+    if waiting:
+        console.print(
+            f"[yellow]{waiting:,} orders still wait in the buffers[/] (the drain was cut short; they are "
+            f"stored, not lost): tidal run {escape(str(PIPELINE))} --run-dir {escape(str(run_dir))} "
+            "resumes them",
+            soft_wrap=True,  # a command to copy: not broken across lines
+        )
     return 0 if once and ids else 1
+
+
+def _waiting(run_dir: Path) -> int:
+    """Messages left in the input buffers at the stop, from the final ``status.json`` (written
+    after every query stopped); 0 when it is missing or not final."""
+    try:
+        record = json.loads((run_dir / "status.json").read_text())
+    except (FileNotFoundError, ValueError):
+        return 0
+    if record.get("state") != "stopped":
+        return 0
+    return sum(int(v.get("pending") or 0) for v in record.get("vertices", []) if v.get("kind") != "source")
