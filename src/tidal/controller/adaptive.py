@@ -345,18 +345,19 @@ class AdaptivePolicy(VertexPolicy):
                 # quiet spell (on a cluster, the executors they hold: 3 × 13 s of 3 after a wave).
                 reason = f"idle {idle:.0f} s; {far.reason(view.now)}: back a start-up before it"
                 return self._move(view, low, Rule.SCALE_TO_ZERO, reason)
+        # Why no rise keeps them (or when the next comes): a reacted-to wave's log says it.
+        outlook = "" if ahead is None else f"; {ahead.watch.outlook(view.now)}"
         if view.replicas > low and idle >= keep:
             # Also with replicas still "starting": on Spark a replica counts as ready once a
             # micro-batch ran on it, which needs messages; one asked for as a wave ended never
             # becomes ready, and waiting for it kept 4 replicas of the demo's `enrich` through a
             # whole 70 s quiet spell (280 replica-seconds of a run's 830).
-            return self._move(
-                view, low, Rule.SCALE_TO_ZERO, f"idle {idle:.0f} s, past three start-ups ({keep:.0f} s)"
-            )
+            reason = f"idle {idle:.0f} s, past three start-ups ({keep:.0f} s){outlook}"
+            return self._move(view, low, Rule.SCALE_TO_ZERO, reason)
         if view.ready < view.replicas:  # woken ahead of its messages (the path): let them come
             reason = f"idle {idle:.0f} s, {view.replicas - view.ready} starting (to {low} after {keep:.0f} s)"
             return self._hold(view, Rule.NOT_READY, reason)
-        return self._hold(view, Rule.STEADY, f"idle {idle:.0f} s (to {low} after {keep:.0f} s)")
+        return self._hold(view, Rule.STEADY, f"idle {idle:.0f} s (to {low} after {keep:.0f} s){outlook}")
 
     def _ahead(self, view: PolicyInput, lately: float, backlog: float) -> Decision | None:
         """Learn the rises, and ask for the next one's replicas a start-up before it is due

@@ -323,10 +323,25 @@ class RiseWatch:
 
     def forecast(self, now: float) -> Forecast | None:
         """The next rise, or ``None``: fewer than two rises, a miss not yet made up for, or
-        the rise due is overdue by more than the grace (which makes it a miss)."""
+        the rise due is overdue by more than the grace (which makes it a miss); :meth:`outlook`
+        says which."""
+        outlook = self._outlook(now)
+        return outlook if isinstance(outlook, Forecast) else None
+
+    def outlook(self, now: float) -> str:
+        """The next rise (:meth:`Forecast.reason`) or why none is forecast, for a reason: a run's
+        third wave was reacted to instead of pre-scaled, and no line of its log said why
+        (2026-12-07: one period between rises that needed 3, then 1, is no pattern)."""
+        outlook = self._outlook(now)
+        return outlook.reason(now) if isinstance(outlook, Forecast) else f"no rise forecast: {outlook}"
+
+    def _outlook(self, now: float) -> Forecast | str:
+        """The next rise, or why there is none."""
         periods = self._periods()
-        if not periods or not self._trusted:
-            return None
+        if not periods:
+            return f"{len(self._rises)} rise{'' if len(self._rises) == 1 else 's'} seen, 2 needed"
+        if not self._trusted:
+            return "a rise did not come when due, and two periods must agree again"
         # The median of the last periods that agree with the latest, and how far they spread: on
         # Spark a rise is seen 0-20 s after the load rose (the source's pending is stale while
         # its query restarts), so the periods of a 110 s wave read 111, 120, 106.
@@ -335,10 +350,11 @@ class RiseWatch:
         spread = max(abs(x - period) for x in recent)
         due = self._rises[-1] + period
         if now > due + self._grace(period) and not self._high:
-            return None  # it did not come (the next observation makes it a miss)
+            return f"the rise due {now - due:.0f} s ago did not come"  # the next observation makes it a miss
         agreed = len(periods) >= 2 and self._agree(periods[-2], periods[-1])
         if not agreed and not self._alike(self._needs[-2], self._needs[-1]):
-            return None  # one period between rises unlike each other: not yet a pattern
+            a, b = self._needs[-2], self._needs[-1]  # not yet a pattern
+            return f"one period ({periods[-1]:.0f} s) between unlike rises (needed {a}, then {b})"
         lasts, placed = self._lasts(), self._placed is not None and self._placed in self._rises
         need, rate = max(1, self._needs[-1]), self._rates[-1]
         return Forecast(due, period, len(self._rises), need, agreed, spread, rate, lasts, placed)

@@ -39,6 +39,7 @@ def test_the_waves_rise_every_period_and_the_next_is_due_one_period_after_the_la
     assert forecast.reason(238.0) == (
         "the load rose every 110 s (2 rises), the next rise is due in 12 s; the last one needed 4"
     )
+    assert watch.outlook(238.0) == forecast.reason(238.0)
 
 
 def test_a_forecast_says_whether_two_periods_agree():
@@ -53,9 +54,11 @@ def test_a_forecast_says_whether_two_periods_agree():
 
 def test_one_rise_predicts_nothing():
     watch = RiseWatch()
+    assert watch.outlook(0.0) == "no rise forecast: 0 rises seen, 2 needed"
     feed(watch, waves(count=1))
     assert watch.rises == (30.0,)
     assert watch.forecast(100.0) is None
+    assert watch.outlook(100.0) == "no rise forecast: 1 rise seen, 2 needed"
 
 
 def test_due_within_a_lead_and_not_while_the_load_is_up():
@@ -99,8 +102,11 @@ def test_a_rise_that_does_not_come_is_a_miss_and_prediction_waits_for_two_agreei
     watch = RiseWatch()
     feed(watch, waves(count=2))  # rises 30, 140: the next due at 250, grace 22 s
     assert watch.forecast(271.0) is not None
+    assert watch.outlook(273.0) == "no rise forecast: the rise due 23 s ago did not come"
     feed(watch, [0.0] * 60, start=250.0)  # nothing by 309: a miss
     assert watch.forecast(310.0) is None
+    missed = "no rise forecast: a rise did not come when due, and two periods must agree again"
+    assert watch.outlook(310.0) == missed
     feed(watch, [900.0] * 10 + [0.0] * 90, start=310.0)  # a rise at 310 (170 s after 140)
     assert watch.rises[-1] == 310.0
     assert watch.forecast(320.0) is None  # 110 then 170: they do not agree
@@ -165,6 +171,8 @@ def test_one_period_between_unlike_rises_predicts_nothing_until_a_second_agrees(
     feed(watch, [0.0] * 30 + [2250.0] * 20, start=30.0, needed=6)
     assert watch.rises == (10.0, 60.0)
     assert watch.forecast(90.0) is None  # needed 1, then 6
+    unlike = "no rise forecast: one period (50 s) between unlike rises (needed 1, then 6)"
+    assert watch.outlook(90.0) == unlike
     feed(watch, [0.0] * 30 + [2250.0] * 20, start=80.0, needed=6)
     forecast = watch.forecast(140.0)
     assert watch.rises == (10.0, 60.0, 110.0)

@@ -167,6 +167,8 @@ def test_idle_goes_to_zero_after_three_start_ups_and_wakes_on_the_first_message(
             zero = d
             break
     assert zero is not None and zero.desired == 0 and zero.rule == Rule.SCALE_TO_ZERO and zero.at == 36
+    # and why no rise kept the replicas: the run started under its load, which no rise began
+    assert zero.reason == "idle 15 s, past three start-ups (15 s); no rise forecast: 0 rises seen, 2 needed"
     woke = policy.decide(view(61, 0, 10_000, 300, 40))
     assert woke.rule == Rule.WAKE_ON_PENDING and woke.desired >= 1
     assert policy.wake_for_path(view(61, 0, 0, 0, 0), "in") is not None
@@ -398,6 +400,9 @@ def test_a_periodic_load_finds_its_replicas_ready_once_the_period_is_learnt() ->
     assert released and min(d.at for d in released) > trace.steps[2]
     assert all(d.rule == Rule.SCALE_TO_ZERO for d in released)
     assert score(ahead).cost < 0.85 * score(behind).cost
+    # The waves reacted to say why they were not pre-scaled: the second came before a period.
+    before = [d for d in ahead.changes if d.rule == Rule.SCALE_TO_ZERO and d.at < trace.steps[1]]
+    assert before and all("no rise forecast: " in d.reason for d in before), [d.reason for d in before]
 
 
 def test_random_bursts_cost_at_most_a_few_early_starts() -> None:
