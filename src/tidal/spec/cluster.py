@@ -37,6 +37,9 @@ class ClusterSpec(_Model):
     # How the executors' JVMs compile: ``quick`` (C1 only: they start ~3 s sooner, JVM code runs
     # slower), ``full``, or ``auto`` — quick unless a step or sink runs in the JVM (tidal.spark.cluster.jit).
     executor_jit: Literal["auto", "quick", "full"] = "auto"
+    # A registering executor runs a tiny job first that starts its Python workers, so a vertex's
+    # first micro-batch there does not pay for it (4-5 s on a loaded box; tidal.spark.cluster.warm).
+    warm_executors: bool = True
     conf: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("conf")

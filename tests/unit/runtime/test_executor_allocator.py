@@ -250,3 +250,60 @@ def test_a_busy_executor_chosen_after_the_shrink_wait_is_killed_with_its_task(tm
     assert str(alloc.tick(120.0).rule) == "shrink-waiting"
     d = alloc.tick(151.0)
     assert len(d.kill) == 1 and d.forced == d.kill and len(cluster.executors) == 1
+
+
+class Warmer:
+    """Records what the allocator tells the warmer (tidal.spark.cluster.warm)."""
+
+    def __init__(self) -> None:
+        self.told: list[int] = []
+        self.stopped = False
+
+    def joined(self, cores: int) -> None:
+        self.told.append(cores)
+
+    def stop(self) -> None:
+        self.stopped = True
+
+
+def test_the_warmer_is_told_once_per_look_that_finds_new_executors_with_every_core_registered(tmp_path):
+    cluster, wanted, warmer = FakeCluster(), {"a": 2}, Warmer()
+    bounds = ExecutorBounds(cores=2, min=0, max=4)
+    alloc = ExecutorAllocator(cluster, bounds, lambda: wanted, tmp_path / "x.jsonl", warmer=warmer)
+    alloc.tick(100.0)  # asks for 1
+    assert warmer.told == []
+    cluster.arrive(101.0)
+    alloc.tick(101.0)
+    alloc.tick(102.0)  # the same executor again: nothing new
+    assert warmer.told == [2]
+    wanted = {"a": 6}  # 3 executors
+    alloc.tick(103.0)
+    cluster.arrive(104.0)
+    alloc.tick(104.0)
+    assert warmer.told == [2, 6]  # both new ones in one look: one warm-up over all 6 cores
+    alloc.stop()
+    assert warmer.stopped
+
+
+def test_step_modules_are_the_python_steps_modules_only() -> None:
+    from tidal.spark.cluster.warm import step_modules
+    from tidal.spec import parse_pipeline
+
+    spec = parse_pipeline(
+        {
+            "name": "m",
+            "vertices": [
+                {"name": "in", "source": {"generator": {"rate": 1}}},
+                {"name": "a", "udf": {"map": "tidal.examples.udfs:upper"}},
+                {"name": "b", "udf": {"filter": "tidal.examples.udfs:even"}},
+                {"name": "c", "udf": {"builtin": {"name": "filter", "kwargs": {"expression": "true"}}}},
+                {"name": "d", "udf": {"map": "json:dumps"}},
+                {"name": "out", "sink": {"blackhole": {}}},
+            ],
+            "edges": [
+                {"from": a, "to": b} for a, b in map(str.split, ["in a", "a b", "b c", "c d", "d out"])
+            ],
+        }
+    )
+    # a builtin's function is Tidal's own (what its tasks unpickle); the filter's is an expression's
+    assert step_modules(spec) == ("json", "tidal.examples.udfs", "tidal.spec.expression")

@@ -82,6 +82,7 @@ class ExecutorAllocator:
         clock: Callable[[], float] = time.time,
         failures: StartFailures | None = None,
         publish: Callable[[Mapping[str, int]], None] | None = None,
+        warmer: Any = None,
     ) -> None:
         self._executors = executors
         self.bounds = bounds
@@ -99,6 +100,7 @@ class ExecutorAllocator:
         self._ready: dict[str, int] = {}
         self._idle: set[str] = set()  # the vertices idle at the last look (their replicas need no core)
         self._publish = publish  # the slots to the control record (admission caps by them)
+        self._warmer = warmer  # warms executors as they register (tidal.spark.cluster.warm), or None
         self._published: dict[str, int] | None = None
         self._shrink_since: float | None = None
         self._last_written: tuple[str, int] | None = None
@@ -149,6 +151,8 @@ class ExecutorAllocator:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=10)
+        if self._warmer is not None:
+            self._warmer.stop()
         if self._publish is not None and self._published:
             self._publish({})  # no cap left behind for the next run of this directory
             self._published = None
@@ -270,9 +274,12 @@ class ExecutorAllocator:
                 return
 
     def _observe(self, now: float, executors: list[Executor]) -> None:
-        """Start-ups: registered (Spark's add time) and first task done (observed here)."""
+        """Start-ups: registered (Spark's add time) and first task done (observed here); the
+        warmer told of new ones."""
+        joined = False
         for e in executors:
             if e.id not in self._seen:
+                joined = True
                 asked = self._asked.popleft() if self._asked else self._began
                 self._seen[e.id] = (asked, e.added_at or now)
                 self._next_backoff = BACKOFF_FIRST  # one started: the next failure is news again
@@ -296,6 +303,8 @@ class ExecutorAllocator:
                     e.id, max(0.0, registered - asked), max(0.0, now - asked),
                 )  # fmt: skip
         self._write_count(now, len(executors), sum(e.cores for e in executors))
+        if joined and self._warmer is not None:
+            self._warmer.joined(sum(e.cores for e in executors))
 
     def _notice_failed_starts(self, now: float) -> None:
         """Executors that died before registering: an event with their own last words, and a
@@ -392,6 +401,7 @@ def start_allocator(
     replicas are receiver processes, not tasks: no executors). With the standalone master's web
     UI (``master_web``), executors that die before registering are found on its workers."""
     from tidal.spark.cluster.session import take_over_executors
+    from tidal.spark.cluster.warm import ExecutorWarmer, step_modules
     from tidal.spec.graph import http_sources
 
     served = set(http_sources(spec))
@@ -412,4 +422,5 @@ def start_allocator(
         db=db,
         failures=StartFailures(master_web, spark.sparkContext.applicationId) if master_web else None,
         publish=control.set_slots,
+        warmer=ExecutorWarmer(spark, step_modules(spec)).start() if c.warm_executors else None,
     ).start()
