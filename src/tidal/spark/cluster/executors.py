@@ -33,7 +33,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from tidal import errors
 from tidal.scaling.executor_payoff import ExecutorPayoff, Payoff
@@ -55,6 +55,14 @@ log = logging.getLogger("tidal.executors")
 KILL_TIMEOUT = 30.0  # seconds a killed executor may stay listed before it counts again
 FAILURES_EVERY = 2.0  # seconds between looks at the workers for executors that died starting
 BACKOFF_FIRST, BACKOFF_MAX = 5.0, 120.0  # seconds without asking for executors after failures
+
+
+class Warmer(Protocol):
+    """What the allocator tells of new executors (:class:`tidal.spark.cluster.warm.ExecutorWarmer`)."""
+
+    def joined(self, cores: int) -> None: ...
+
+    def stop(self) -> None: ...
 
 
 def _local_hosts() -> set[str]:
@@ -82,7 +90,7 @@ class ExecutorAllocator:
         clock: Callable[[], float] = time.time,
         failures: StartFailures | None = None,
         publish: Callable[[Mapping[str, int]], None] | None = None,
-        warmer: Any = None,
+        warmer: Warmer | None = None,
     ) -> None:
         self._executors = executors
         self.bounds = bounds
