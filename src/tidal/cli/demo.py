@@ -84,12 +84,10 @@ def _check(run_dir: Path, console: Console) -> int:
 
 
 def _waiting(run_dir: Path) -> int:
-    """Messages left in the input buffers at the stop, from the final ``status.json`` (written
-    after every query stopped); 0 when it is missing or not final."""
-    try:
-        record = json.loads((run_dir / "status.json").read_text())
-    except (FileNotFoundError, ValueError):
-        return 0
-    if record.get("state") != "stopped":
-        return 0
-    return sum(int(v.get("pending") or 0) for v in record.get("vertices", []) if v.get("kind") != "source")
+    """Messages left in the input buffers at the stop, from the final status (written after
+    every query stopped); 0 when it is missing or not final."""
+    from tidal.observe.report import final_statuses
+
+    return sum(
+        int(v.get("pending") or 0) for v in final_statuses(run_dir).values() if v.get("kind") != "source"
+    )

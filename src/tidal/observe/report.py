@@ -33,7 +33,15 @@ from tidal.observe.requests import plot_requests, read_requests, summary_line
 from tidal.observe.series import read_series
 from tidal.scaling import Decision, Rule
 
-__all__ = ["ExecutorSummary", "VertexSummary", "drains", "summarize", "summarize_executors", "write_report"]
+__all__ = [
+    "ExecutorSummary",
+    "VertexSummary",
+    "drains",
+    "final_statuses",
+    "summarize",
+    "summarize_executors",
+    "write_report",
+]
 
 
 @dataclass
@@ -81,7 +89,7 @@ def drains(rows: list[dict[str, Any]], gap: float = 5.0, shortest: float = 2.0) 
     return [round(end - start, 1) for start, end in spells if end - start >= shortest]
 
 
-def _final(run_dir: Path) -> dict[str, dict[str, Any]]:
+def final_statuses(run_dir: Path) -> dict[str, dict[str, Any]]:
     """The final status per vertex when the run stopped cleanly: written after every query
     stopped, so its counts are what the batches committed (what the sinks hold)."""
     try:
@@ -99,7 +107,7 @@ def summarize(run_dir: str | Path) -> list[VertexSummary]:
     run_dir = Path(run_dir)
     series = _by_vertex(list(read_series(run_dir)))
     events = _events(run_dir)
-    final = _final(run_dir)
+    final = final_statuses(run_dir)
     out = []
     for name, rows in series.items():
         chain = rows[-1].get("chain")
@@ -305,7 +313,7 @@ def write_report(run_dir: str | Path) -> Path:
             f"after the request (registered after {_or_dash(cluster.registered_median)} s)\n\n"
         )
         plots += "\n![executors](executors.png)"
-    final = _final(run_dir)
+    final = final_statuses(run_dir)
     from tidal.observe.vertical import vertical_lines
 
     vertical = vertical_lines(final.values())
