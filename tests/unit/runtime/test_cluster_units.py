@@ -48,6 +48,15 @@ def test_the_session_starts_at_min_executors_and_gets_the_executor_size():
     assert conf["spark.cores.max"] == "6"
 
 
+def test_a_killed_executor_is_dropped_from_the_count_after_a_second_unless_the_user_says_otherwise():
+    # Spark's 5 s default kept every executor the allocator killed listed (and counted in the
+    # executor log) 4.2 s after its JVM had exited; a spec's own conf still wins.
+    key = "spark.standalone.executorRemoveDelayOnDisconnection"
+    assert cluster_conf(parse_pipeline(BASE).cluster)[key] == "1s"
+    own = parse_pipeline({**BASE, "cluster": {"conf": {key: "5s"}}})
+    assert cluster_conf(own.cluster)[key] == "5s"
+
+
 def test_an_unreachable_master_is_refused_at_once_with_the_fix():
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
