@@ -337,13 +337,17 @@ class AdaptivePolicy(VertexPolicy):
         if due is not None and view.replicas > low and idle >= keep:
             # Gone now, they would be asked for again within a start-up of coming back.
             return self._hold(view, Rule.STEADY, f"idle {idle:.0f} s, kept: {due.reason(view.now)}")
-        if ahead is not None and view.replicas > low and idle >= ahead.watch.quiet:
+        # Over once the quiet spell a rise needs before it has passed, or at once if the rise
+        # fell after lasting as long as rises do (RiseWatch.ran_its_length).
+        ran = None if ahead is None or idle >= ahead.watch.quiet else ahead.watch.ran_its_length()
+        if ahead is not None and view.replicas > low and (idle >= ahead.watch.quiet or ran is not None):
             far = ahead.far(view.now, self.startup)
             if far is not None:
                 # The next rise is known (two periods agree) and far: stopped now and asked for
                 # again a start-up before it, the replicas cost a start-up instead of the whole
                 # quiet spell (on a cluster, the executors they hold: 3 × 13 s of 3 after a wave).
-                reason = f"idle {idle:.0f} s; {far.reason(view.now)}: back a start-up before it"
+                over = f" after a rise of {ran[0]:.0f} s, as rises last ({ran[1]:.0f} s)" if ran else ""
+                reason = f"idle {idle:.0f} s{over}; {far.reason(view.now)}: back a start-up before it"
                 return self._move(view, low, Rule.SCALE_TO_ZERO, reason)
         # Why no rise keeps them (or when the next comes): a reacted-to wave's log says it.
         outlook = "" if ahead is None else f"; {ahead.watch.outlook(view.now)}"

@@ -384,6 +384,23 @@ class RiseWatch:
             return None
         return RiseEnd(max(0.0, lasts - into), lasts, self._seen_highs, self._before)
 
+    def ran_its_length(self) -> tuple[float, float] | None:
+        """The rise under way, if its arrivals fell once it had lasted as long as rises last
+        (within the band two lengths agree in, :meth:`_lasts`), before the quiet spell that
+        closes its high phase has passed: (how long it lasted, how long rises last). With
+        nothing arriving and nothing waiting, a policy need not wait out that spell to call the
+        rise over: on the cluster's waves each learnt wave's two executors stayed 5 s past the
+        wave's drain for it (2026-12-07). None while high, before two rises agree on a length,
+        or once the spell has closed the phase (the rise is then plainly over)."""
+        lasts = self._lasts()
+        if lasts is None or not self._open or self._high or not self._rises:
+            return None
+        fell = self._low_since if self._fell_at is None else self._fell_at
+        if fell is None:
+            return None
+        lasted = fell - self._rises[-1]
+        return (lasted, lasts) if lasted >= lasts - max(self.tolerance * lasts, self.quiet) else None
+
     @property
     def peak(self) -> float:
         """The recent peak arrival rate (decayed), which low and high are shares of."""

@@ -309,6 +309,31 @@ def test_high_phases_that_disagree_are_no_length():
     assert watch.rise_ends(50.0) is None  # and no rise is under way in a low spell
 
 
+def test_a_rise_that_fell_after_its_learnt_length_has_run_it_before_the_quiet_spell_ends():
+    """The cluster's waves (2026-12-07): a learnt wave's executors stayed 5 s past its drain,
+    waiting for the quiet spell that closes its high phase."""
+    watch = RiseWatch()
+    rates = waves(count=3)  # 40 s high at 30, 140 and 250
+    feed(watch, rates[:291])  # the third wave fell at 290
+    assert watch.ran_its_length() == (40.0, 40.0)  # at its first low reading
+    feed(watch, rates[291:296], start=291.0)  # the quiet spell has closed the phase
+    assert watch.ran_its_length() is None
+
+
+def test_a_rise_that_fell_short_of_its_learnt_length_or_before_two_agree_has_not_run_it():
+    watch = RiseWatch()
+    rates = waves(count=3)
+    rates[260:290] = [0.0] * 30  # the third wave fell after 10 s of its 40
+    feed(watch, rates[:262])
+    assert watch.ran_its_length() is None
+    early = RiseWatch()
+    feed(early, waves(count=2)[:181])  # the second wave fell: one length seen, none agreed
+    assert early.ran_its_length() is None
+    high = RiseWatch()
+    feed(high, waves(count=3)[:289])  # still high
+    assert high.ran_its_length() is None
+
+
 def test_what_a_rise_leaves_clears_through_the_capacity_over_the_rate_after_it():
     from tidal.scaling.periodic import RiseEnd
 

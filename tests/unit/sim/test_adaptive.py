@@ -399,6 +399,11 @@ def test_a_periodic_load_finds_its_replicas_ready_once_the_period_is_learnt() ->
     released = [d for d in ahead.changes if "back a start-up before it" in d.reason]
     assert released and min(d.at for d in released) > trace.steps[2]
     assert all(d.rule == Rule.SCALE_TO_ZERO for d in released)
+    # … at the first idle tick once two waves agree on how long a wave lasts: the quiet spell
+    # that closes a wave's high phase is not waited for (RiseWatch.ran_its_length).
+    ran = [d for d in released if "after a rise of 40 s, as rises last (40 s)" in d.reason]
+    assert {d.at for d in ran} == {w + 41 for w in trace.steps[2:] if w + 41 < ahead.times[-1]}
+    assert all(d.reason.startswith("idle 0 s") for d in ran)
     assert score(ahead).cost < 0.85 * score(behind).cost
     # The waves reacted to say why they were not pre-scaled: the second came before a period.
     before = [d for d in ahead.changes if d.rule == Rule.SCALE_TO_ZERO and d.at < trace.steps[1]]
