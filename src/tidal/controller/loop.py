@@ -34,7 +34,7 @@ import threading
 import time
 from collections.abc import Callable, Collection, Mapping
 
-from tidal.controller.neighbours import heading_to, shared_rate_limit, upstream_limit
+from tidal.controller.neighbours import heading_to, on_its_way, shared_rate_limit, upstream_limit
 from tidal.controller.policy import NumaflowPolicy, PolicyInput, VertexPolicy
 from tidal.controller.ports import Actuator, DecisionRecorder, Probe, ProbeSample
 from tidal.controller.restart import Restored, StateFile, restore, restore_notes, snapshot
@@ -228,8 +228,10 @@ class Controller:
                     v.outage_since, v.numbers_back_at = None, now
                 v.rater.record(now, self._counters(v, sample), sample.pending)
                 self._report(v, watch_progress(v, sample, now, self._stuck_after), now)
-        for v in self._vertices.values():
+        for name, v in self._vertices.items():
             adapt_lookback(v, now)
+            if on_its_way(self._upstream[name], self._vertices, samples):
+                v.active_at = now  # work on its way is no idleness (neighbours.on_its_way)
         # Rate and averaged pending once per vertex: the back-pressure loads and the decisions
         # both read them.
         metrics = {name: v.rater.metrics(now, v.lookback_seconds) for name, v in self._vertices.items()}

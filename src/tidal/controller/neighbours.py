@@ -14,7 +14,7 @@ from tidal.controller.state import VertexState
 from tidal.scaling.throttle import ceiling
 from tidal.spec import PipelineSpec
 
-__all__ = ["heading_to", "shared_rate_limit", "upstream_limit"]
+__all__ = ["heading_to", "on_its_way", "shared_rate_limit", "upstream_limit"]
 
 
 def shared_rate_limit(spec: PipelineSpec, v: VertexState, now: float) -> float | None:
@@ -59,3 +59,22 @@ def heading_to(
                 return pending, None, 0.0
             arrived, age = arrived + s.processed + s.pending, max(age, s.age)
     return pending, arrived, age
+
+
+def on_its_way(
+    upstream: Collection[str],
+    vertices: Mapping[str, VertexState],
+    samples: Mapping[str, ProbeSample | None],
+) -> bool:
+    """Messages pending upstream of a vertex (its ``upstream`` vertices), at a vertex that is not
+    stuck: work coming, which the executor allocator must not take for idleness
+    (:meth:`~tidal.controller.loop.Controller.idle_for`). Counted idle, a woken path's executors
+    went while its source started: on the cluster's waves `enrich` was raised 1 → 4 with its
+    source's, the source took 13 s to its first batch from 0, and `enrich`'s executors were
+    killed as idle 10 s after the raise, with 12,232 orders pending at the source; the wave then
+    waited for them again (246 executor-s where a wave took 100-140, 2026-12-07). A stuck
+    vertex's pending (a hung UDF) is not on its way."""
+    return any(
+        (s := samples.get(u)) is not None and (s.pending or 0.0) > 0 and vertices[u].stuck_since is None
+        for u in upstream
+    )

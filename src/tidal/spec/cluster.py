@@ -27,8 +27,9 @@ class ClusterSpec(_Model):
     min_executors: int = Field(0, ge=0, le=10_000)
     max_executors: int = Field(8, ge=1, le=10_000)
     shrink_wait_seconds: float = Field(30.0, ge=0, le=3600)
-    # A vertex with nothing pending that processed nothing this long needs no executor (its
-    # replicas stay): executors go when the work does, not a cooldown later (docs/cluster.md).
+    # A vertex with nothing pending here or upstream that processed nothing this long needs no
+    # executor (its replicas stay): executors go when the work does, not a cooldown later
+    # (docs/cluster.md).
     executor_idle_seconds: float = Field(10.0, ge=0, le=86_400)
     # The next executor must raise what the sinks deliver, while executors are the limit, by
     # this share of one executor's delivery, or no more are asked for (0, the default: off; try

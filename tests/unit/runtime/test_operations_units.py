@@ -94,7 +94,8 @@ def test_a_vertex_with_pending_and_no_progress_is_reported_stuck_then_unstuck_ne
         assert controller.stuck(1040.0)["work"] == pytest.approx(40.0)
         assert controller.stuck(1040.0)["out"] is None  # nothing pending: idle, not stuck
         assert controller.idle_for(1045.0)["work"] == pytest.approx(5.0)  # pending at the last tick
-        assert controller.idle_for(1045.0)["out"] == pytest.approx(45.0)  # never had anything
+        # never had anything: `work`'s 3,000 were on their way until it was stuck (at 1030)
+        assert controller.idle_for(1045.0)["out"] == pytest.approx(20.0)
         rig.control.record_batch("out", 0, tasks=1, rows=10)  # it processed something
         controller.tick(1045.0)
         assert controller.idle_for(1050.0)["out"] == pytest.approx(5.0)
@@ -104,6 +105,29 @@ def test_a_vertex_with_pending_and_no_progress_is_reported_stuck_then_unstuck_ne
         controller.tick(1050.0)
         assert controller.stuck(1050.0)["work"] is None
         assert any(d.rule == Rule.UNSTUCK for d in EventLog(tmp_path / "e").read())
+
+
+def test_messages_pending_upstream_are_work_on_their_way_until_the_upstream_is_stuck(tmp_path):
+    """A woken path's source took 13 s to its first batch from 0, and `enrich`'s executors went
+    as idle 10 s after its raise with 12,232 orders pending at the source (the cluster's waves,
+    2026-12-07). What waits upstream is on its way; a stuck vertex's is not."""
+    spec = parse_pipeline({**_pipeline(), "controller": {"stuckAfterSeconds": 30}})
+    with BufferRig(tmp_path) as rig:
+        for name in ("work", "out"):
+            rig.buffer(name)
+        controller = Controller(
+            spec, StoreProbe(spec, rig.store, rig.control), rig.control, EventLog(tmp_path / "e")
+        )
+        controller.tick(1000.0)
+        controller.tick(1020.0)
+        assert controller.idle_for(1020.0)["out"] == pytest.approx(20.0)  # nothing anywhere
+        rig.fill("work", 3000)  # waiting at `out`'s upstream, not yet processed
+        controller.tick(1025.0)
+        assert controller.idle_for(1025.0)["out"] == 0.0
+        for t in range(30, 70, 5):
+            controller.tick(1000.0 + t)  # `work` processes nothing: stuck 30 s after 1020
+        assert controller.stuck(1065.0)["work"] == pytest.approx(45.0)
+        assert controller.idle_for(1065.0)["out"] == pytest.approx(20.0)  # on its way until 1045
 
 
 def test_a_raised_vertex_is_not_idle_so_its_executors_start_with_its_replicas(tmp_path):
