@@ -443,6 +443,24 @@ def test_a_run_that_starts_under_a_rise_places_it_by_its_fall_once_the_next_has_
     assert third is not None and third.agreed and third.at == 330.0
 
 
+def test_a_placed_period_lets_a_drained_vertex_go_early_and_a_single_seen_one_does_not() -> None:
+    """The cluster's second wave: its period, placed, is what the third wave is pre-scaled on,
+    so it also lets the second wave's replicas go after the quiet spell (not three start-ups
+    later). One period between two rises seen may be two random bursts: that waits for a second."""
+    from tidal.controller.ahead import RisesAhead
+
+    placed = RisesAhead(tick=1.0, catch_up=10.0)
+    feed(placed.watch, waves(first=0, count=2)[:150] + [0.0] * 10, needed=3)
+    far = placed.far(160.0, startup=5.0)
+    assert far is not None and far.placed and not far.agreed and far.at == 220.0
+    assert placed.far(210.0, startup=5.0) is None  # within two start-ups and a tick: kept
+    seen = RisesAhead(tick=1.0, catch_up=10.0)
+    feed(seen.watch, waves(first=30, count=2)[:190], needed=3)
+    once = seen.watch.forecast(190.0)
+    assert once is not None and not once.placed and not once.agreed
+    assert seen.far(190.0, startup=5.0) is None
+
+
 @given(
     period=st.integers(min_value=20, max_value=600),
     on_share=st.floats(min_value=0.05, max_value=0.8),
