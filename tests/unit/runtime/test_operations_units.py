@@ -260,6 +260,29 @@ def test_the_generators_clock_starts_at_its_first_trigger_not_when_it_was_built(
         assert first["n"] < 2_000  # not the 10,000 a clock started at build time would owe
 
 
+def test_the_driver_knows_a_generators_pending_while_its_query_runs_no_trigger(tmp_path):
+    """A restarting query makes no report for seconds; the driver's count goes on growing."""
+    from tidal.spark.sources.generator import CONNECTOR, GeneratorReader
+    from tidal.spec.model import GeneratorSpec, SourceSpec
+
+    with BufferRig(tmp_path) as rig:
+        rig.buffer("out")
+        config = rig.config("gen", input=None, source=SourceSpec(generator=GeneratorSpec(rate=10_000)))
+        pending = CONNECTOR.driver_pending(config)
+        assert pending() is None  # the shape's clock starts at the first trigger
+        reader = GeneratorReader(config)
+        end = reader.latestOffset({"n": 0})["n"]
+        reported = rig.control.source_report("gen")
+        assert reported is not None and reported.pending is not None
+        rig.control.record_batch("gen", 0, 1, end)  # the first batch committed
+        time.sleep(0.5)  # no trigger meanwhile: the report stays as it was
+        start = float(rig.control.meta("generator.gen.start") or "nan")
+        before, now, after = time.time(), pending(), time.time()
+        assert now is not None  # what the shape made due meanwhile, less the committed batch
+        assert 10_000 * (before - start) - end - 1 <= now <= 10_000 * (after - start) - end + 1
+        assert now > reported.pending - end + 4_000  # half a second of 10,000/s more than reported
+
+
 def test_status_and_events_fit_80_columns():
     from rich.console import Console
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import time
+from collections.abc import Callable
 from typing import Any
 
 from tidal.controller import Controller, EventLog, StoreProbe
@@ -35,6 +36,7 @@ def build_controller(run: Any) -> Controller:
         slots=run.allocator.ready if run.allocator is not None else None,
         attainable=run.allocator.attainable if run.allocator is not None else None,
         measured={n: functools.partial(probe_sample, p) for n, p in run.requests.items()},
+        source_pending=_asked_in_the_driver(run),
     )
     controller = Controller(
         run.control_spec,
@@ -56,3 +58,19 @@ def build_controller(run: Any) -> Controller:
     if (saved := controller.state_file.load()) is not None:
         controller.restore(saved, time.time())
     return controller
+
+
+def _asked_in_the_driver(run: Any) -> dict[str, Callable[[], float | None]]:
+    """The sources whose kind says what is pending from the driver at any moment
+    (:meth:`~tidal.spark.sources.connector.SourceConnector.driver_pending`): the probe asks them
+    instead of reading their reader's last report, which a restarting query does not renew."""
+    from tidal.spark.sources.connector import source_connector
+
+    asked = {}
+    for v in run.control_spec.vertices:
+        if v.source is None or v.name in run.requests:
+            continue
+        pending = source_connector(v.source).driver_pending(run.query_config(v.name))
+        if pending is not None:
+            asked[v.name] = pending
+    return asked

@@ -32,6 +32,8 @@ from typing import TYPE_CHECKING, Any
 from tidal import errors
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from pyspark.sql.datasource import DataSourceStreamReader
 
     from tidal.spark.batch.config import QueryConfig
@@ -66,6 +68,14 @@ class SourceConnector:
 
     def stored(self, config: QueryConfig) -> None:
         """A micro-batch of this source is stored downstream (the writer's commit, in the driver)."""
+        return None
+
+    def driver_pending(self, config: QueryConfig) -> Callable[[], float | None] | None:
+        """What is pending, asked in the driver at any moment (the controller's probe), or
+        ``None``: the kind says it only through its reader, at each trigger, and the probe reads
+        that report. A kind that can say it without its reader should: a query restarting for
+        a replica change runs no trigger for seconds, and its pending, frozen meanwhile, hides
+        a load that rises then (:mod:`tidal.controller.probe`)."""
         return None
 
 

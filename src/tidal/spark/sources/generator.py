@@ -8,8 +8,9 @@ task builds its messages from their numbers (:func:`generate`): message ``n`` al
 
 from __future__ import annotations
 
+import functools
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +34,7 @@ __all__ = [
     "generator_payloads",
     "generator_start",
     "numbered_payloads",
+    "pending_now",
 ]
 
 
@@ -144,10 +146,30 @@ class GeneratorReader(RangeReader):
         return None  # nothing to trim: the numbers are the messages
 
 
+def pending_now(config: QueryConfig) -> float | None:
+    """What the load shape made due and the vertex has not processed (its committed batches),
+    now; ``None`` before the shape's clock started (its first trigger). Processed plus this is
+    exactly what arrived, whether the query runs a trigger or restarts: on the cluster's waves
+    a woken source's query restarted for 8 s, its last report said 457 pending throughout, and
+    `enrich` was sized for 900/s only once the next report came, with 7,300 waiting (2026-12-07)."""
+    assert config.source is not None and config.source.generator is not None
+    g, control = config.source.generator, stores.control(config)
+    start = control.meta(f"generator.{config.vertex}.start")
+    if start is None:
+        return None
+    due = g.load_shape().total(time.time() - float(start))
+    due = due if g.max_messages is None else min(due, g.max_messages)
+    return float(max(0, due - control.processed(config.vertex)))
+
+
 class GeneratorConnector(SourceConnector):
     """The driver plans message numbers due by the load shape; a task builds its range's messages."""
 
     kind = "generator"
+
+    def driver_pending(self, config: QueryConfig) -> Callable[[], float | None]:
+        """The shape's due count less what was processed (:func:`pending_now`): the driver knows it."""
+        return functools.partial(pending_now, config)
 
     def reader(self, config: QueryConfig) -> GeneratorReader:
         return GeneratorReader(config)
