@@ -120,6 +120,7 @@ class AdaptivePolicy(VertexPolicy):
         self.arrivals = Arrivals(stable_seconds, down_window_seconds, tick_seconds)
         self._steady = DownWindow()  # what arrivals alone needed, recently
         self._idle_since: float | None = None
+        self._woken = False  # from 0, and its replicas still starting (StartUps.restarting)
         self.ahead = RisesAhead(tick_seconds, catch_up_seconds) if predict else None
         self.tick = tick_seconds
 
@@ -238,7 +239,13 @@ class AdaptivePolicy(VertexPolicy):
             drains = projected / surplus
             return self._hold(view, Rule.STEADY, f"{explain}; {current} drain it in {drains:.0f} s: enough")
         own, admits = max(0.0, view.pending_now or 0.0), view.ready * view.read_batch_size
-        if wanted > current and self.learnt.only_a_floor and view.ready == current and own < admits:
+        # Woken from 0 and still starting, with more than a micro-batch waiting upstream, its
+        # input is on its way: held on its empty buffer, the cluster's `enrich` stayed at 1 for
+        # 5 s of a wave with 1,167 orders at its restarting source and 900/s arriving
+        # (2026-12-07). Not after a scale-down's restart: there it did keep up.
+        self._woken = self._woken and restarting
+        idle_input = own < admits and not (self._woken and backlog - own >= admits)
+        if wanted > current and self.learnt.only_a_floor and view.ready == current and idle_input:
             # What a replica did is a floor, not a capacity: unsaturated, the replicas did what
             # arrived. Sized on it, a vertex that keeps up asks for more replicas, each then does
             # less, and that confirms the count (the bench's sink: 3 replicas at 800/s each where
@@ -405,6 +412,7 @@ class AdaptivePolicy(VertexPolicy):
         if to == view.replicas:
             return self._hold(view, Rule.STEADY, reason)
         self.startups.changed(view, to)
+        self._woken = view.replicas == 0  # woken from 0: its input is still on its way
         return Decision(
             view.name, view.now, view.replicas, to, rule, reason, self._inputs(view), recommended=to
         )

@@ -335,6 +335,30 @@ def test_sized_on_what_a_replica_did_a_vertex_that_keeps_up_holds() -> None:
     assert d is not None and d.rule == Rule.STEADY and "keeps up: 300 pending" in d.reason
 
 
+def test_woken_from_zero_its_input_waiting_upstream_is_on_its_way_not_kept_up_with() -> None:
+    """The cluster's second wave (2026-12-07): `enrich`, sized on what a replica did (a floor),
+    woken on its source's first partial reading, read its own empty buffer as keeping up for
+    5 s while its source restarted with 1,167 orders waiting and 900/s arriving. Woken from 0
+    and still starting, what waits upstream is its input on its way: it scales up at once."""
+    policy = AdaptivePolicy(NumaflowScale(max=6), batch_guess_seconds=0)
+    for t in range(11):  # 3 replicas do the 900/s arriving at the source, 300/s each: a floor
+        policy.decide(
+            view(t, 3, 900.0 * t, 0, 900.0 * t / 200, upstream_arrived=900.0 * t, upstream_pending=0.0)
+        )
+    assert policy.learnt.only_a_floor
+    t, d = 11, None
+    while d is None or d.desired > 0:  # quiet: to zero
+        d = policy.decide(view(t, 3, 9000.0, 0, 45.0, upstream_arrived=9000.0, upstream_pending=0.0))
+        t += 1
+    woke = policy.decide(view(t, 0, 9000.0, 0, 45.0, upstream_arrived=9134.0, upstream_pending=134.0))
+    assert woke.rule == Rule.WAKE_ON_PENDING and woke.desired == 2  # on a partial first reading
+    up = 134.0 + 900.0
+    d = policy.decide(
+        view(t + 1, 2, 9000.0, 0, 45.0, upstream_arrived=9000.0 + up, upstream_pending=up, last_scaled_at=t)
+    )
+    assert d.rule == Rule.SCALE_UP and d.desired == 4, d.reason
+
+
 def test_what_a_replica_did_is_forgotten_after_five_minutes() -> None:
     policy = AdaptivePolicy(NumaflowScale(max=10), batch_guess_seconds=0)
     for t in range(21):
