@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # a task's read worker imports this module without the spec p
 __all__ = [
     "CONNECTOR",
     "GeneratorReader",
+    "due_count",
     "due_times",
     "generate",
     "generator_payload",
@@ -38,11 +39,21 @@ __all__ = [
 ]
 
 
+def _start_key(config: QueryConfig) -> str:
+    return f"generator.{config.vertex}.start"
+
+
 def generator_start(config: QueryConfig) -> float:
     """The wall-clock start of the generator's load shape (set once per run, kept over restarts)."""
-    return float(
-        stores.control(config).setdefault_meta(f"generator.{config.vertex}.start", repr(time.time()))
-    )
+    return float(stores.control(config).setdefault_meta(_start_key(config), repr(time.time())))
+
+
+def due_count(config: QueryConfig, shape: LoadShape, elapsed: float) -> int:
+    """How many messages the load shape made due ``elapsed`` seconds after its start (at most
+    the generator's ``maxMessages``)."""
+    assert config.source is not None and config.source.generator is not None
+    due, most = shape.total(elapsed), config.source.generator.max_messages
+    return due if most is None else min(due, most)
 
 
 def generator_payload(vertex: str, n: int, size: int) -> bytes:
@@ -112,9 +123,7 @@ class GeneratorReader(RangeReader):
     def __init__(self, config: QueryConfig) -> None:
         super().__init__(config)
         assert config.source is not None and config.source.generator is not None
-        g = config.source.generator
-        self.spec = g
-        self.shape = g.load_shape()
+        self.shape = config.source.generator.load_shape()
         self.started: float | None = None
 
     def start(self) -> float:
@@ -125,8 +134,7 @@ class GeneratorReader(RangeReader):
         return self.started
 
     def due(self, now: float) -> int:
-        due = self.shape.total(now - self.start())
-        return due if self.spec.max_messages is None else min(due, self.spec.max_messages)
+        return due_count(self.config, self.shape, now - self.start())
 
     def initialOffset(self) -> dict[str, int]:  # noqa: N802
         return {self.KEY: 0}
@@ -153,12 +161,11 @@ def pending_now(config: QueryConfig) -> float | None:
     a woken source's query restarted for 8 s, its last report said 457 pending throughout, and
     `enrich` was sized for 900/s only once the next report came, with 7,300 waiting (2026-12-07)."""
     assert config.source is not None and config.source.generator is not None
-    g, control = config.source.generator, stores.control(config)
-    start = control.meta(f"generator.{config.vertex}.start")
+    control = stores.control(config)
+    start = control.meta(_start_key(config))
     if start is None:
         return None
-    due = g.load_shape().total(time.time() - float(start))
-    due = due if g.max_messages is None else min(due, g.max_messages)
+    due = due_count(config, config.source.generator.load_shape(), time.time() - float(start))
     return float(max(0, due - control.processed(config.vertex)))
 
 
