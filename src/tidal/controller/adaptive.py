@@ -166,7 +166,6 @@ class AdaptivePolicy(VertexPolicy):
 
     def decide(self, view: PolicyInput) -> Decision:
         self._learn(view)
-        view = self.startups.seen(view)  # woken from 0: not ready before its first work
         self.arrivals.observe(view)
         arriving, lately, backlog, what = self.arrivals.demand(view, self.panic, self.stable)
         current, low, high = view.replicas, self.scale.min, self.scale.max

@@ -12,8 +12,6 @@ Pure: time is an argument.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from tidal.controller.policy import PolicyInput
 from tidal.scaling.executors import slotted
 
@@ -55,9 +53,7 @@ class StartUps:
             if not self._asked_blind and (woken or wanted > self._had):  # else none could start
                 took = view.now - self._asked[0]
                 self.seconds += 0.5 * (took - self.seconds)  # few observations: learn them fast
-            self._asked = None
-        if woken:  # its first work: ready as the runtime counts them from here on (seen)
-            self._woke_at = None
+            self._asked = self._woke_at = None
 
     def starting(self, view: PolicyInput) -> bool:
         """Are replicas asked for still starting?"""
@@ -98,26 +94,12 @@ class StartUps:
         self._changed = None
         return False
 
-    def seen(self, view: PolicyInput) -> PolicyInput:
-        """``view`` with the replicas of a vertex woken from 0 not ready before its first work.
-
-        The runtime counts the replicas of the vertex's last micro-batch as ready at once when
-        it wakes (:meth:`~tidal.isb.control.ControlStore.ready_replicas`; a Numaflow peek must
-        see its replica ready without messages), but the woken query has not run yet. Taken as
-        ready, the cluster's woken source read no shortfall while it started: held at 1 for
-        8 s of a wave (1,428/s a replica against 900/s arriving) while 8,000 orders piled up,
-        then 1 → 2, a second restart (2026-12-07)."""
-        if self._woke_at is None or view.ready == 0:
-            return view
-        return replace(view, ready=0)
-
     def asked(self, view: PolicyInput, to: int) -> None:
         """``to`` replicas asked for, more than are ready."""
         first = self._asked[2] if self.starting(view) and self._asked is not None else view.now
         self._asked, self._asked_blind = (view.now, to, first), False
         self._had = view.ready
-        # Asked again before the woken vertex's first work: still woken (learn clears it).
-        self._woke_at = view.processed if view.replicas == 0 else self._woke_at
+        self._woke_at = view.processed if view.replicas == 0 else None
 
     def changed(self, view: PolicyInput, to: int) -> None:
         """The count goes to ``to``. Released before all were ready: no start-up to learn from

@@ -359,32 +359,6 @@ def test_woken_from_zero_its_input_waiting_upstream_is_on_its_way_not_kept_up_wi
     assert d.rule == Rule.SCALE_UP and d.desired == 4, d.reason
 
 
-def test_woken_from_zero_its_replica_is_not_ready_before_its_first_work() -> None:
-    """The cluster's second wave (2026-12-07): the source, woken to 1 on a partial first
-    reading, counted its replica ready at once (the runtime's), read no shortfall while its
-    query started, held at 1 (1,428/s a replica against 900/s) with 8,000 orders piling up
-    over 8 s, then went 1 → 2, a second restart. Not ready before its first work, the backlog
-    is projected to its start-up and the second replica is asked for on the next tick."""
-    policy = AdaptivePolicy(NumaflowScale(max=4), startup_guess_seconds=10, batch_guess_seconds=0)
-    for t in range(21):  # one replica does the 900/s arriving, busy 0.63 s a second: 1,428/s
-        policy.decide(view(t, 1, 900.0 * t, 100, 900.0 * t / 1428))
-    assert policy.capacity == pytest.approx(1428, rel=0.01)
-    t, d, done = 21, None, 900.0 * 20
-    while d is None or d.desired > 0:  # quiet: to zero
-        d = policy.decide(view(t, 1, done, 0, done / 1428))
-        t += 1
-    t += 1  # a reading two seconds after the last: 748 waiting, 374/s over them
-    woke = policy.decide(view(t, 0, done, 748, done / 1428))
-    assert woke.rule == Rule.WAKE_ON_PENDING and woke.desired == 1, woke.reason
-    # The runtime counts the woken replica ready; nothing processed yet, 900/s more waiting.
-    d = policy.decide(view(t + 1, 1, done, 1648, done / 1428, last_scaled_at=t))
-    assert d.rule == Rule.SCALE_UP and d.desired == 2, d.reason
-    assert d.inputs["ready"] == 0  # as the decision shows it
-    # Its first work: ready as the runtime counts them again.
-    d = policy.decide(view(t + 9, 2, done + 500, 8000, done / 1428 + 0.35, last_scaled_at=t + 1))
-    assert d.inputs["ready"] == 2, d.reason
-
-
 def test_what_a_replica_did_is_forgotten_after_five_minutes() -> None:
     policy = AdaptivePolicy(NumaflowScale(max=10), batch_guess_seconds=0)
     for t in range(21):
