@@ -95,6 +95,11 @@ class StoreProbe:
             attainable=None if self._attainable is None else self._attainable().get(vertex),
         )
 
+    def source_pending(self, vertex: str) -> float | None:
+        """What the controller reads as source ``vertex``'s pending now (``None``: not
+        available), for the live status: the same number its decisions are made on."""
+        return self._pending_of_source(vertex, float(self._control.progress(vertex).processed))[0]
+
     def _pending_of_source(self, vertex: str, processed: float) -> tuple[float | None, float]:
         """The source's pending, and how old it is (asked now: 0)."""
         report = self._source_pending.get(vertex)

@@ -283,6 +283,31 @@ def test_the_driver_knows_a_generators_pending_while_its_query_runs_no_trigger(t
         assert now > reported.pending - end + 4_000  # half a second of 10,000/s more than reported
 
 
+def test_the_status_shows_a_sources_pending_as_the_controller_reads_it(tmp_path):
+    """The live status and the dashboard name the number the decisions are made on: the
+    generator's pending asked in the driver, not its reader's last report."""
+    from types import SimpleNamespace
+
+    from tidal.spark.run.status import _source_pending
+    from tidal.spark.sources.generator import CONNECTOR, GeneratorReader
+    from tidal.spec.model import GeneratorSpec, SourceSpec
+
+    spec = parse_pipeline(_pipeline(rate=10_000))
+    with BufferRig(tmp_path) as rig:
+        rig.buffer("out")
+        config = rig.config("gen", input=None, source=SourceSpec(generator=GeneratorSpec(rate=10_000)))
+        probe = StoreProbe(spec, rig.store, rig.control, {"gen": CONNECTOR.driver_pending(config)})
+        GeneratorReader(config).latestOffset({"n": 0})  # the first trigger: its report
+        reported = rig.control.source_report("gen")
+        assert reported is not None and reported.pending is not None
+        time.sleep(0.5)  # no trigger meanwhile: the report stays as it was
+        run = SimpleNamespace(controller=SimpleNamespace(probe=probe), control=rig.control)
+        shown = _source_pending(run, "gen")
+        assert shown is not None and shown > reported.pending + 4_000  # half a second of 10,000/s
+        before = SimpleNamespace(controller=None, control=rig.control)  # no controller yet
+        assert _source_pending(before, "gen") == pytest.approx(reported.pending)
+
+
 def test_status_and_events_fit_80_columns():
     from rich.console import Console
 

@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from tidal.controller import Controller
+from tidal.controller import Controller, StoreProbe
 from tidal.isb.base import BufferStore
 from tidal.isb.control import ControlStore
 from tidal.scaling.latency import pooled
@@ -142,6 +142,19 @@ def watermark_of(query: Any) -> str | None:
     return str(value) if value else None
 
 
+def _source_pending(run: _Run, vertex: str) -> float | None:
+    """A source's pending as the controller reads it (asked in the driver where the source
+    can say, :meth:`~tidal.controller.probe.StoreProbe.source_pending`), so the status shows
+    the number the decisions name; before the controller is built, the reader's last report."""
+    probe = run.controller.probe if run.controller is not None else None
+    if isinstance(probe, StoreProbe):
+        return probe.source_pending(vertex)
+    assert run.control is not None
+    report = run.control.source_report(vertex)
+    done = float(run.control.progress(vertex).processed)
+    return report.current(done, time.time()) if report is not None else None
+
+
 def vertex_statuses(run: _Run) -> list[VertexStatus]:
     """Every vertex of ``run`` now: replicas and the last decision, pending, rate, buffer
     usage, processed, a sink's delivery delay; an HTTP source's pending is what its activator
@@ -170,9 +183,7 @@ def vertex_statuses(run: _Run) -> list[VertexStatus]:
             pending = run.requests[v.name].held()
             requests = run.requests[v.name].report()
         else:
-            report = run.control.source_report(v.name)
-            done = float(run.control.progress(v.name).processed)
-            pending = report.current(done, time.time()) if report is not None else None
+            pending = _source_pending(run, v.name)
         rate = metrics[v.name][0] if v.name in metrics else None
         rule, reason = (str(d.rule), d.reason) if d is not None else ("", "")
         if v.name != chain.head:
