@@ -145,14 +145,11 @@ def watermark_of(query: Any) -> str | None:
 def _source_pending(run: _Run, vertex: str) -> float | None:
     """A source's pending as the controller reads it (asked in the driver where the source
     can say, :meth:`~tidal.controller.probe.StoreProbe.source_pending`), so the status shows
-    the number the decisions name; before the controller is built, the reader's last report."""
-    probe = run.controller.probe if run.controller is not None else None
-    if isinstance(probe, StoreProbe):
-        return probe.source_pending(vertex)
-    assert run.control is not None
-    report = run.control.source_report(vertex)
-    done = float(run.control.progress(vertex).processed)
-    return report.current(done, time.time()) if report is not None else None
+    the number the decisions name."""
+    assert run.controller is not None
+    probe = run.controller.probe
+    assert isinstance(probe, StoreProbe)  # a run's controller probes its stores (controller_setup)
+    return probe.source_pending(vertex)
 
 
 def vertex_statuses(run: _Run) -> list[VertexStatus]:
