@@ -202,6 +202,7 @@ def build_parser() -> argparse.ArgumentParser:
     agent.add_argument("--token-env", default=None, help="require the token in this environment variable")
 
     from tidal.sim import POLICIES, TRACES
+    from tidal.spec import DEFAULT_POLICY
 
     simulate = sub.add_parser(
         "simulate", help="replay a traffic trace through a policy in the simulator (seconds, no Spark)"
@@ -211,7 +212,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     simulate.add_argument("--trace", default="step-x2", choices=list(TRACES), help="the traffic shape")
     simulate.add_argument(
-        "--policy", default="numaflow", choices=[*POLICIES, "all"], help="the scaling policy"
+        "--policy", default=DEFAULT_POLICY, choices=[*POLICIES, "all"], help="the scaling policy"
     )
     simulate.add_argument("--seed", type=int, default=0, help="the trace's seed")
     simulate.add_argument(

@@ -13,10 +13,11 @@ For every vertex, every tick:
 3. **Back pressure.** The averaged pending of every buffer, against
    ``bufferMaxLength × bufferUsageLimit``, gives it for each vertex.
 4. **Decide.** The vertex's :class:`~tidal.controller.policy.VertexPolicy` decides from a
-   :class:`~tidal.controller.policy.PolicyInput`. The default is Numaflow's
-   (:class:`~tidal.controller.policy.NumaflowPolicy`): a UDF or sink at 0 with messages waiting
-   is woken at once (the activator), otherwise Numaflow's rules apply. The simulator passes
-   other policies to compare them on the same inputs.
+   :class:`~tidal.controller.policy.PolicyInput`. A vertex given no policy object runs
+   Numaflow's (:class:`~tidal.controller.policy.NumaflowPolicy`): a UDF or sink at 0 with
+   messages waiting is woken at once (the activator), otherwise Numaflow's rules apply. The
+   runtime passes the spec's choice (:mod:`tidal.controller.choose`; ``tidal`` unless a vertex
+   names another), and the simulator other policies to compare them on the same inputs.
    **Path wake-up:** when a vertex wakes on pending, the vertices at zero downstream of it
    wake in the same tick (their policy's ``wake_for_path``), so a chain's start-up delays
    overlap instead of adding up. ``wake_path=False`` turns it off.

@@ -6,7 +6,8 @@ vertex, and steps one second at a time: messages arrive, the vertices work, and 
 ``controller.intervalSeconds`` the controller ticks at the simulated time. Everything is
 recorded per second in a :class:`SimResult`; :mod:`tidal.sim.scores` turns it into scores.
 
-Policies (``POLICIES``): Tidal's ``numaflow`` (the default, with its activator) and ``kpa``,
+Policies (``POLICIES``): Tidal's ``tidal`` (the default, :data:`~tidal.spec.DEFAULT_POLICY`),
+``numaflow`` (with its activator) and ``kpa``,
 the peers of :mod:`tidal.sim.peers`: ``static-peak``, ``ds2``, ``spark-da``, and ``flink``, the
 Flink operator's autoscaler as ``policy: flink`` runs it (:mod:`tidal.controller.flink`).
 """
@@ -26,7 +27,7 @@ from tidal.scaling.flink import FlinkOptions
 from tidal.sim.model import SimPipeline, VertexModel, default_models
 from tidal.sim.peers import Ds2Policy, SparkDynamicAllocationPolicy, StaticPeakPolicy
 from tidal.sim.traces import Trace
-from tidal.spec import Pipeline, PipelineSpec, graph, numaflow_scale
+from tidal.spec import DEFAULT_POLICY, Pipeline, PipelineSpec, graph, numaflow_scale
 
 __all__ = [
     "POLICIES",
@@ -200,7 +201,7 @@ def make_policies(
 def simulate(
     spec: PipelineSpec,
     trace: Trace,
-    policy: str = "numaflow",
+    policy: str = DEFAULT_POLICY,
     models: Mapping[str, VertexModel] | None = None,
     *,
     wake_path: bool = True,

@@ -6,6 +6,7 @@ See ``docs/pipeline-spec.md`` for every field.
 from tidal.spec import graph
 from tidal.spec.builder import Pipeline
 from tidal.spec.model import (
+    DEFAULT_POLICY,
     EdgeSpec,
     GeneratorSpec,
     Limits,
@@ -21,6 +22,7 @@ from tidal.spec.shapes import LoadShape, Shape
 from tidal.spec.validate import load_pipeline, numaflow_scale, parse_pipeline, resolve
 
 __all__ = [
+    "DEFAULT_POLICY",
     "EdgeSpec",
     "GeneratorSpec",
     "Limits",

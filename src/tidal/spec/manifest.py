@@ -4,7 +4,8 @@ A Numaflow user brings a ``Pipeline`` or ``MonoVertex`` manifest as it stands; :
 turns it into the mapping Tidal's spec reads (``tidal convert`` prints it, ``tidal run`` runs
 it). What carries over:
 
-- vertices, edges with their ``conditions``, ``scale`` (the same names), the pipeline's
+- vertices, edges with their ``conditions``, ``scale`` (the same names) under Numaflow's own
+  rules (``policy: numaflow``; Tidal's default for its own specs is ``tidal``), the pipeline's
   ``limits`` (``bufferUsageLimit`` is a percentage in Numaflow, a fraction in Tidal);
 - sources (:mod:`tidal.spec.manifest_sources`): ``generator``, ``http``, ``kafka``, ``jetstream``, ``nats``,
   ``udsource``, and a source's ``transformer`` (a vertex of its own after the source, which Tidal
@@ -129,7 +130,8 @@ class _Converter:
                     "ordered"):  # fmt: skip
             if key in spec:
                 self.skip(f"spec.{key}", _WHY.get(key, "not used by Tidal"))
-        out: dict[str, Any] = {"name": self.name}
+        # Numaflow's rules, as the manifest's `scale:` blocks are theirs (Tidal's default is `tidal`).
+        out: dict[str, Any] = {"name": self.name, "policy": "numaflow"}
         watermark = self.watermark(spec.get("watermark") or {})
         if watermark:
             out["watermark"] = watermark
@@ -171,6 +173,8 @@ class _Converter:
         elif spec.get("udf"):
             out["transformer"] = self.udf(spec["udf"], "spec.udf", self.name, {})
         out["sink"] = self.sink(spec.get("sink") or {}, "spec.sink", self.name, {})
+        if "http" not in out["source"]:  # an HTTP source's is the KPA, as Knative scales receivers
+            out["policy"] = "numaflow"
         if "scale" in spec:
             out["scale"] = self.scale(spec["scale"], "spec.scale")
         limits = self.limits(spec.get("limits") or {}, "spec.limits")

@@ -49,6 +49,7 @@ from tidal.spec.side_inputs import SideInputSpec
 from tidal.spec.watermark import WatermarkSpec
 
 __all__ = [
+    "DEFAULT_POLICY",
     "BuffersSpec",
     "ClusterSpec",
     "ControllerSpec",
@@ -74,6 +75,10 @@ __all__ = [
 
 NAME_PATTERN = r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$"  # a DNS label, like Numaflow's vertex names
 MAX_REPLICAS = 2**31 - 1  # Numaflow's replica fields are int32
+# The policy of a vertex naming none. `tidal` since issue #61's bench (docs/benchmarks.md, "The
+# default becomes `tidal`"): on every trace of `tidal bench peers` Numaflow's rules were better on
+# no more than one of cost and p99. A Numaflow manifest keeps `numaflow` (its `scale:` is theirs).
+DEFAULT_POLICY = "tidal"
 
 
 class Limits(_Model):
@@ -393,7 +398,7 @@ class PipelineSpec(_Model):
     vertices: list[VertexSpec] = Field(min_length=1)
     edges: list[EdgeSpec] = Field(default_factory=list)
     records: RecordsSpec | None = None  # the default of every edge that declares none
-    policy: str = Field("numaflow", pattern="^(numaflow|kpa|tidal|flink)$")  # of each vertex naming none
+    policy: str = Field(DEFAULT_POLICY, pattern="^(numaflow|kpa|tidal|flink)$")  # of each vertex naming none
     watermark: WatermarkSpec = Field(default_factory=WatermarkSpec)  # maxDelay, idleSource
     # Numaflow's side inputs: retrievers on schedules, read by the vertices naming them.
     side_inputs: list[SideInputSpec] = Field(default_factory=list)

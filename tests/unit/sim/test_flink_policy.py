@@ -143,6 +143,7 @@ def test_the_simulator_settles_a_x4_step_with_policy_flink() -> None:
 def test_policy_flink_in_the_spec_per_vertex_or_pipeline() -> None:
     data = {
         "name": "p",
+        "policy": "numaflow",  # the controller's own rules: no policy object for the others
         "vertices": [
             {"name": "in", "source": {"generator": {}}},
             {

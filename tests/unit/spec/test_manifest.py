@@ -54,6 +54,18 @@ def test_each_runnable_example_becomes_a_valid_spec_with_the_same_vertices(name)
     assert [v.name for v in spec.vertices] == RUNS[name]
 
 
+def test_a_manifest_keeps_numaflows_rules_where_tidals_own_specs_default_to_tidal():
+    """Its ``scale:`` blocks are Numaflow's; an HTTP source stays the KPA's, as in a Tidal spec."""
+    joined = load_pipeline(EXAMPLES / "11-join-on-map.yaml")
+    assert {n: joined.policy_of(n) for n in RUNS["11-join-on-map"]} == {
+        "http-in": "kpa", "kafka-in": "numaflow", "cat": "numaflow", "out": "numaflow"
+    }  # fmt: skip
+    mono = load_pipeline(EXAMPLES / "20-simple-mono-vertex-builtin.yaml")
+    assert mono.policy_of("simple-mono-vertex-builtin") == "numaflow"
+    own = {k: v for k, v in manifest.convert(_load("1-simple-pipeline")).data.items() if k != "policy"}
+    assert parse_pipeline(own).policy_of("cat") == "tidal"  # without the manifest's: Tidal's default
+
+
 @pytest.mark.parametrize("name", sorted(REFUSED))
 def test_what_tidal_cannot_run_is_refused_naming_the_field(name):
     with pytest.raises(errors.SpecError) as err:

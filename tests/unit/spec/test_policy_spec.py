@@ -35,7 +35,7 @@ def test_kpa_per_vertex_or_per_pipeline_with_knative_keys():
         {**kpa_pipeline({"policy": "kpa", "kpa": {"target": 500, "window": "30s"}, "scale": {"max": 6}}),
          "edges": [{"from": "in", "to": "work"}, {"from": "work", "to": "out"}]}
     )  # fmt: skip
-    assert spec.policy_of("work") == "kpa" and spec.policy_of("in") == "numaflow"
+    assert spec.policy_of("work") == "kpa" and spec.policy_of("in") == "tidal"  # the default
     kpa = kpa_spec(spec.vertex("work"))
     assert kpa.metric == KpaMetric.RPS and kpa.target == 500
     assert kpa.stable_window == 30 and kpa.max_scale == 6
