@@ -13,7 +13,8 @@ controller and scaling code (:mod:`tidal.sim`):
   pending (numaproj/numaflow #2976).
 
 Per policy (``numaflow-upstream``: :class:`tidal.sim.peers.NumaflowUpstreamPolicy`; ``numaflow``:
-Tidal's, with its ``sink-failing`` and ``rate-limited`` holds): the vertex's most replicas, its
+Tidal's, with its ``sink-failing`` and ``rate-limited`` holds; ``tidal``, the default, with the
+same holds, :mod:`tidal.controller.futile`): the vertex's most replicas, its
 replica-seconds, the messages delivered, and the writes refused and sent again. The runs on Spark
 (``tests/integration/test_sink_routes.py``, ``test_rate_limit.py``) show the same two holds.
 
@@ -94,7 +95,7 @@ def run() -> list[dict[str, Any]]:
     trace = Trace("steady", tuple([RATE] * SECONDS))
     rows = []
     for scenario, build in SCENARIOS.items():
-        for policy in ("numaflow-upstream", "numaflow"):
+        for policy in ("numaflow-upstream", "numaflow", "tidal"):
             spec, models, vertex = build()
             policies = None
             if policy == "numaflow-upstream":

@@ -64,6 +64,8 @@ measures, each tick:
   outlasts the learnt length by its tolerance (or 2 s) is a load that stays, and is scaled for.
 * **Back pressure** — no scale-up while a buffer downstream is over its limit (more replicas
   would only fill it faster), as in Numaflow.
+* **Futile scale-ups** — none while a rate limit holds the reads back or the sink is failing
+  (:mod:`tidal.controller.futile`), as Numaflow's rules hold them.
 
 Every decision says what fired it, e.g. ``1450/s arriving, 180/s per replica (busy time),
 backlog 6000 drains in 10 s → 10``. Defaults were chosen in the simulator
@@ -76,6 +78,7 @@ import math
 
 from tidal.controller.ahead import RisesAhead
 from tidal.controller.arrivals import Arrivals
+from tidal.controller.futile import FutileScaleUp
 from tidal.controller.policy import PolicyInput, VertexPolicy
 from tidal.controller.replica_capacity import ReplicaCapacity
 from tidal.controller.settle import SLACK, CatchUp, DownWindow
@@ -123,6 +126,7 @@ class AdaptivePolicy(VertexPolicy):
         self._woken = False  # from 0, and its replicas still starting (StartUps.restarting)
         self.ahead = RisesAhead(tick_seconds, catch_up_seconds) if predict else None
         self.tick = tick_seconds
+        self.futile = FutileScaleUp(scale.lookback_seconds)  # a rate limit or a failing sink
 
     @property
     def rises(self) -> RiseWatch | None:
@@ -166,6 +170,7 @@ class AdaptivePolicy(VertexPolicy):
 
     def decide(self, view: PolicyInput) -> Decision:
         self._learn(view)
+        self.futile.record(view)
         self.arrivals.observe(view)
         arriving, lately, backlog, what = self.arrivals.demand(view, self.panic, self.stable)
         current, low, high = view.replicas, self.scale.min, self.scale.max
@@ -401,6 +406,13 @@ class AdaptivePolicy(VertexPolicy):
 
     def _up(self, view: PolicyInput, to: int, rule: Rule, reason: str) -> Decision:
         self._idle_since = None
+        allowed = max(view.replicas, self.scale.min, 1)  # a wake and the min are never futile
+        futile = None if to <= allowed else self.futile.why(view, to)
+        if futile is not None:  # as Numaflow's guards: to the min at most, else held
+            held, why = futile
+            if allowed == view.replicas:
+                return self._hold(view, held, f"{reason}; {why}")
+            to, rule, reason = allowed, held, f"{reason}; {why}"
         paced = None if self.starts_per_tick is None else view.replicas + max(1, self.starts_per_tick)
         if paced is not None and to > paced:  # the rest on the next ticks, while these start
             reason, to = f"{reason}, {paced} this tick ({self.starts_per_tick} starts a tick)", paced

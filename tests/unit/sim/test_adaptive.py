@@ -145,6 +145,33 @@ def test_no_scale_up_under_back_pressure() -> None:
     assert (d.desired, d.rule) == (5, Rule.BACK_PRESSURE_DOWNSTREAM)
 
 
+def test_no_scale_up_that_a_rate_limit_or_a_failing_sink_makes_futile() -> None:
+    """Numaflow's guards (tidal.controller.futile): the same backlog scales up without them."""
+
+    def backlogged(**kw) -> object:
+        policy = AdaptivePolicy(NumaflowScale(min=2, max=50, lookback_seconds=10), batch_guess_seconds=0)
+        feed(policy, 40, rate=1000, per_replica=250, replicas=5)
+        return policy.decide(view(41, 5, 41_000, 20_000, 41_000 / 250, **kw))
+
+    assert backlogged().rule == Rule.SCALE_UP and backlogged().desired > 5
+    throttled = backlogged(throttled_at=40.0)
+    assert (throttled.desired, throttled.rule) == (5, Rule.RATE_LIMITED), throttled.reason
+    assert "more replicas would not read more" in throttled.reason
+    at_limit = backlogged(rate=1000.0, rate_limit=1000.0)
+    assert (at_limit.desired, at_limit.rule) == (5, Rule.RATE_LIMITED), at_limit.reason
+    under = backlogged(rate=400.0, rate_limit=1000.0)
+    assert under.rule == Rule.SCALE_UP  # a limit it is not at holds nothing
+
+    policy = AdaptivePolicy(NumaflowScale(min=2, max=50, lookback_seconds=10), batch_guess_seconds=0)
+    for t in range(41):  # a tenth of its sink's writes retried
+        done = 1000.0 * t
+        policy.decide(view(t, 5, done, 0, done / 250, sink_retried=done / 10))
+    failing = policy.decide(view(41, 5, 41_000, 20_000, 41_000 / 250, sink_retried=4_100.0))
+    assert (failing.desired, failing.rule) == (5, Rule.SINK_FAILING), failing.reason
+    below = policy.decide(view(42, 1, 42_000, 20_000, 42_000 / 250, sink_retried=4_200.0))
+    assert (below.desired, below.rule) == (2, Rule.SINK_FAILING)  # below min: to min, no further
+
+
 def test_scale_down_waits_for_the_window_then_goes_in_one_step() -> None:
     policy = AdaptivePolicy(NumaflowScale(max=50), down_window_seconds=30, batch_guess_seconds=0)
     feed(policy, 40, rate=2000, per_replica=250, replicas=9)
