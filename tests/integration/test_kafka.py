@@ -27,11 +27,18 @@ def kafka():
 
 
 def spec(
-    kafka: MockKafka, topic: str, *, sink: dict | None = None, scale: dict | None = None, replicas: int = 3
+    kafka: MockKafka,
+    topic: str,
+    *,
+    sink: dict | None = None,
+    scale: dict | None = None,
+    replicas: int = 3,
+    policy: str | None = None,
 ):
     return parse_pipeline(
         {
             "name": "k",
+            **({"policy": policy} if policy else {}),
             "limits": {"readBatchSize": 300},
             "controller": {"intervalSeconds": 0.5},
             "vertices": [
@@ -202,7 +209,7 @@ def test_lag_scales_the_source_up_by_numaflows_formula_and_down_and_a_broker_gon
     broker.produce("clicks", [b"click %d" % i for i in range(30_000)])
     scale = {"min": 1, "max": 4, "lookbackSeconds": 3, "targetProcessingSeconds": 1}
     scale |= {"scaleUpCooldownSeconds": 1, "scaleDownCooldownSeconds": 2}
-    pipeline = spec(broker, "clicks", sink={"blackhole": {}}, scale=scale, replicas=1)
+    pipeline = spec(broker, "clicks", sink={"blackhole": {}}, scale=scale, replicas=1, policy="numaflow")
     events = EventLog(run_dir / "events.jsonl")
 
     def source_events() -> list:

@@ -37,8 +37,10 @@ class Pipeline:
         records: Mapping[str, Any] | None = None,
         chaining: bool = True,
         watermark: Mapping[str, Any] | None = None,
+        policy: str | None = None,
     ) -> None:
         """``watermark``: ``maxDelay`` and ``idleSource`` (:mod:`tidal.spec.watermark`).
+        ``policy``: every vertex's that names none (default ``tidal``: ``DEFAULT_POLICY``).
         ``chaining=False``: every edge keeps its buffer (``chain: false``) unless it says
         otherwise, so each vertex is its own query (tidal.spec.chains)."""
         self._chaining = chaining
@@ -49,6 +51,8 @@ class Pipeline:
         ):  # fmt: skip
             if value is not None:
                 self._top[key] = dict(value)
+        if policy is not None:
+            self._top["policy"] = policy
         self._vertices: list[dict[str, Any]] = []
         self._edges: list[dict[str, Any]] = []
 
