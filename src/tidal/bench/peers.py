@@ -8,8 +8,8 @@ order → an archive), and for each trace, alternating, ``ROUNDS`` times, ``DURA
   provisioning for the peak;
 - **spark-da**: the same steps as one plain PySpark query under Spark's dynamic allocation, tuned
   for a bursty stream (:mod:`tidal.bench.peer_query`, which says what was chosen and why);
-- **numaflow**, **tidal**, **kpa**, **flink**: Tidal with each policy it ships (``numaflow`` the
-  default; ``flink`` is Flink's autoscaler, :mod:`tidal.scaling.flink`), executors following
+- **numaflow**, **tidal**, **kpa**, **flink**: Tidal with each policy it ships (``tidal`` the
+  default since 2026-12-07; ``flink`` is Flink's autoscaler, :mod:`tidal.scaling.flink`), executors following
   the replicas.
 
 Traces (:data:`TRACES`, load shapes of the generator, the same for every job): the demo's waves,

@@ -164,8 +164,8 @@ def main_cluster(out: Path = RESULTS, rounds: int = 1) -> int:
 
 
 def main_chaining(out: Path = RESULTS, rounds: int = ROUNDS) -> int:
-    """``tidal bench policies-chaining``: the waves under the default policy, the demo's chain of
-    enrich and archive against every vertex its own query."""
+    """``tidal bench policies-chaining``: the waves under ``numaflow`` (the default when measured),
+    the demo's chain of enrich and archive against every vertex its own query."""
     return main(out, rounds, SETTINGS["policies-chaining"])
 
 
