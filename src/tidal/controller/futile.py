@@ -6,19 +6,19 @@ failing (rule ``sink-failing``, Tidal's: :mod:`tidal.scaling.sink_health`). More
 not read more, nor make a refusing system accept more (kedacore/keda #7092). ``policy: tidal``
 sizes on the backlog such a vertex builds, so without the same guards a map limited to 20/s went
 from its min of 2 to its max of 6 (``tests/integration/test_rate_limit.py``, the day `tidal`
-became the default). :class:`FutileScaleUp` applies them to a
-:class:`~tidal.controller.policy.PolicyInput`, with Numaflow's thresholds.
+became the default). :class:`FutileScaleUp` keeps the sink's health a policy object must
+remember between ticks and asks :func:`tidal.scaling.futile.futile_scale_up`, the guards'
+one home, for a :class:`~tidal.controller.policy.PolicyInput`.
 
 Pure: the policy hands it the view and the time in it.
 """
 
 from __future__ import annotations
 
-import math
-
 from tidal.controller.policy import PolicyInput
 from tidal.scaling import Rule
-from tidal.scaling.sink_health import FAILING_SHARE, SinkHealth
+from tidal.scaling.futile import futile_scale_up
+from tidal.scaling.sink_health import SinkHealth
 from tidal.scaling.throttle import THROTTLED_RECENTLY
 
 __all__ = ["FutileScaleUp"]
@@ -37,18 +37,12 @@ class FutileScaleUp:
 
     def why(self, view: PolicyInput, wanted: int) -> tuple[Rule, str] | None:
         """The rule and reason that hold a scale-up to ``wanted``; None if more replicas may help."""
-        if view.throttled_at is not None and view.now - view.throttled_at <= THROTTLED_RECENTLY:
-            why = f"reads held back by the rate limit: more replicas would not read more (wanted {wanted})"
-            return Rule.RATE_LIMITED, why
-        if view.rate_limit is not None and view.rate is not None and math.ceil(view.rate) >= view.rate_limit:
-            limit = f"rate {view.rate:.0f}/s at the rate limit {view.rate_limit:.0f}/s"
-            why = f"{limit}: no scale-up (wanted {wanted})"
-            return Rule.RATE_LIMITED, why
-        failing = self.sink.retried_share(view.now, self.lookback)
-        if failing is not None and failing >= FAILING_SHARE:
-            why = (
-                f"sink failing: {failing:.0%} of writes retried over the last {self.lookback:.0f} s; "
-                f"more replicas would not help (wanted {wanted})"
-            )
-            return Rule.SINK_FAILING, why
-        return None
+        throttled = view.throttled_at is not None and view.now - view.throttled_at <= THROTTLED_RECENTLY
+        return futile_scale_up(
+            wanted,
+            throttled=throttled,
+            rate=view.rate,
+            max_rate=view.rate_limit,
+            failing_share=self.sink.retried_share(view.now, self.lookback),
+            lookback_seconds=self.lookback,
+        )

@@ -67,6 +67,7 @@ from tidal.scaling.backpressure import Pressure, PressureCheck
 from tidal.scaling.decision import Decision, Inputs, Rule
 from tidal.scaling.decision import hold as _hold
 from tidal.scaling.decision import move as _move
+from tidal.scaling.futile import futile_scale_up
 from tidal.scaling.limits import DEFAULT_READ_BATCH_SIZE
 from tidal.scaling.numaflow_estimate import (
     BufferInfo,
@@ -83,7 +84,6 @@ from tidal.scaling.numaflow_estimate import (
 )
 from tidal.scaling.numaflow_scale import NumaflowScale, normalise_scale
 from tidal.scaling.numaflow_zero import wake_from_zero, wake_on_path
-from tidal.scaling.sink_health import FAILING_SHARE
 
 __all__ = [
     "DEFAULT_READ_BATCH_SIZE",
@@ -280,24 +280,19 @@ def decide(
     ready = obs.ready_replicas
     inputs = partial(_decision_inputs, raw, scale, total_pending, total_rate, ready, None)
 
-    if obs.throttled and desired > max(current, low):
-        why = f"reads held back by the rate limit: more replicas would not read more (wanted {desired})"
-        return _no_scale_up(obs, now, Rule.RATE_LIMITED, why, desired, low, inputs)
-    if obs.rate_limit_max is not None:
-        max_rate = obs.rate_limit_max * (obs.read_batch_size if source else 1)
-        if math.ceil(total_rate) >= max_rate and desired > max(current, low):
-            why = (
-                f"rate {total_rate:.0f}/s at the rate limit {max_rate:.0f}/s: no scale-up (wanted {desired})"
-            )
-            return _no_scale_up(obs, now, Rule.RATE_LIMITED, why, desired, low, inputs)
-
-    failing = obs.sink_retried_share
-    if failing is not None and failing >= FAILING_SHARE and desired > max(current, low):
-        why = (
-            f"sink failing: {failing:.0%} of writes retried over the last {scale.lookback_seconds:.0f} s; "
-            f"more replicas would not help (wanted {desired})"
+    if desired > max(current, low):
+        futile = futile_scale_up(
+            desired,
+            throttled=obs.throttled,
+            rate=total_rate,
+            max_rate=None
+            if obs.rate_limit_max is None
+            else obs.rate_limit_max * (obs.read_batch_size if source else 1),
+            failing_share=obs.sink_retried_share,
+            lookback_seconds=scale.lookback_seconds,
         )
-        return _no_scale_up(obs, now, Rule.SINK_FAILING, why, desired, low, inputs)
+        if futile is not None:
+            return _no_scale_up(obs, now, *futile, desired, low, inputs)
 
     clamped = min(max(desired, low), high)
     if current > high or current < low:
