@@ -1,6 +1,8 @@
 """Which policy decides each vertex of a running pipeline: the spec's ``policy`` (per vertex, or
-the pipeline's), built from the vertex's own settings. Vertices left out get the controller's
-default, :class:`~tidal.controller.policy.NumaflowPolicy` with their ``scale:`` block."""
+the pipeline's, ``tidal`` unless it says otherwise), built from the vertex's own settings. A vertex
+that names ``numaflow`` gets no entry: the :class:`~tidal.controller.loop.Controller` builds
+:class:`~tidal.controller.policy.NumaflowPolicy` from its ``scale:`` block for every vertex not
+given a policy object, so a Controller made without this module runs Numaflow's rules."""
 
 from __future__ import annotations
 

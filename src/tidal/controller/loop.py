@@ -67,7 +67,9 @@ class Controller:
     """Autoscales every vertex of ``spec``; see the module docstring for one tick.
 
     ``policies`` overrides the policy of some vertices (by name); the others get
-    :class:`~tidal.controller.policy.NumaflowPolicy` with their ``scale:`` block.
+    :class:`~tidal.controller.policy.NumaflowPolicy` with their ``scale:`` block. The runtime
+    passes the spec's choice for every vertex (:func:`tidal.controller.choose.spec_policies`,
+    ``tidal`` by default), so only a vertex that names ``numaflow`` comes without one.
     """
 
     def __init__(
