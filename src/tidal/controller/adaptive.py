@@ -27,7 +27,9 @@ measures, each tick:
   second needs; not while the window's recent half recommends less (the load is still
   falling), and not by less than ``down_band`` (10 %) of the replicas (a trim).
 * **Zero** — an idle vertex (nothing arriving, nothing pending) keeps its replicas while that is
-  cheaper than a restart (three of its learnt start-ups), then goes to zero; at zero, the first
+  cheaper than a restart (three of its learnt start-ups), then goes to zero
+  (:mod:`tidal.controller.quiet`, which also holds a vertex whose pending is not known, as
+  Numaflow does, and lets a source at 0 peek); at zero, the first
   message wakes it at once to what its arrivals need (the activator), and the vertices
   downstream wake with it (``wake_for_path``), so their start-ups overlap.
 * **Path-wide demand** — downstream of a source, a vertex sizes for the sources' arrivals (×
@@ -80,6 +82,7 @@ from tidal.controller.ahead import RisesAhead
 from tidal.controller.arrivals import Arrivals
 from tidal.controller.futile import FutileScaleUp
 from tidal.controller.policy import PolicyInput, VertexPolicy
+from tidal.controller.quiet import Verdict, when_idle, when_unknown
 from tidal.controller.replica_capacity import ReplicaCapacity
 from tidal.controller.settle import SLACK, CatchUp, DownWindow
 from tidal.controller.startups import StartUps
@@ -179,6 +182,8 @@ class AdaptivePolicy(VertexPolicy):
 
         if self.scale.disabled:
             return self._hold(view, Rule.DISABLED, "scale.disabled")
+        if view.pending_now is None:
+            return self._apply(view, when_unknown(view, self.scale))
         pre_scale = self._ahead(view, lately, backlog)
         if pre_scale is not None:
             return pre_scale
@@ -336,44 +341,16 @@ class AdaptivePolicy(VertexPolicy):
         return self._move(view, floor, Rule.SCALE_DOWN, reason)
 
     def _idle(self, view: PolicyInput, low: int) -> Decision:
-        """Nothing arriving, nothing pending: keep the replicas while that costs less than
-        starting them again, then go to ``scale.min``. Three start-ups: a restart costs one of
-        replica-time and one of delay, and a gap that has lasted that long tends to go on (gaps
-        between bursts are heavy-tailed); shorter keeps cost more restarts than they save.
-        (Keeping one replica after one start-up instead, tried in the simulator: 1.33× the
-        oracle on idle instead of 1.44×, but 161-270 actions on bursty against 41-100.)"""
+        """Nothing arriving, nothing pending: :func:`tidal.controller.quiet.when_idle`."""
         self._idle_since = self._idle_since if self._idle_since is not None else view.now
-        idle, keep = view.now - self._idle_since, 3 * self.startup
-        ahead = self.ahead
-        due = None if ahead is None else ahead.due(view.now, ahead.keep_for(self.startup))
-        if due is not None and view.replicas > low and idle >= keep:
-            # Gone now, they would be asked for again within a start-up of coming back.
-            return self._hold(view, Rule.STEADY, f"idle {idle:.0f} s, kept: {due.reason(view.now)}")
-        # Over once the quiet spell a rise needs before it has passed, or at once if the rise
-        # fell after lasting as long as rises do (RiseWatch.ran_its_length).
-        ran = None if ahead is None or idle >= ahead.watch.quiet else ahead.watch.ran_its_length()
-        if ahead is not None and view.replicas > low and (idle >= ahead.watch.quiet or ran is not None):
-            far = ahead.far(view.now, self.startup)
-            if far is not None:
-                # The next rise is known (two periods agree) and far: stopped now and asked for
-                # again a start-up before it, the replicas cost a start-up instead of the whole
-                # quiet spell (on a cluster, the executors they hold: 3 × 13 s of 3 after a wave).
-                over = f" after a rise of {ran[0]:.0f} s, as rises last ({ran[1]:.0f} s)" if ran else ""
-                reason = f"idle {idle:.0f} s{over}; {far.reason(view.now)}: back a start-up before it"
-                return self._move(view, low, Rule.SCALE_TO_ZERO, reason)
-        # Why no rise keeps them (or when the next comes): a reacted-to wave's log says it.
-        outlook = "" if ahead is None else f"; {ahead.watch.outlook(view.now)}"
-        if view.replicas > low and idle >= keep:
-            # Also with replicas still "starting": on Spark a replica counts as ready once a
-            # micro-batch ran on it, which needs messages; one asked for as a wave ended never
-            # becomes ready, and waiting for it kept 4 replicas of the demo's `enrich` through a
-            # whole 70 s quiet spell (280 replica-seconds of a run's 830).
-            reason = f"idle {idle:.0f} s, past three start-ups ({keep:.0f} s){outlook}"
-            return self._move(view, low, Rule.SCALE_TO_ZERO, reason)
-        if view.ready < view.replicas:  # woken ahead of its messages (the path): let them come
-            reason = f"idle {idle:.0f} s, {view.replicas - view.ready} starting (to {low} after {keep:.0f} s)"
-            return self._hold(view, Rule.NOT_READY, reason)
-        return self._hold(view, Rule.STEADY, f"idle {idle:.0f} s (to {low} after {keep:.0f} s){outlook}")
+        return self._apply(view, when_idle(view, low, view.now - self._idle_since, self.startup, self.ahead))
+
+    def _apply(self, view: PolicyInput, verdict: Verdict) -> Decision:
+        if verdict.to is None:
+            return self._hold(view, verdict.rule, verdict.reason)
+        if verdict.to > view.replicas:
+            return self._up(view, verdict.to, verdict.rule, verdict.reason)
+        return self._move(view, verdict.to, verdict.rule, verdict.reason)
 
     def _ahead(self, view: PolicyInput, lately: float, backlog: float) -> Decision | None:
         """Learn the rises, and ask for the next one's replicas a start-up before it is due

@@ -16,7 +16,9 @@ from tidal.sim import make_trace, reference_pipeline, score, simulate
 from tidal.spec import Pipeline
 
 
-def view(now: float, replicas: int, processed: float, pending: float, busy: float, **kw) -> PolicyInput:
+def view(
+    now: float, replicas: int, processed: float, pending: float | None, busy: float, **kw
+) -> PolicyInput:
     base = PolicyInput(
         name="work", kind=VertexKind.UDF, now=now, replicas=replicas, ready=kw.pop("ready", replicas),
         processed=processed, pending_now=pending, busy_seconds=busy, rate=None, pending=None,
@@ -170,6 +172,30 @@ def test_no_scale_up_that_a_rate_limit_or_a_failing_sink_makes_futile() -> None:
     assert (failing.desired, failing.rule) == (5, Rule.SINK_FAILING), failing.reason
     below = policy.decide(view(42, 1, 42_000, 20_000, 42_000 / 250, sink_retried=4_200.0))
     assert (below.desired, below.rule) == (2, Rule.SINK_FAILING)  # below min: to min, no further
+
+
+def test_pending_not_available_is_left_alone_and_a_source_at_zero_peeks() -> None:
+    """A backlog not known is no idle vertex: a Kafka source whose broker went away is held, not
+    taken to its default min of 0; at 0, a source that cannot say its pending (a pynumaflow
+    source returning -1) peeks after zeroReplicaSleepSeconds, as Numaflow's does."""
+    scale = NumaflowScale(max=50, zero_replica_sleep_seconds=120)
+    source = AdaptivePolicy(scale, startup_guess_seconds=5, batch_guess_seconds=0)
+    feed(source, 40, rate=1000, per_replica=250, replicas=5)
+    for t in range(41, 200):  # far past three start-ups, with nothing known
+        d = source.decide(view(t, 5, 40_000, None, 160, kind=VertexKind.SOURCE))
+        assert (d.desired, d.rule) == (5, Rule.METRICS_UNAVAILABLE), (t, d.reason)
+
+    quiet = AdaptivePolicy(scale, startup_guess_seconds=5, batch_guess_seconds=0)
+    at_zero = [
+        quiet.decide(view(t, 0, 0, None, 0, kind=VertexKind.SOURCE, last_scaled_at=100.0))
+        for t in range(100, 221)
+    ]
+    assert all(d.rule == Rule.ZERO_WAIT and d.desired == 0 for d in at_zero[:-1]), at_zero[-2].reason
+    assert (at_zero[-1].desired, at_zero[-1].rule) == (1, Rule.PEEK), at_zero[-1].reason
+    assert "pending not available" in at_zero[-1].reason
+    # A source at 0 that reports nothing pending (its lag known, 0) is idle, and stays at 0.
+    idle = quiet.decide(view(221, 0, 0, 0, 0, kind=VertexKind.SOURCE, last_scaled_at=100.0))
+    assert idle.desired == 0
 
 
 def test_scale_down_waits_for_the_window_then_goes_in_one_step() -> None:
