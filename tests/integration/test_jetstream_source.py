@@ -14,11 +14,12 @@ from tidal.spec import parse_pipeline
 from tidal.testing import delivered, ids_of
 
 from .waits import eventually
+from .zero_wake import SCALE_TO_ZERO, idles_to_zero_then_wakes
 
 pytestmark = [pytest.mark.spark, pytest.mark.nats]
 
 
-def _spec(url: str, stream: str) -> Any:
+def _spec(url: str, stream: str, scale: dict | None = None) -> Any:
     return parse_pipeline(
         {
             "name": "js",
@@ -28,6 +29,7 @@ def _spec(url: str, stream: str) -> Any:
                     "source": {
                         "jetstream": {"url": url, "stream": stream, "filterSubjects": [f"{stream}.>"]}
                     },
+                    **({"scale": scale} if scale else {}),
                 },
                 {"name": "up", "udf": {"map": "tidal.examples.udfs:upper"}},
                 {"name": "out", "sink": {"file": {"path": "out.jsonl"}}},
@@ -97,6 +99,22 @@ def test_every_message_once_acknowledged_after_storing_and_a_restart_resumes(spa
     ids = ids_of(delivered(out))
     assert len(set(ids)) == len(ids) == 5000
     assert {i.rsplit(":", 1)[1] for i in ids} == {str(n) for n in range(1, 5001)}  # stream sequences
+    info = _consumer(url, stream)
+    assert (info.num_pending, info.num_ack_pending) == (0, 0)
+
+
+def test_a_source_idled_to_zero_wakes_on_its_first_message_not_a_peek(spark, nats_server, tmp_path):
+    """Idled to 0 under `tidal`, its query still asks the durable consumer's pending at every
+    trigger: a message published at 0 wakes it at once (:mod:`.zero_wake`), each read once."""
+    url, stream = nats_server.url, "wake"
+    _publish(url, stream, 1, 200, create=True)
+
+    def more() -> int:
+        _publish(url, stream, 201, 500)
+        return 300
+
+    with PipelineRun(_spec(url, stream, SCALE_TO_ZERO), tmp_path, spark=spark) as run:
+        idles_to_zero_then_wakes(run, tmp_path, "in", 200, more)
     info = _consumer(url, stream)
     assert (info.num_pending, info.num_ack_pending) == (0, 0)
 

@@ -15,6 +15,7 @@ from tidal.testing import delivered, ids_of, run_pipeline
 
 from .kafka_broker import MockKafka
 from .waits import eventually, wait_for
+from .zero_wake import SCALE_TO_ZERO, idles_to_zero_then_wakes
 
 T = TypeVar("T")
 
@@ -197,6 +198,22 @@ def test_kafka_to_parquet_and_delta_exactly_once_through_a_driver_sigkill_and_ba
         out, _ = second.communicate(timeout=120)
     every_order_once()  # and nothing doubled since
     assert "resumed from its checkpoints" in out
+
+
+def test_a_kafka_source_at_zero_wakes_on_its_first_record_not_a_peek(spark, kafka, run_dir):
+    """Idled to 0 under `tidal`, its query still asks the broker for the lag at every trigger:
+    a record produced at 0 wakes it at once (:mod:`.zero_wake`), and every record is read once."""
+    kafka.produce("wake", [b"first %d" % i for i in range(200)])
+    pipeline = spec(kafka, "wake", sink={"blackhole": {}}, scale=SCALE_TO_ZERO, replicas=1)
+    assert pipeline.policy_of("in") == "tidal"
+
+    def more() -> int:
+        kafka.produce("wake", [b"second %d" % i for i in range(300)])
+        return 300
+
+    with PipelineRun(pipeline, run_dir, spark=spark, trigger_seconds=0.2) as run:
+        idles_to_zero_then_wakes(run, run_dir, "in", 200, more)
+    assert kafka.committed("wake", "tidal") == kafka.ends("wake")
 
 
 @pytest.mark.long
