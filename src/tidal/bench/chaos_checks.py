@@ -143,8 +143,11 @@ def resumption(events: Sequence[Mapping[str, Any]], restarts: Sequence[Fault], t
     ``state-ignored``) note, how long after the note it came (the controller ticks once every
     query ran a batch), and whether it was made blind (no rate: a cold controller's first
     decisions). A restart that restored nothing, or a blind first decision, is a violation; a
-    first decision to 0 for a vertex with pending is one too."""
-    out = Found({"restarts": len(restarts), "first_decision_after_s": []})
+    first decision to 0 for a vertex with pending is one too. A vertex whose last decision
+    before the restart was blind too had learnt nothing to restore: its blind first decision
+    is counted (``blind_before``), not a violation (a driver killed 14 s into a CI run, before
+    `policy: tidal` had measured its generator's capacity, resumed exactly that)."""
+    out = Found({"restarts": len(restarts), "first_decision_after_s": [], "blind_before": []})
     for fault in restarts:
         later = [e for e in events if float(e["at"]) >= fault.at]
         notes = [e for e in later if e["rule"] in ("state-restored", "state-ignored")]
@@ -167,10 +170,20 @@ def resumption(events: Sequence[Mapping[str, Any]], restarts: Sequence[Fault], t
             if first is None:
                 continue
             out.numbers["first_decision_after_s"].append(round(float(first["at"]) - restored_at, 2))
+            before = [
+                e
+                for e in events
+                if e["vertex"] == vertex
+                and float(e["at"]) < fault.at
+                and e["rule"] not in ("state-restored", "state-ignored")
+            ]
             if first["rule"] in _BLIND_RULES:
-                out.violations.append(
-                    f"{vertex}: first decision after the restart was blind ({first['reason']})"
-                )
+                if before and before[-1]["rule"] in _BLIND_RULES:
+                    out.numbers["blind_before"].append(vertex)  # it knew nothing to restore
+                else:
+                    out.violations.append(
+                        f"{vertex}: first decision after the restart was blind ({first['reason']})"
+                    )
             pending = (first.get("inputs") or {}).get("totalPending") or 0
             if int(first["desired"]) == 0 and float(pending) > 0:
                 out.violations.append(f"{vertex}: scaled to zero with {pending} pending after the restart")

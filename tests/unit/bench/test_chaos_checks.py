@@ -62,6 +62,15 @@ def test_resumption_wants_a_restored_state_and_a_first_decision_on_numbers():
     assert not resumption([], [restart], 0.5).held
     to_zero = [*good[:2], event(125, "work", 3, 0, "scale-to-zero", totalPending=40.0)]
     assert "scaled to zero with 40.0 pending" in resumption(to_zero, [restart], 0.5).violations[0]
+    # Blind before the restart too: it had learnt nothing to restore, so resuming blind loses nothing.
+    unknown = "no processing measured yet: capacity unknown"
+    never_knew = [event(90, "gen", 1, 1, "warming-up", unknown), event(110, "gen", 1, 1, "state-restored"),
+                  event(111, "gen", 1, 1, "warming-up", unknown)]  # fmt: skip
+    found = resumption(never_knew, [restart], 0.5)
+    assert found.held and found.numbers["blind_before"] == ["gen"]
+    knew_then_lost = [event(80, "gen", 1, 1, "warming-up", unknown), event(90, "gen", 1, 2, "scale-up"),
+                      *never_knew[1:]]  # fmt: skip
+    assert "blind" in resumption(knew_then_lost, [restart], 0.5).violations[0]
 
 
 def test_an_outage_must_hold_and_say_so_within_two_ticks():
