@@ -170,15 +170,18 @@ def resumption(events: Sequence[Mapping[str, Any]], restarts: Sequence[Fault], t
             if first is None:
                 continue
             out.numbers["first_decision_after_s"].append(round(float(first["at"]) - restored_at, 2))
-            before = [
-                e
-                for e in events
-                if e["vertex"] == vertex
-                and float(e["at"]) < fault.at
-                and e["rule"] not in ("state-restored", "state-ignored")
-            ]
             if first["rule"] in _BLIND_RULES:
-                if before and before[-1]["rule"] in _BLIND_RULES:
+                last = next(  # the vertex's last decision before the restart (events are in order)
+                    (
+                        e
+                        for e in reversed(events)
+                        if e["vertex"] == vertex
+                        and float(e["at"]) < fault.at
+                        and e["rule"] not in ("state-restored", "state-ignored")
+                    ),
+                    None,
+                )
+                if last is not None and last["rule"] in _BLIND_RULES:
                     out.numbers["blind_before"].append(vertex)  # it knew nothing to restore
                 else:
                     out.violations.append(
